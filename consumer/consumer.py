@@ -1,0 +1,285 @@
+"""The ``Consumer`` facade: wires normalise -> headers -> documents -> index -> select -> read -> collate.
+
+It holds no logic of its own beyond validation and bookkeeping; each step lives in its module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Callable
+
+import numpy as np
+
+from . import __version__
+from .collate import to_tensors
+from .documents import DocumentTable, build_documents
+from .errors import InputError, short_repr
+from .filemeta import MAX_HEADER_BYTES, check_metadata, headers_for, libmagic_version
+from .index import LONG_FILES, STYLES, SampleIndex, build_index, resolve_seqlen
+from .ir import Corpus, normalise, stat_files
+from .queries import MaskConfig, build_columns, columns_of, mask_rng, needs_masking
+from .reader import read_rows, read_segments
+from .sampler import EpochBatcher
+from .select import resolve, split_key
+from .vocab import Vocab, decode_ids
+
+__all__ = ["Consumer"]
+
+_SELECT_TAG = 0x73656C65  # "sele": the stream of random draws for {class: n} selections
+_DEFAULT = object()  # "use the mode's default query"
+
+
+def _check_class_to_id(class_to_id, classes: list[str]) -> dict[str, int]:
+    if class_to_id is None:
+        return {c: i for i, c in enumerate(classes)}
+    if not isinstance(class_to_id, dict):
+        raise InputError(f"class_to_id must be a dict {{class: int}}, got {short_repr(class_to_id)}")
+    missing = [c for c in classes if c not in class_to_id]
+    if missing:
+        raise InputError(f"class_to_id misses class(es) {missing}; it has {short_repr(sorted(map(str, class_to_id)))}")
+    out: dict[str, int] = {}
+    for c, i in class_to_id.items():
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or i < 0:
+            raise InputError(f"class_to_id[{c!r}] must be an int >= 0, got {short_repr(i)}")
+        out[c] = int(i)
+    ids = [out[c] for c in classes]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise InputError(f"class_to_id gives the same id to several classes: duplicate ids {dup}")
+    return out
+
+
+class Consumer:
+    """A query engine over the raw bytes of files: ``ds[selection, query]`` -> dict of int64 tensors.
+
+    Args:
+        fps: the files: F0 ``[path, ...]``, F1 ``[{path: class}, ...]``, F2 ``{path: class}``,
+            F3 ``{class: [path, ...]}`` or a directory whose sub-folders are classes.
+        style: ``"diff"`` (one padded sample per file) or ``"concat"`` (per class one stream cut into
+            exact windows).
+        n_bytes: bytes per token, 1, 2 or 3.
+        seqlen: tokens per sample, or ``"auto"`` for the longest document in tokens.
+        metadata: file-type header: ``"file"`` (libmagic description), ``"mime"``, ``None`` or a
+            callable ``path -> str``.
+        class_to_id: ``{class: id}``; default: sorted class names get 0..C-1.
+        seed: seed of every random choice (I4 draws, batch shuffles, masks).
+        cache_dir: reserved for the persistent index cache; only ``None`` (in memory) is supported.
+        verbose: show a progress bar while libmagic runs; otherwise nothing is printed.
+        long_files: diff style only: ``"truncate"`` long files to ``seqlen`` or serve them as
+            consecutive ``"windows"`` so no byte is unreachable.
+    """
+
+    def __init__(self, fps: Any, *, style: str = "diff", n_bytes: int = 2, seqlen: int | str = "auto",
+                 metadata: str | None | Callable[[str], str] = "file", class_to_id: dict | None = None,
+                 seed: int = 4, cache_dir=None, verbose: bool = False, long_files: str = "truncate"):
+        if style not in STYLES:
+            raise InputError(f"style must be one of {sorted(STYLES)}, got {short_repr(style)}")
+        if long_files not in LONG_FILES:
+            raise InputError(f"long_files must be one of {LONG_FILES}, got {short_repr(long_files)}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise InputError(f"seed must be an int >= 0, got {short_repr(seed)}")
+        if cache_dir is not None:
+            raise InputError(f"cache_dir: the persistent index cache is not available yet, pass None "
+                             f"(got {short_repr(cache_dir)})")
+        if not isinstance(verbose, bool):
+            raise InputError(f"verbose must be a bool, got {short_repr(verbose)}")
+        check_metadata(metadata)
+        if isinstance(seqlen, str) and seqlen != "auto":
+            raise InputError(f"seqlen must be a positive int or 'auto', got {short_repr(seqlen)}")
+        self.vocab = Vocab(n_bytes)
+        self.corpus: Corpus = normalise(fps)
+        self.classes: list[str] = self.corpus.class_names
+        self.class_to_id: dict[str, int] = _check_class_to_id(class_to_id, self.classes)
+        self.id_to_class: dict[int, str] = {self.class_to_id[c]: c for c in self.classes}
+        self.style, self.seed, self.verbose, self.long_files = style, int(seed), verbose, long_files
+        self.metadata = metadata
+        self._seqlen_requested = seqlen
+
+        paths, cls = self.corpus.flat()
+        sizes, self._mtimes = stat_files(paths)
+        headers = headers_for(paths, metadata, verbose=verbose)
+        self.documents: DocumentTable = build_documents(paths, cls, sizes, headers, self.vocab,
+                                                        with_header=metadata is not None)
+        self.seqlen: int = resolve_seqlen(seqlen, self.documents.doc_len)
+        self.index: SampleIndex = build_index(style, self.documents.doc_len, self.documents.doc_class,
+                                              len(self.classes), self.seqlen, long_files=long_files)
+        self._class_ids = np.array([self.class_to_id[c] for c in self.classes], dtype=np.int64)
+        self._select_rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, _SELECT_TAG])))
+        self._mask_cfg = MaskConfig()
+        self._default_query: str | None = None
+        self._batcher: EpochBatcher | None = None
+
+    # ----------------------------------------------------------------- sizes and names
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @property
+    def n_classes(self) -> int:
+        """Number of classes."""
+        return len(self.classes)
+
+    @property
+    def files(self) -> list[str]:
+        """Absolute paths of every file, in corpus order (``file_id`` indexes this list)."""
+        return self.documents.paths
+
+    def samples_per_class(self) -> dict[str, int]:
+        """Number of samples of each class."""
+        return dict(zip(self.classes, self.index.samples_per_class().tolist()))
+
+    # ----------------------------------------------------------------- modes
+    def set_supervised_mode(self) -> None:
+        """Make ``"supervised"`` the default query of bare selections and ``get_next_batch()``."""
+        self._default_query = "supervised"
+
+    def set_unsupervised_mode(self, mask_frequency: float = 0.15, add_cls: bool = False,
+                              mask_rule: str = "bert") -> None:
+        """Set masking (fraction, ``"bert"`` 80/10/10 or ``"mask"`` rule, CLS prefix) and make
+        ``"unsupervised"`` the default query. Explicit queries keep working whatever the mode."""
+        self._mask_cfg = MaskConfig(frequency=mask_frequency, rule=mask_rule, add_cls=add_cls)
+        self._default_query = "unsupervised"
+
+    def set_mlm_mode(self, mask_frequency: float = 0.15, add_cls: bool = False, mask_rule: str = "bert") -> None:
+        """Like :meth:`set_unsupervised_mode`, with ``"mlm"`` (input, attention mask, labels) as default."""
+        self.set_unsupervised_mode(mask_frequency, add_cls, mask_rule)
+        self._default_query = "mlm"
+
+    # ----------------------------------------------------------------- fetching
+    def __getitem__(self, key) -> dict:
+        selection, query, given = split_key(key)
+        if not given:
+            query = self._default_query
+        if selection is None:
+            ids, epoch = self._next_ids()
+        else:
+            ids, epoch = resolve(selection, len(self), self.index.class_ptr, self.classes, self._select_rng), 0
+        return self.fetch(ids, query, epoch=epoch)
+
+    def fetch(self, sample_ids, query=None, *, epoch: int = 0) -> dict:
+        """The batch of the given sample ids with the columns of ``query``, as int64 CPU tensors.
+
+        ``epoch`` only changes the masks (dynamic masking per epoch).
+        """
+        ids = np.asarray(sample_ids, dtype=np.int64).reshape(-1)
+        return to_tensors(self.fetch_numpy(ids, query, epoch=epoch))
+
+    def fetch_numpy(self, sample_ids: np.ndarray, query=None, *, epoch: int = 0) -> dict[str, np.ndarray]:
+        """Same as :meth:`fetch` but numpy arrays (no torch needed)."""
+        cols = columns_of(query)
+        if sample_ids.size and (sample_ids.min() < 0 or sample_ids.max() >= len(self)):
+            raise InputError(f"sample_ids must be in [0, {len(self)}), got {short_repr(sample_ids.tolist())}")
+        masking = needs_masking(cols)
+        tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking)
+        first_seg = self.index.seg_ptr[sample_ids]
+        return build_columns(
+            cols, tokens, content, vocab=self.vocab, cfg=self._mask_cfg,
+            rng_factory=lambda: mask_rng(self.seed, epoch, sample_ids), sample_ids=sample_ids,
+            sample_class_ids=self._class_ids[self.index.sample_class[sample_ids]],
+            file_id=self.index.seg_doc[first_seg], offset=self.index.seg_start[first_seg])
+
+    # ----------------------------------------------------------------- batches
+    def create_batches(self, batch_size: int, drop_last: bool = False, seed: int = 4) -> None:
+        """Shuffle the samples into batches for ``ds[None]`` / :meth:`get_next_batch`.
+
+        Epoch ``e`` uses the permutation of ``(seed, e)``; after the last batch of an epoch the next
+        call continues with epoch ``e + 1``. No global RNG is touched.
+        """
+        self._batcher = EpochBatcher(len(self), batch_size, drop_last, seed)
+
+    def get_next_batch(self, query=_DEFAULT) -> dict:
+        """The next batch (see :meth:`create_batches`); ``query`` defaults to the mode's query."""
+        ids, epoch = self._next_ids()
+        return self.fetch(ids, self._default_query if query is _DEFAULT else query, epoch=epoch)
+
+    def _next_ids(self) -> tuple[np.ndarray, int]:
+        if self._batcher is None:
+            self.create_batches(1, seed=self.seed)  # gperc's I0 served one sample at a time
+        return self._batcher.next()
+
+    def state_dict(self) -> dict:
+        """JSON-able position of the batch iterator (epoch, batches served), for exact resumption."""
+        if self._batcher is None:
+            raise InputError("state_dict: no batches yet, call create_batches(batch_size) first")
+        return self._batcher.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue the batch iterator from a :meth:`state_dict` taken on an identical dataset."""
+        batcher = EpochBatcher.from_state_dict(state)
+        if batcher.n_samples != len(self):
+            raise InputError(f"state['n_samples']={batcher.n_samples} does not match this dataset ({len(self)})")
+        self._batcher = batcher
+
+    # ----------------------------------------------------------------- decoding
+    def decode(self, ids, *, specials: str = "skip") -> bytes:
+        """Bytes of a token sequence (one row): specials skipped or rendered as ``<EOF>``-style tags."""
+        return decode_ids(ids, self.vocab, specials=specials)
+
+    def document_tokens(self, file_id: int) -> np.ndarray:
+        """The whole token stream of one file: header, SEP, content, EOF (reads the file)."""
+        if isinstance(file_id, bool) or not isinstance(file_id, (int, np.integer)) \
+                or not 0 <= file_id < len(self.documents):
+            raise InputError(f"file_id must be an int in [0, {len(self.documents)}), got {short_repr(file_id)}")
+        n = int(self.documents.doc_len[file_id])
+        zero = np.zeros(1, dtype=np.int64)
+        return read_segments(self.documents, (1, n), zero, zero, np.array([file_id]), zero, np.array([n]))[0][0]
+
+    # ----------------------------------------------------------------- export
+    def get_dict(self, include_files: bool = False) -> dict:
+        """Everything needed to reproduce this dataset: settings, classes, counts, vocab, versions.
+
+        With ``include_files`` the full file list (path, size, class) is included too; otherwise a
+        sha256 fingerprint of it.
+        """
+        docs = self.documents
+        n_classes = self.n_classes
+        files = np.bincount(docs.doc_class, minlength=n_classes)
+        bytes_ = np.bincount(docs.doc_class, weights=docs.doc_size, minlength=n_classes).astype(np.int64)
+        tokens = np.bincount(docs.doc_class, weights=docs.doc_len, minlength=n_classes).astype(np.int64)
+        samples = self.index.samples_per_class()
+        listing = [[p, int(s), self.classes[int(c)]] for p, s, c in zip(docs.paths, docs.doc_size, docs.doc_class)]
+        out = {
+            "consumer_version": __version__,
+            "data_mode": self.corpus.form,
+            "style": self.style,
+            "n_bytes": self.vocab.n_bytes,
+            "seqlen": self.seqlen,
+            "seqlen_requested": self._seqlen_requested,
+            "long_files": self.long_files,
+            "metadata": self.metadata if (self.metadata is None or isinstance(self.metadata, str)) else "callable",
+            "max_header_bytes": MAX_HEADER_BYTES,
+            "seed": self.seed,
+            "mode": self._default_query,
+            "mask": {"frequency": self._mask_cfg.frequency, "rule": self._mask_cfg.rule,
+                     "add_cls": self._mask_cfg.add_cls},
+            "n_classes": n_classes,
+            "classes": self.classes,
+            "class_to_id": self.class_to_id,
+            "per_class": {c: {"files": int(files[i]), "bytes": int(bytes_[i]), "tokens": int(tokens[i]),
+                              "samples": int(samples[i])} for i, c in enumerate(self.classes)},
+            "total_files": len(docs),
+            "total_samples": len(self),
+            "vocab": self.vocab.to_dict(),
+            "vocab_size": self.vocab.size,
+            "libmagic_version": libmagic_version(),
+            "files_sha256": hashlib.sha256(json.dumps(listing).encode()).hexdigest(),
+        }
+        if self._batcher is not None:
+            out["batches"] = {"batch_size": self._batcher.batch_size, "drop_last": self._batcher.drop_last,
+                              "seed": self._batcher.seed}
+        if include_files:
+            out["files"] = listing
+        return out
+
+    def to_json(self, fp=None, include_files: bool = False) -> str | None:
+        """:meth:`get_dict` as indented JSON; written to ``fp`` (a path) and ``None`` returned if given."""
+        text = json.dumps(self.get_dict(include_files=include_files), indent=2)
+        if fp is None:
+            return text
+        with open(fp, "w", encoding="utf-8") as f:
+            f.write(text)
+        return None
+
+    def __repr__(self) -> str:
+        return (f"Consumer(style={self.style!r}, n_bytes={self.vocab.n_bytes}, seqlen={self.seqlen}, "
+                f"classes={self.n_classes}, files={len(self.documents)}, samples={len(self)})")

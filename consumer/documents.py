@@ -1,0 +1,78 @@
+"""The document table: per file, where its header, SEP, content and EOF sit in its token stream.
+
+A document is ``[header tokens] SEP [content tokens] EOF`` (``metadata=None``: ``[content] EOF``).
+Content tokens follow the lossless tail rule of :mod:`consumer.vocab`: ``nfull`` full tokens, then,
+when the size is not a multiple of ``n_bytes``, ``TAIL_k`` and one padded token.
+
+Headers repeat a lot (a corpus has few distinct file types), so they are stored once each in a
+small CSR table (``header_ptr`` / ``header_tok``) and every file points at one (``doc_header``).
+Everything is a flat numpy array; paths are kept in one list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .vocab import Vocab, encode_bytes, n_content_tokens
+
+__all__ = ["DocumentTable", "build_documents"]
+
+
+@dataclass(frozen=True)
+class DocumentTable:
+    """Per-document layout arrays (int64 unless noted) plus the unique header texts and tokens."""
+
+    vocab: Vocab
+    paths: list[str]
+    doc_class: np.ndarray     # [D] class index
+    doc_size: np.ndarray      # [D] bytes
+    doc_header: np.ndarray    # [D] index into headers
+    headers: list[str]        # [H] distinct normalised header texts
+    header_ptr: np.ndarray    # [H+1]
+    header_tok: np.ndarray    # [sum of header lengths]
+    with_header: bool
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    @property
+    def header_len(self) -> np.ndarray:
+        """Header tokens of each document (0 without headers)."""
+        return np.diff(self.header_ptr)[self.doc_header]
+
+    @property
+    def content_start(self) -> np.ndarray:
+        """Token position where each document's content begins (after header and SEP)."""
+        return self.header_len + 1 if self.with_header else np.zeros(len(self), dtype=np.int64)
+
+    @property
+    def content_len(self) -> np.ndarray:
+        """Content tokens of each document (tail marker and padded tail included)."""
+        return n_content_tokens(self.doc_size, self.vocab.n_bytes)
+
+    @property
+    def doc_len(self) -> np.ndarray:
+        """Total tokens of each document: header, SEP, content and EOF."""
+        return self.content_start + self.content_len + 1
+
+    def header_text(self, doc: int) -> str:
+        """The normalised header text of one document."""
+        return self.headers[int(self.doc_header[doc])]
+
+
+def build_documents(paths: list[str], doc_class, sizes, header_texts: list[str], vocab: Vocab,
+                    with_header: bool) -> DocumentTable:
+    """Assemble a :class:`DocumentTable`: tokenise each distinct header once, point files at them."""
+    headers = sorted(set(header_texts)) if with_header else [""]
+    lookup = {h: i for i, h in enumerate(headers)}
+    doc_header = np.fromiter((lookup[h] for h in header_texts), dtype=np.int64, count=len(header_texts)) \
+        if with_header else np.zeros(len(paths), dtype=np.int64)
+    toks = [encode_bytes(h.encode("utf-8"), vocab) for h in headers] if with_header else [np.zeros(0, np.int64)]
+    header_ptr = np.zeros(len(toks) + 1, dtype=np.int64)
+    np.cumsum([t.size for t in toks], out=header_ptr[1:])
+    header_tok = np.concatenate(toks) if toks else np.zeros(0, dtype=np.int64)
+    return DocumentTable(vocab=vocab, paths=list(paths), doc_class=np.asarray(doc_class, dtype=np.int64),
+                         doc_size=np.asarray(sizes, dtype=np.int64), doc_header=doc_header, headers=headers,
+                         header_ptr=header_ptr, header_tok=header_tok.astype(np.int64), with_header=with_header)

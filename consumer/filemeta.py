@@ -1,0 +1,171 @@
+"""File-type headers: libmagic (python-magic, in process) and their normalisation.
+
+This is the only module that imports ``magic``. A header describes a file's *type*, never the
+individual file: the path (which leaks the label), BuildIDs, hashes, UUIDs, timestamps, embedded
+file names and per-file sizes are removed, white space is folded and the text is capped at
+:data:`MAX_HEADER_BYTES` bytes (UTF-8, cut on a character boundary).
+
+Modes (``metadata=``): ``"file"`` (libmagic description), ``"mime"`` (MIME type), ``None`` (no
+header) or a callable ``path -> str`` (its result is normalised the same way).
+
+libmagic runs once per file at build time, in a thread pool: python-magic calls libmagic through
+ctypes, which releases the GIL, so threads use every core without the start-up cost, pickling and
+``if __name__ == "__main__"`` pitfalls of processes (measured in ``docs/design.md``). Each thread
+has its own magic cookie; nothing is shared.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence
+
+from .errors import InputError, MissingDependencyError, short_repr
+
+__all__ = ["MAX_HEADER_BYTES", "METADATA_MODES", "normalise_description", "headers_for", "libmagic_version",
+           "check_metadata"]
+
+MAX_HEADER_BYTES = 96
+METADATA_MODES = ("file", "mime")
+_PARALLEL_MIN_FILES = 64  # below this a thread pool costs more than it saves
+_CHUNK = 128  # files per task: one future per chunk, not per file
+
+_DROP_FIELD = re.compile(
+    r"(BuildID|timestamp|modified|created|last (?:accessed|written)|\bdate\b|UUID|uuid|serial|"
+    r"was \"|\bname\b|checksum|\bcrc\d*\b|\bmd5\b|\bsha\d*\b|\.py size|original size|\bsize\b)",
+    re.IGNORECASE)
+_HEX = re.compile(r"\b(?:0x)?[0-9a-fA-F]{8,}\b")
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
+_LONG_LINES = re.compile(r"(with very long lines) \(\d+\)")
+_TIME = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?\b|\b\d{4}-\d{2}-\d{2}\b")
+_SPACE = re.compile(r"\s+")
+
+
+def normalise_description(text: str, path: str | None = None) -> str:
+    """Normalise a type description so it names the type, not the file (see the module docstring)."""
+    text = _SPACE.sub(" ", str(text)).strip()
+    if path:
+        for leak in {path, os.path.basename(path)}:
+            if leak:
+                text = text.replace(leak, "")
+    text = _LONG_LINES.sub(r"\1", text)
+    fields = []
+    for field in text.split(","):
+        if _DROP_FIELD.search(field) or _TIME.search(field):
+            continue
+        field = _UUID.sub("", field)
+        field = _HEX.sub("", field)
+        field = _QUOTED.sub("", field)
+        field = _SPACE.sub(" ", field).strip(" :;=")
+        if field:
+            fields.append(field)
+    out = ", ".join(fields)
+    raw = out.encode("utf-8")[:MAX_HEADER_BYTES]
+    return raw.decode("utf-8", errors="ignore").rstrip(" ,")
+
+
+def _import_magic():
+    try:
+        import magic  # noqa: PLC0415  (the one home of this dependency)
+    except ImportError as e:  # python-magic missing, or libmagic1 missing underneath it
+        raise MissingDependencyError(
+            "metadata='file'/'mime' needs python-magic and the system library libmagic "
+            f"(pip install python-magic; apt-get install libmagic1): {e}") from e
+    return magic
+
+
+def libmagic_version() -> int | None:
+    """The libmagic version number (e.g. 544 for 5.44), or None when libmagic is unavailable."""
+    try:
+        magic = _import_magic()
+    except MissingDependencyError:
+        return None
+    try:
+        return int(magic.version())
+    except Exception:  # noqa: BLE001  (old python-magic without version(): report unknown)
+        return None
+
+
+def check_metadata(metadata) -> None:
+    """Validate a ``metadata`` argument (mode name, None or callable), raising :class:`InputError`."""
+    if metadata is None or callable(metadata) or metadata in METADATA_MODES:
+        return
+    raise InputError(f"metadata must be one of {METADATA_MODES}, None or a callable path -> str, "
+                     f"got {short_repr(metadata)}")
+
+
+def _magic_describer(mime: bool) -> Callable[[str], str]:
+    magic = _import_magic()
+    local = threading.local()
+
+    def describe(path: str) -> str:
+        cookie = getattr(local, "cookie", None)
+        if cookie is None:
+            cookie = local.cookie = magic.Magic(mime=mime)
+        try:
+            return cookie.from_file(path)
+        except Exception as e:  # noqa: BLE001  (libmagic reports unreadable files as MagicException)
+            raise InputError(f"fps: libmagic could not read {path!r}: {e}") from e
+
+    return describe
+
+
+def headers_for(paths: Sequence[str], metadata, *, verbose: bool = False, workers: int | None = None) -> list[str]:
+    """One normalised header string per path (``""`` for every path when ``metadata`` is None).
+
+    ``metadata`` is ``"file"``, ``"mime"``, ``None`` or a callable. libmagic runs in ``workers``
+    threads (default: the number of cores) with a tqdm progress bar when ``verbose``.
+    """
+    check_metadata(metadata)
+    if metadata is None:
+        return [""] * len(paths)
+    if callable(metadata):
+        describe = metadata
+    else:
+        describe = _magic_describer(mime=(metadata == "mime"))
+
+    def one(path: str) -> str:
+        text = describe(path)
+        if not isinstance(text, str):
+            raise InputError(f"metadata callable must return str, got {short_repr(text)} for {path!r}")
+        return normalise_description(text, path)
+
+    def chunk(part: Sequence[str]) -> list[str]:
+        return [one(p) for p in part]
+
+    n_workers = workers or os.cpu_count() or 1
+    parts = [paths[i:i + _CHUNK] for i in range(0, len(paths), _CHUNK)]
+    bar = _progress_bar(len(paths), verbose)
+    out: list[str] = []
+    try:
+        if callable(metadata) or n_workers == 1 or len(paths) < _PARALLEL_MIN_FILES:
+            results = map(chunk, parts)
+            for res in results:
+                out.extend(res)
+                bar.update(len(res))
+        else:
+            with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="consumer-magic") as pool:
+                for res in pool.map(chunk, parts):
+                    out.extend(res)
+                    bar.update(len(res))
+    finally:
+        bar.close()
+    return out
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_bar(total: int, verbose: bool):
+    if not verbose:
+        return _NoBar()
+    from tqdm.auto import tqdm  # noqa: PLC0415  (only when asked for)
+    return tqdm(total=total, desc="libmagic", unit="file")

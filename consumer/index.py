@@ -1,0 +1,169 @@
+"""The sample index: which tokens of which documents make each sample, as flat numpy arrays.
+
+Nothing here reads a file. Input: the token length of every document (``doc_len``), its class, and
+the style settings. Output: a :class:`SampleIndex`, a CSR structure::
+
+    sample s  ->  segments seg_ptr[s] .. seg_ptr[s+1]-1
+    segment g ->  document seg_doc[g], tokens [seg_start[g], seg_start[g] + seg_len[g]) of it,
+                  written at column seg_col[g] of the sample's row
+
+Samples are ordered by class (then by file, then by window), so each class owns the contiguous
+sample range ``class_ptr[c] .. class_ptr[c+1]-1``. Styles (``STYLES``):
+
+- ``diff``: one sample per document, truncated to ``seqlen`` (``long_files="truncate"``) or cut into
+  consecutive windows (``long_files="windows"``, so no token is unreachable). Rows are padded.
+- ``concat``: the documents of a class form one stream cut into exact ``seqlen`` windows; windows never
+  cross classes; the last window of a class is padded. Every token appears exactly once.
+
+Everything is vectorised (cumsum / repeat / searchsorted): no Python loop per sample or document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InputError, short_repr
+
+__all__ = ["SampleIndex", "STYLES", "LONG_FILES", "build_index", "resolve_seqlen"]
+
+LONG_FILES = ("truncate", "windows")
+
+
+@dataclass(frozen=True)
+class SampleIndex:
+    """Flat arrays describing every sample (see the module docstring). All arrays are int64."""
+
+    seqlen: int
+    seg_ptr: np.ndarray     # [S+1]
+    seg_doc: np.ndarray     # [G]
+    seg_start: np.ndarray   # [G] token offset inside the document
+    seg_len: np.ndarray     # [G]
+    seg_col: np.ndarray     # [G] column inside the sample's row
+    sample_class: np.ndarray  # [S]
+    class_ptr: np.ndarray   # [C+1]
+
+    def __len__(self) -> int:
+        return int(self.seg_ptr.size - 1)
+
+    @property
+    def n_segments(self) -> int:
+        """Total number of (document, range) segments."""
+        return int(self.seg_doc.size)
+
+    def samples_per_class(self) -> np.ndarray:
+        """Number of samples of each class."""
+        return np.diff(self.class_ptr)
+
+    def sample_tokens(self) -> np.ndarray:
+        """Number of real (non-padding) tokens of each sample."""
+        return np.add.reduceat(self.seg_len, self.seg_ptr[:-1]) if self.seg_len.size else \
+            np.zeros(len(self), dtype=np.int64)
+
+    def segments_of(self, sample_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Segment ids of the given samples (in order) and the position (row) of each in ``sample_ids``."""
+        starts = self.seg_ptr[sample_ids]
+        counts = self.seg_ptr[sample_ids + 1] - starts
+        rows = np.repeat(np.arange(sample_ids.size, dtype=np.int64), counts)
+        offsets = np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        return np.repeat(starts, counts) + offsets, rows
+
+
+def resolve_seqlen(seqlen, doc_len: np.ndarray) -> int:
+    """``seqlen`` as an int: ``"auto"`` is the longest document in tokens; ints must be >= 1."""
+    if isinstance(seqlen, str):
+        if seqlen != "auto":
+            raise InputError(f"seqlen must be a positive int or 'auto', got {short_repr(seqlen)}")
+        return int(doc_len.max()) if doc_len.size else 1
+    if isinstance(seqlen, bool) or not isinstance(seqlen, (int, np.integer)) or seqlen < 1:
+        raise InputError(f"seqlen must be a positive int or 'auto', got {short_repr(seqlen)}")
+    return int(seqlen)
+
+
+def _pieces(doc_start: np.ndarray, doc_len: np.ndarray, seqlen: int):
+    """Cut documents laid out on one global token axis into ``seqlen`` windows.
+
+    ``doc_start`` are global start positions where every group begins at a multiple of ``seqlen``.
+    Returns (doc, start-in-doc, length, window, column) per piece, ordered by global position.
+    """
+    end = doc_start + doc_len
+    first = doc_start // seqlen
+    n = (end - 1) // seqlen - first + 1
+    doc = np.repeat(np.arange(doc_len.size, dtype=np.int64), n)
+    j = np.arange(doc.size, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
+    window = first[doc] + j
+    lo = np.maximum(doc_start[doc], window * seqlen)
+    hi = np.minimum(end[doc], (window + 1) * seqlen)
+    return doc, lo - doc_start[doc], hi - lo, window, lo - window * seqlen
+
+
+def _assemble(doc, start, length, sample, col, doc_class, n_classes, seqlen) -> SampleIndex:
+    # windows are dense and ordered: every document has >= 1 token (its EOF), streams are contiguous
+    n_samples = int(sample.max()) + 1 if sample.size else 0
+    seg_ptr = np.zeros(n_samples + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sample, minlength=n_samples), out=seg_ptr[1:])
+    first_doc = doc[seg_ptr[:-1]] if n_samples else np.zeros(0, dtype=np.int64)
+    sample_class = doc_class[first_doc].astype(np.int64)
+    class_ptr = np.zeros(n_classes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sample_class, minlength=n_classes), out=class_ptr[1:])
+    return SampleIndex(seqlen=seqlen, seg_ptr=seg_ptr, seg_doc=doc, seg_start=start, seg_len=length,
+                       seg_col=col, sample_class=sample_class, class_ptr=class_ptr)
+
+
+def _aligned_starts(doc_len: np.ndarray, group: np.ndarray, seqlen: int) -> np.ndarray:
+    """Global start of each document when each group's stream begins on a window boundary."""
+    n_groups = int(group.max()) + 1 if group.size else 0
+    group_len = np.bincount(group, weights=doc_len, minlength=n_groups).astype(np.int64)
+    group_windows = -(-group_len // seqlen)
+    group_start = (np.cumsum(group_windows) - group_windows) * seqlen
+    # start within the group = exclusive cumsum of doc_len restricted to the group
+    csum = np.cumsum(doc_len) - doc_len
+    first_in_group = np.zeros(n_groups, dtype=np.int64)
+    order_first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]]) if group.size else np.zeros(0, np.int64)
+    first_in_group[group[order_first]] = csum[order_first]
+    return group_start[group] + csum - first_in_group[group]
+
+
+def build_concat(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") -> SampleIndex:
+    """concat style: per class one stream of documents cut into exact ``seqlen`` windows."""
+    starts = _aligned_starts(doc_len, doc_class, seqlen)
+    doc, start, length, window, col = _pieces(starts, doc_len, seqlen)
+    return _assemble(doc, start, length, window, col, doc_class, n_classes, seqlen)
+
+
+def build_diff(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") -> SampleIndex:
+    """diff style: one padded sample per document (or consecutive windows of it with ``long_files="windows"``)."""
+    if long_files not in LONG_FILES:
+        raise InputError(f"long_files must be one of {LONG_FILES}, got {short_repr(long_files)}")
+    n_docs = doc_len.size
+    if long_files == "windows":
+        starts = _aligned_starts(doc_len, np.arange(n_docs, dtype=np.int64), seqlen)
+        doc, start, length, window, col = _pieces(starts, doc_len, seqlen)
+        return _assemble(doc, start, length, window, col, doc_class, n_classes, seqlen)
+    doc = np.arange(n_docs, dtype=np.int64)
+    zeros = np.zeros(n_docs, dtype=np.int64)
+    return _assemble(doc, zeros, np.minimum(doc_len, seqlen), doc, zeros.copy(), doc_class, n_classes, seqlen)
+
+
+STYLES = {"diff": build_diff, "concat": build_concat}
+
+
+def build_index(style: str, doc_len: np.ndarray, doc_class: np.ndarray, n_classes: int, seqlen: int,
+                *, long_files: str = "truncate") -> SampleIndex:
+    """Build the :class:`SampleIndex` of ``style`` (a key of :data:`STYLES`) over documents of ``doc_len`` tokens.
+
+    ``doc_class`` must be non-decreasing (documents grouped by class, as :class:`~consumer.ir.Corpus` orders
+    them). ``long_files`` applies to ``diff`` only.
+    """
+    if style not in STYLES:
+        raise InputError(f"style must be one of {sorted(STYLES)}, got {short_repr(style)}")
+    if long_files not in LONG_FILES:
+        raise InputError(f"long_files must be one of {LONG_FILES}, got {short_repr(long_files)}")
+    doc_len = np.asarray(doc_len, dtype=np.int64)
+    doc_class = np.asarray(doc_class, dtype=np.int64)
+    if doc_len.size and doc_len.min() < 1:
+        raise InputError(f"doc_len must be >= 1 for every document, got {int(doc_len.min())}")
+    if doc_class.size and np.any(np.diff(doc_class) < 0):
+        raise InputError("doc_class must be non-decreasing (documents grouped by class)")
+    return STYLES[style](doc_len, doc_class, n_classes, seqlen, long_files=long_files)

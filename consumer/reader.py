@@ -1,0 +1,144 @@
+"""The raw reader: token rows for a batch of sample ids, read straight from the source files.
+
+One call reads a whole batch into a preallocated ``[B, seqlen]`` int64 array (filled with PAD):
+
+1. the batch's segments are gathered from the index (vectorised);
+2. header tokens, SEP, TAIL markers and EOF are scattered with a few numpy operations for all
+   segments at once (no Python per segment);
+3. content bytes are read with one ``os.preadv`` per segment straight into one scratch buffer (no
+   per-file allocation), converted to ids in one vectorised pass, and copied into the rows with one
+   slice assignment per segment.
+
+Files are opened read-only (``O_RDONLY | O_CLOEXEC``) for the duration of one read and never
+written. A file that became shorter than at build time raises :class:`FileChangedError`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .documents import DocumentTable
+from .errors import FileChangedError
+from .index import SampleIndex
+from .vocab import bytes_to_ids
+
+__all__ = ["read_rows", "read_segments"]
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Flattened ``arange(s, s+n)`` for every (s, n), and the owner (position in ``starts``) of each."""
+    owner = np.repeat(np.arange(starts.size, dtype=np.int64), lengths)
+    within = np.arange(owner.size, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return starts[owner] + within, owner
+
+
+def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
+              content_mask: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Token rows ``[B, seqlen]`` (int64, PAD-filled) of ``sample_ids``, and optionally a content mask.
+
+    The content mask is True exactly where a row holds a content token of a file (not header, SEP,
+    EOF, TAIL marker or padding): the positions masked-LM may touch.
+    """
+    segs, rows = index.segments_of(sample_ids)
+    return read_segments(docs, (int(sample_ids.size), index.seqlen), rows, index.seg_col[segs],
+                         index.seg_doc[segs], index.seg_start[segs], index.seg_len[segs], content_mask)
+
+
+def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray, cols: np.ndarray,
+                  d: np.ndarray, a: np.ndarray, n: np.ndarray,
+                  content_mask: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Fill a PAD-filled int64 array of ``shape`` with document token ranges.
+
+    Segment ``g`` copies tokens ``[a[g], a[g] + n[g])`` of document ``d[g]`` to row ``rows[g]`` from
+    column ``cols[g]`` on. Returns the array and, if asked, the content mask (see :func:`read_rows`).
+    """
+    vocab = docs.vocab
+    nb = vocab.n_bytes
+    B, L = shape
+    out = np.full((B, L), vocab.pad, dtype=np.int64)
+    flat = out.reshape(-1)
+    b = a + n
+    base = rows * L + cols - a  # flat position of document token 0 of each segment
+
+    cs = docs.content_start[d]
+    size = docs.doc_size[d]
+    nfull, k = np.divmod(size, nb)
+    clen = nfull + 2 * (k > 0)
+    eof = cs + clen
+
+    def put(pos: np.ndarray, value) -> None:
+        hit = (a <= pos) & (pos < b)
+        flat[base[hit] + pos[hit]] = value if np.isscalar(value) else value[hit]
+
+    if docs.with_header:
+        h = cs - 1
+        n_h = np.clip(np.minimum(b, h) - a, 0, None)
+        if n_h.any():
+            pos, own = _ranges(a, n_h)
+            src = docs.header_ptr[docs.doc_header[d]][own] + pos
+            flat[base[own] + pos] = docs.header_tok[src]
+        put(h, vocab.sep)
+    put(eof, vocab.eof)
+    has_tail = k > 0
+    if has_tail.any():
+        marker = cs + nfull
+        hit = has_tail & (a <= marker) & (marker < b)
+        flat[base[hit] + marker[hit]] = vocab.sep + k[hit]
+
+    # content: full tokens [t0, t1) and, if inside the segment, the padded tail token
+    t0 = np.clip(a - cs, 0, nfull)
+    t1 = np.clip(b - cs, 0, nfull)
+    want_tail = has_tail & (a <= cs + nfull + 1) & (cs + nfull + 1 < b)
+    byte_lo = np.where(t1 > t0, t0 * nb, nfull * nb)
+    byte_hi = np.where(want_tail, size, t1 * nb)
+    n_bytes_read = np.maximum(byte_hi - byte_lo, 0)
+    span = -(-n_bytes_read // nb) * nb  # rounded up to whole tokens (the tail is zero-padded)
+    need = np.flatnonzero(n_bytes_read > 0)
+    if need.size:
+        scratch = np.zeros(int(span[need].sum()), dtype=np.uint8)
+        q = np.cumsum(span[need]) - span[need]
+        view = memoryview(scratch)
+        paths = docs.paths
+        for g, qq, lo, n in zip(need.tolist(), q.tolist(), byte_lo[need].tolist(), n_bytes_read[need].tolist()):
+            path = paths[d[g]]
+            try:
+                fd = os.open(path, _OPEN_FLAGS)
+            except OSError as e:
+                raise FileChangedError(f"cannot open {path!r} (it was readable at build time): {e.strerror}") from None
+            try:
+                got = os.preadv(fd, [view[qq:qq + n]], lo)
+            finally:
+                os.close(fd)
+            if got != n:
+                raise FileChangedError(
+                    f"{path!r} is shorter than at build time: wanted bytes {lo}..{lo + n}, got {got}")
+        ids = bytes_to_ids(scratch, nb)
+        tok_q = q // nb
+        n_full = (t1 - t0)[need]
+        dst = base[need] + cs[need] + t0[need]
+        for src, dd, m in zip(tok_q.tolist(), dst.tolist(), n_full.tolist()):
+            if m:
+                flat[dd:dd + m] = ids[src:src + m]
+        tails = np.flatnonzero(want_tail[need])
+        if tails.size:
+            g = need[tails]
+            flat[base[g] + cs[g] + nfull[g] + 1] = ids[tok_q[tails] + n_full[tails]]
+
+    mask = None
+    if content_mask:
+        lo = np.maximum(a, cs)
+        hi = np.minimum(b, eof)
+        ok = hi > lo
+        edges = np.zeros(B * L + 1, dtype=np.int8)
+        np.add.at(edges, base[ok] + lo[ok], 1)
+        np.add.at(edges, base[ok] + hi[ok], -1)
+        mask = np.cumsum(edges[:-1], dtype=np.int8).astype(bool).reshape(B, L)
+        if has_tail.any():
+            marker = cs + nfull
+            hit = has_tail & (a <= marker) & (marker < b)
+            mask.reshape(-1)[base[hit] + marker[hit]] = False
+    return out, mask

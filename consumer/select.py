@@ -1,0 +1,130 @@
+"""Selections (the WHERE part): turn a ``ds[...]`` key into sample ids (an int64 array).
+
+Forms (gperc's I0–I6):
+
+- ``None`` (I0): the next batch of the order made by ``create_batches`` (resolved by the caller);
+- an integer (I1): python ``int``, numpy or torch integer scalar; negative counts from the end;
+- a slice (I2);
+- a list / tuple of ints, an int array or tensor (I3), or a boolean array of length ``len(ds)``;
+- ``{class: n}`` (I4): ``n`` random samples of that class, without replacement;
+- ``{class: [i, ...]}`` (I5): samples by index *within* that class (negative allowed);
+  int and list values may be mixed in one dict;
+- ``(selection, query)`` (I6): :func:`split_key` separates the two.
+
+Errors: an index out of range raises :class:`SampleIndexError` (an ``IndexError``); an unknown class
+or asking a class for more samples than it has raises :class:`SelectionError` (a ``KeyError``);
+an unsupported key type raises ``TypeError``. Every message names the bad value.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .errors import SampleIndexError, SelectionError, short_repr
+
+__all__ = ["split_key", "resolve", "NEXT"]
+
+NEXT = object()  # marker: "the next batch" (I0), resolved by the caller's batcher
+
+
+def _is_query(x) -> bool:
+    return x is None or isinstance(x, str) or (
+        isinstance(x, (list, tuple)) and len(x) > 0 and all(isinstance(c, str) for c in x))
+
+
+def split_key(key):
+    """Split a ``ds[...]`` key into ``(selection, query, query_given)``.
+
+    ``ds[sel, query]`` arrives as a 2-tuple whose second item is a query (None, a preset name or a
+    list of column names). A tuple that is not of that shape is refused with a hint, since
+    ``ds[1, 2]`` is ambiguous (use ``ds[[1, 2]]``).
+    """
+    if isinstance(key, tuple):
+        if len(key) == 2 and _is_query(key[1]):
+            return key[0], key[1], True
+        if len(key) == 1:
+            return key[0], None, False
+        raise TypeError(
+            f"key {short_repr(key)}: a tuple key must be (selection, query) with query None, a preset "
+            "name or a list of column names; to select several samples use a list, e.g. ds[[1, 2]]")
+    return key, None, False
+
+
+def _as_index(x) -> int | None:
+    if isinstance(x, (bool, np.bool_)):
+        return None
+    try:
+        return operator.index(x)
+    except TypeError:
+        return None
+
+
+def _check_range(ids: np.ndarray, n: int, what: str) -> np.ndarray:
+    bad = (ids < -n) | (ids >= n)
+    if bad.any():
+        raise SampleIndexError(f"{what}: index {int(ids[bad][0])} out of range for {n} samples")
+    return np.where(ids < 0, ids + n, ids)
+
+
+def _int_array(x, what: str) -> np.ndarray:
+    if hasattr(x, "detach"):  # a torch tensor, without importing torch
+        x = x.detach().cpu().numpy()
+    arr = np.asarray(x)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if arr.ndim != 1 or not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_):
+        raise TypeError(f"{what}: expected a 1-D list/array of integers, got {short_repr(x)}")
+    return arr
+
+
+def resolve(selection, n: int, class_ptr: np.ndarray, class_names: list[str], rng: np.random.Generator) -> np.ndarray:
+    """Sample ids (int64, in request order) of a selection other than ``None``.
+
+    ``class_ptr`` gives each class's contiguous sample range; ``rng`` draws I4 samples.
+    """
+    i = _as_index(selection)
+    if i is not None:
+        return _check_range(np.array([i], dtype=np.int64), n, "ds[i]")
+    if isinstance(selection, slice):
+        return np.arange(*selection.indices(n), dtype=np.int64)
+    if isinstance(selection, dict):
+        return _resolve_dict(selection, class_ptr, class_names, rng)
+    if isinstance(selection, (list, tuple, np.ndarray)) or hasattr(selection, "detach"):
+        arr = _int_array(selection, "ds[[...]]")
+        if arr.dtype == np.bool_:
+            if arr.size != n:
+                raise SampleIndexError(f"ds[mask]: boolean mask has length {arr.size}, expected {n}")
+            return np.flatnonzero(arr).astype(np.int64)
+        return _check_range(arr.astype(np.int64), n, "ds[[...]]")
+    raise TypeError(
+        f"unsupported selection {type(selection).__name__}: {short_repr(selection)}; use None, an int, "
+        "a slice, a list of ints, {class: n} or {class: [indices]}")
+
+
+def _resolve_dict(selection: dict, class_ptr: np.ndarray, class_names: list[str],
+                  rng: np.random.Generator) -> np.ndarray:
+    lookup = {name: c for c, name in enumerate(class_names)}
+    parts = []
+    for name, want in selection.items():
+        c = lookup.get(name) if isinstance(name, str) else None
+        if c is None:
+            raise SelectionError(f"unknown class {short_repr(name)}; classes are {short_repr(class_names)}")
+        lo, hi = int(class_ptr[c]), int(class_ptr[c + 1])
+        size = hi - lo
+        count = _as_index(want)
+        if count is not None:
+            if count < 0 or count > size:
+                raise SelectionError(
+                    f"class {name!r}: asked for {count} random samples, it has {size} (0..{size} allowed)")
+            parts.append(lo + rng.choice(size, size=count, replace=False).astype(np.int64))
+            continue
+        if isinstance(want, (list, tuple, np.ndarray)) or hasattr(want, "detach"):
+            arr = _int_array(want, f"class {name!r}")
+            if arr.dtype == np.bool_:
+                raise TypeError(f"class {name!r}: expected indices, got a boolean array")
+            parts.append(lo + _check_range(arr.astype(np.int64), size, f"class {name!r}"))
+            continue
+        raise TypeError(f"class {name!r}: value must be a count (int) or a list of indices, got {short_repr(want)}")
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

@@ -1,0 +1,78 @@
+"""Shared fixtures: small real corpora written into ``tmp_path``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from consumer import Consumer
+
+# sizes chosen to hit every tail length for n_bytes 1..3, empty files and one long file
+SIZES = {
+    "cat": [0, 1, 2, 3, 4, 5, 7, 100, 301],
+    "dog": [6, 8, 9, 31, 64, 1000],
+    "eel": [2500, 11],
+}
+
+
+def write_corpus(root: Path, sizes: dict[str, list[int]] = SIZES, seed: int = 0) -> dict[str, list[str]]:
+    """Write class folders of files with random bytes (some text-like) and return the F3 dict."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, list[str]] = {}
+    for cls, lengths in sizes.items():
+        (root / cls).mkdir(parents=True, exist_ok=True)
+        out[cls] = []
+        for i, n in enumerate(lengths):
+            p = root / cls / f"{cls}_{i:03d}.dat"
+            if i % 2:
+                data = bytes(rng.integers(32, 127, size=n, dtype=np.uint8))  # text-like
+            else:
+                data = bytes(rng.integers(0, 256, size=n, dtype=np.uint8))
+            p.write_bytes(data)
+            out[cls].append(str(p))
+    return out
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> dict[str, list[str]]:
+    """F3 dict of a three-class corpus in ``tmp_path/data``."""
+    return write_corpus(tmp_path / "data")
+
+
+@pytest.fixture
+def corpus_dir(tmp_path: Path, corpus) -> str:
+    """The directory holding :func:`corpus` (sub-folders are classes)."""
+    return str(tmp_path / "data")
+
+
+def documents_from_samples(ds: Consumer) -> list[np.ndarray]:
+    """Rebuild every document's token stream from all samples (concat or diff windows): one list per class
+    stream, split at EOF. Checks along the way that PAD only ever follows the real tokens of a row."""
+    out = ds.fetch_numpy(np.arange(len(ds)), ["input_array", "length"])
+    rows, lengths = out["input_array"], out["length"]
+    assert (rows[np.arange(rows.shape[1])[None, :] >= lengths[:, None]] == ds.vocab.pad).all()
+    stream = np.concatenate([r[:n] for r, n in zip(rows, lengths)])
+    cut = np.flatnonzero(stream == ds.vocab.eof)
+    return np.split(stream, cut + 1)[:-1]
+
+
+def content_of(document: np.ndarray, ds: Consumer) -> np.ndarray:
+    """The content tokens of one document (between SEP, if any, and the final EOF)."""
+    assert document[-1] == ds.vocab.eof
+    body = document[:-1]
+    if ds.documents.with_header:
+        sep = np.flatnonzero(body == ds.vocab.sep)
+        assert sep.size == 1
+        body = body[sep[0] + 1:]
+    return body
+
+
+def file_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+os.environ.setdefault("HYPOTHESIS_PROFILE", "ci")

@@ -1,0 +1,109 @@
+"""create_batches / get_next_batch / ds[None]: epochs, wrap, determinism, resumption, no global RNG."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from consumer import Consumer, InputError
+
+
+@pytest.fixture
+def ds(corpus_dir):
+    return Consumer(corpus_dir, metadata=None, seqlen=16)
+
+
+def _ids(batch):
+    return batch["sample_id"].tolist()
+
+
+def test_epoch_covers_every_sample_once_then_wraps(ds):
+    n = len(ds)
+    ds.create_batches(4, seed=9)
+    per_epoch = -(-n // 4)
+    epoch0 = [i for _ in range(per_epoch) for i in _ids(ds.get_next_batch(["sample_id"]))]
+    epoch1 = [i for _ in range(per_epoch) for i in _ids(ds.get_next_batch(["sample_id"]))]
+    assert sorted(epoch0) == list(range(n)) and sorted(epoch1) == list(range(n))
+    assert epoch0 != epoch1  # a new deterministic shuffle per epoch
+    ds.create_batches(4, seed=9)
+    assert [i for _ in range(per_epoch) for i in _ids(ds.get_next_batch(["sample_id"]))] == epoch0
+
+
+def test_none_selection_follows_the_batches(ds):
+    ds.create_batches(5, seed=1)
+    via_none = [_ids(ds[None, ["sample_id"]]) for _ in range(3)]
+    ds.create_batches(5, seed=1)
+    via_next = [_ids(ds.get_next_batch(["sample_id"])) for _ in range(3)]
+    assert via_none == via_next and all(len(b) == 5 for b in via_none)
+
+
+def test_none_without_create_batches_serves_one_sample_at_a_time(ds):
+    seen = [ds[None, ["sample_id"]]["sample_id"].tolist() for _ in range(len(ds) + 1)]
+    assert all(len(s) == 1 for s in seen)
+    assert sorted(s[0] for s in seen[:len(ds)]) == list(range(len(ds)))  # then wraps, no IndexError
+
+
+def test_drop_last(ds):
+    n = len(ds)
+    ds.create_batches(n - 1, drop_last=True, seed=0)
+    for _ in range(3):
+        assert len(_ids(ds.get_next_batch(["sample_id"]))) == n - 1
+    ds.create_batches(n - 1, drop_last=False, seed=0)
+    assert [len(_ids(ds.get_next_batch(["sample_id"]))) for _ in range(2)] == [n - 1, 1]
+
+
+def test_drop_last_with_too_few_samples_is_a_clear_error(ds):
+    with pytest.raises(InputError, match=r"batch_size=1000 with drop_last=True gives no batch"):
+        ds.create_batches(1000, drop_last=True)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"batch_size": 0}, "batch_size must be an int >= 1"),
+    ({"batch_size": 2.5}, "batch_size must be an int >= 1"),
+    ({"batch_size": 2, "seed": -1}, "seed must be an int >= 0"),
+    ({"batch_size": 2, "drop_last": "yes"}, "drop_last must be a bool"),
+])
+def test_bad_batch_arguments(ds, kwargs, message):
+    with pytest.raises(InputError, match=message):
+        ds.create_batches(**kwargs)
+
+
+def test_no_global_rng_is_touched(ds):
+    np_state, py_state, torch_state = np.random.get_state(), random.getstate(), torch.get_rng_state()
+    ds.create_batches(3, seed=123)
+    ds.set_unsupervised_mode()
+    for _ in range(5):
+        ds.get_next_batch()
+    ds[{"cat": 2}]
+    assert random.getstate() == py_state
+    assert torch.equal(torch.get_rng_state(), torch_state)
+    new = np.random.get_state()
+    assert new[0] == np_state[0] and (new[1] == np_state[1]).all() and new[2:] == np_state[2:]
+
+
+def test_resume_continues_exactly(ds):
+    ds.create_batches(3, seed=5)
+    ds.set_unsupervised_mode()
+    for _ in range(4):
+        ds.get_next_batch()
+    state = ds.state_dict()
+    rest = [ds.get_next_batch(["sample_id", "labels"]) for _ in range(6)]  # crosses an epoch boundary
+    fresh = Consumer(ds.corpus, metadata=None, seqlen=16)
+    fresh.set_unsupervised_mode()
+    fresh.load_state_dict(state)
+    again = [fresh.get_next_batch(["sample_id", "labels"]) for _ in range(6)]
+    for x, y in zip(rest, again):
+        assert torch.equal(x["sample_id"], y["sample_id"]) and torch.equal(x["labels"], y["labels"])
+
+
+def test_bad_state(ds):
+    with pytest.raises(InputError, match="no batches yet"):
+        ds.state_dict()
+    with pytest.raises(InputError, match="state must be a dict with version"):
+        ds.load_state_dict({"epoch": 3})
+    ds.create_batches(2)
+    state = ds.state_dict()
+    state["n_samples"] += 1
+    with pytest.raises(InputError, match="does not match this dataset"):
+        ds.load_state_dict(state)
