@@ -12,6 +12,7 @@ Everything is a flat numpy array; paths are kept in one list.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -22,7 +23,11 @@ __all__ = ["DocumentTable", "build_documents"]
 
 @dataclass(frozen=True)
 class DocumentTable:
-    """Per-document layout arrays (int64 unless noted) plus the unique header texts and tokens."""
+    """Per-document layout arrays (int64 unless noted) plus the unique header texts and tokens.
+
+    The derived arrays (``header_len``, ``content_start``, ``content_len``, ``doc_len``) are computed
+    once, on first use, and cached: the fetch path only indexes them.
+    """
 
     vocab: Vocab
     paths: list[str]
@@ -37,22 +42,22 @@ class DocumentTable:
     def __len__(self) -> int:
         return len(self.paths)
 
-    @property
+    @cached_property
     def header_len(self) -> np.ndarray:
         """Header tokens of each document (0 without headers)."""
         return np.diff(self.header_ptr)[self.doc_header]
 
-    @property
+    @cached_property
     def content_start(self) -> np.ndarray:
         """Token position where each document's content begins (after header and SEP)."""
         return self.header_len + 1 if self.with_header else np.zeros(len(self), dtype=np.int64)
 
-    @property
+    @cached_property
     def content_len(self) -> np.ndarray:
         """Content tokens of each document (tail marker and padded tail included)."""
         return n_content_tokens(self.doc_size, self.vocab.n_bytes)
 
-    @property
+    @cached_property
     def doc_len(self) -> np.ndarray:
         """Total tokens of each document: header, SEP, content and EOF."""
         return self.content_start + self.content_len + 1

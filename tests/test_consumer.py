@@ -147,3 +147,15 @@ def test_stdlib_corpus_is_grouped_by_type():
     corpus = stdlib_corpus(max_per_class=5)
     assert "python" in corpus and all(1 <= len(v) <= 5 for v in corpus.values())
     assert all(p.endswith(".py") for p in corpus["python"])
+
+
+def test_examples_run():
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
+    for name in sorted(os.listdir(os.path.join(root, "examples"))):
+        if name.endswith(".py"):
+            res = subprocess.run([sys.executable, os.path.join(root, "examples", name)], env=env,
+                                 capture_output=True, text=True, timeout=120)
+            assert res.returncode == 0, res.stderr
