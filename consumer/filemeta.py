@@ -48,7 +48,7 @@ def normalise_description(text: str, path: str | None = None) -> str:
     """Normalise a type description so it names the type, not the file (see the module docstring)."""
     text = _SPACE.sub(" ", str(text)).strip()
     if path:
-        for leak in {path, os.path.basename(path)}:
+        for leak in (path, os.path.basename(path)):  # the full path first, then the bare name
             if leak:
                 text = text.replace(leak, "")
     text = _LONG_LINES.sub(r"\1", text)

@@ -19,7 +19,6 @@ directories, FIFOs, devices, sockets and unreadable files are refused before any
 from __future__ import annotations
 
 import os
-import stat
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from .errors import InputError, short_repr
+from .fileio import stat_regular
 
 __all__ = ["Corpus", "ClassFiles", "normalise", "stat_files", "DEFAULT_CLASS"]
 
@@ -193,16 +193,7 @@ def stat_files(paths: list[str]) -> tuple[np.ndarray, np.ndarray]:
     sizes = np.empty(len(paths), dtype=np.int64)
     mtimes = np.empty(len(paths), dtype=np.int64)
     for i, path in enumerate(paths):
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            raise InputError(f"fps: file not found: {path!r}") from None
-        except OSError as e:
-            raise InputError(f"fps: cannot stat {path!r}: {e.strerror}") from None
-        if stat.S_ISDIR(st.st_mode):
-            raise InputError(f"fps: {path!r} is a directory, not a file (pass the directory itself as fps)")
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(f"fps: {path!r} is not a regular file (FIFO, device or socket), refused")
+        st = stat_regular(path, "fps")
         if not os.access(path, os.R_OK):
             raise InputError(f"fps: {path!r} is not readable (permission denied)")
         sizes[i] = st.st_size
