@@ -73,37 +73,67 @@ class Consumer:
     def __init__(self, fps: Any, *, style: str = "diff", n_bytes: int = 2, seqlen: int | str = "auto",
                  metadata: str | None | Callable[[str], str] = "file", class_to_id: dict | None = None,
                  seed: int = 4, cache_dir=None, verbose: bool = False, long_files: str = "truncate"):
+        check_metadata(metadata)
+        if cache_dir is not None:
+            raise InputError(f"cache_dir: the persistent index cache is not available yet, pass None "
+                             f"(got {short_repr(cache_dir)})")
+        self._configure(style=style, seqlen=seqlen, seed=seed, verbose=verbose, long_files=long_files)
+        vocab = Vocab(n_bytes)
+        corpus = normalise(fps)
+        paths, cls = corpus.flat()
+        sizes, _ = stat_files(paths)
+        headers = headers_for(paths, metadata, verbose=verbose)
+        documents = build_documents(paths, cls, sizes, headers, vocab, with_header=metadata is not None)
+        self._finish(corpus, documents, metadata, class_to_id)
+
+    @classmethod
+    def from_packed(cls, prefix, *, style: str = "diff", seqlen: int | str = "auto", class_to_id: dict | None = None,
+                    seed: int = 4, long_files: str = "truncate") -> "Consumer":
+        """Open a store written by :meth:`pack` (or merged packs): same tokens, bit for bit, as the
+        raw files gave, read from memory-mapped token arrays. ``n_bytes`` and the header mode come
+        from the store; ``style``, ``seqlen`` and the rest may differ from the packing run."""
+        from .packed import open_packed  # noqa: PLC0415  (formats load only when used)
+
+        self = cls.__new__(cls)
+        self._configure(style=style, seqlen=seqlen, seed=seed, verbose=False, long_files=long_files)
+        corpus, documents, metadata = open_packed(prefix)
+        self._finish(corpus, documents, metadata, class_to_id)
+        return self
+
+    def pack(self, prefix, format: str = "megatron", *, verbose: bool | None = None) -> dict:
+        """Write every file's document tokens to a packed store at ``prefix`` (``"megatron"``: ``.bin`` /
+        ``.idx`` readable by Megatron-LM and fairseq; ``"modalities"``: ``.pbin``), plus a sidecar with
+        classes and the file table. Atomic: a killed pack leaves nothing that looks complete. Returns a
+        summary (paths written, documents, tokens, bytes)."""
+        from .packed import pack  # noqa: PLC0415
+
+        return pack(self, prefix, format=format, verbose=self.verbose if verbose is None else verbose)
+
+    def _configure(self, *, style, seqlen, seed, verbose, long_files) -> None:
         if style not in STYLES:
             raise InputError(f"style must be one of {sorted(STYLES)}, got {short_repr(style)}")
         if long_files not in LONG_FILES:
             raise InputError(f"long_files must be one of {LONG_FILES}, got {short_repr(long_files)}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise InputError(f"seed must be an int >= 0, got {short_repr(seed)}")
-        if cache_dir is not None:
-            raise InputError(f"cache_dir: the persistent index cache is not available yet, pass None "
-                             f"(got {short_repr(cache_dir)})")
         if not isinstance(verbose, bool):
             raise InputError(f"verbose must be a bool, got {short_repr(verbose)}")
-        check_metadata(metadata)
         if isinstance(seqlen, str) and seqlen != "auto":
             raise InputError(f"seqlen must be a positive int or 'auto', got {short_repr(seqlen)}")
-        self.vocab = Vocab(n_bytes)
-        self.corpus: Corpus = normalise(fps)
-        self.classes: list[str] = self.corpus.class_names
-        self.class_to_id: dict[str, int] = _check_class_to_id(class_to_id, self.classes)
-        self.id_to_class: dict[int, str] = {self.class_to_id[c]: c for c in self.classes}
         self.style, self.seed, self.verbose, self.long_files = style, int(seed), verbose, long_files
-        self.metadata = metadata
         self._seqlen_requested = seqlen
 
-        paths, cls = self.corpus.flat()
-        sizes, self._mtimes = stat_files(paths)
-        headers = headers_for(paths, metadata, verbose=verbose)
-        self.documents: DocumentTable = build_documents(paths, cls, sizes, headers, self.vocab,
-                                                        with_header=metadata is not None)
-        self.seqlen: int = resolve_seqlen(seqlen, self.documents.doc_len)
-        self.index: SampleIndex = build_index(style, self.documents.doc_len, self.documents.doc_class,
-                                              len(self.classes), self.seqlen, long_files=long_files)
+    def _finish(self, corpus: Corpus, documents: DocumentTable, metadata, class_to_id) -> None:
+        self.corpus = corpus
+        self.documents = documents
+        self.vocab: Vocab = documents.vocab
+        self.metadata = metadata
+        self.classes: list[str] = corpus.class_names
+        self.class_to_id: dict[str, int] = _check_class_to_id(class_to_id, self.classes)
+        self.id_to_class: dict[int, str] = {self.class_to_id[c]: c for c in self.classes}
+        self.seqlen: int = resolve_seqlen(self._seqlen_requested, documents.doc_len)
+        self.index: SampleIndex = build_index(self.style, documents.doc_len, documents.doc_class,
+                                              len(self.classes), self.seqlen, long_files=self.long_files)
         self._class_ids = np.array([self.class_to_id[c] for c in self.classes], dtype=np.int64)
         self._select_rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, _SELECT_TAG])))
         self._mask_cfg = MaskConfig()

@@ -38,6 +38,7 @@ class DocumentTable:
     header_ptr: np.ndarray    # [H+1]
     header_tok: np.ndarray    # [sum of header lengths]
     with_header: bool
+    packed: object = None     # a packed token store (``tokens``, ``doc_ptr``) or None: read the files
 
     def __len__(self) -> int:
         return len(self.paths)

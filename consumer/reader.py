@@ -56,19 +56,35 @@ def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray,
     Segment ``g`` copies tokens ``[a[g], a[g] + n[g])`` of document ``d[g]`` to row ``rows[g]`` from
     column ``cols[g]`` on. Returns the array and, if asked, the content mask (see :func:`read_rows`).
     """
-    vocab = docs.vocab
-    nb = vocab.n_bytes
     B, L = shape
-    out = np.full((B, L), vocab.pad, dtype=np.int64)
+    out = np.full((B, L), docs.vocab.pad, dtype=np.int64)
     flat = out.reshape(-1)
     b = a + n
     base = rows * L + cols - a  # flat position of document token 0 of each segment
+    if docs.packed is not None:
+        _fill_packed(flat, docs.packed, d, a, n, base)
+    else:
+        _fill_raw(flat, docs, d, a, b, base)
+    return out, (_content_mask(docs, B * L, d, a, b, base).reshape(B, L) if content_mask else None)
 
+
+def _fill_packed(flat: np.ndarray, packed, d: np.ndarray, a: np.ndarray, n: np.ndarray, base: np.ndarray) -> None:
+    """Copy whole token ranges out of a packed store: one slice copy per segment, no per-token work."""
+    tokens = packed.tokens
+    src = packed.doc_ptr[d] + a
+    for s, dst, m in zip(src.tolist(), (base + a).tolist(), n.tolist()):
+        flat[dst:dst + m] = tokens[s:s + m]
+
+
+def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarray, b: np.ndarray,
+              base: np.ndarray) -> None:
+    """Build document tokens from the source files: scatter header/SEP/EOF/TAIL, read content bytes."""
+    vocab = docs.vocab
+    nb = vocab.n_bytes
     cs = docs.content_start[d]
     size = docs.doc_size[d]
     nfull, k = np.divmod(size, nb)
-    clen = nfull + 2 * (k > 0)
-    eof = cs + clen
+    eof = cs + nfull + 2 * (k > 0)
 
     def put(pos: np.ndarray, value) -> None:
         hit = (a <= pos) & (pos < b)
@@ -128,17 +144,22 @@ def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray,
             g = need[tails]
             flat[base[g] + cs[g] + nfull[g] + 1] = ids[tok_q[tails] + n_full[tails]]
 
-    mask = None
-    if content_mask:
-        lo = np.maximum(a, cs)
-        hi = np.minimum(b, eof)
-        ok = hi > lo
-        edges = np.zeros(B * L + 1, dtype=np.int8)
-        np.add.at(edges, base[ok] + lo[ok], 1)
-        np.add.at(edges, base[ok] + hi[ok], -1)
-        mask = np.cumsum(edges[:-1], dtype=np.int8).astype(bool).reshape(B, L)
-        if has_tail.any():
-            marker = cs + nfull
-            hit = has_tail & (a <= marker) & (marker < b)
-            mask.reshape(-1)[base[hit] + marker[hit]] = False
-    return out, mask
+
+
+def _content_mask(docs: DocumentTable, size: int, d: np.ndarray, a: np.ndarray, b: np.ndarray,
+                  base: np.ndarray) -> np.ndarray:
+    """Flat bool mask: True on content tokens of files (not header, SEP, TAIL marker, EOF or PAD)."""
+    nb = docs.vocab.n_bytes
+    cs = docs.content_start[d]
+    nfull, k = np.divmod(docs.doc_size[d], nb)
+    lo = np.maximum(a, cs)
+    hi = np.minimum(b, cs + nfull + 2 * (k > 0))
+    ok = hi > lo
+    edges = np.zeros(size + 1, dtype=np.int8)
+    np.add.at(edges, base[ok] + lo[ok], 1)
+    np.add.at(edges, base[ok] + hi[ok], -1)
+    mask = np.cumsum(edges[:-1], dtype=np.int8).astype(bool)
+    marker = cs + nfull
+    hit = (k > 0) & (a <= marker) & (marker < b)
+    mask[base[hit] + marker[hit]] = False
+    return mask
