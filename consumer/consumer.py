@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -14,20 +16,24 @@ import numpy as np
 from . import __version__
 from .collate import to_tensors
 from .documents import DocumentTable, build_documents
-from .errors import InputError, short_repr
-from .filemeta import MAX_HEADER_BYTES, check_metadata, headers_for, libmagic_version
+from .errors import InputError, QueryError, SelectionError, short_repr
+from .cache import cache_key, check_cache_dir, file_table_sha256, load_entry, save_entry
+from .catalog import CATALOG_NAME, Catalog
+from .filemeta import MAX_HEADER_BYTES, METADATA_MODES, check_metadata, headers_from, libmagic_version
 from .index import LONG_FILES, STYLES, SampleIndex, build_index, resolve_seqlen
 from .ir import Corpus, normalise, stat_files
 from .queries import MaskConfig, build_columns, columns_of, mask_rng, needs_masking
 from .reader import read_rows, read_segments
 from .sampler import EpochBatcher
 from .select import resolve, split_key
+from .sql import DatasetSQL, Rows
 from .vocab import Vocab, decode_ids
 
 __all__ = ["Consumer"]
 
 _SELECT_TAG = 0x73656C65  # "sele": the stream of random draws for {class: n} selections
 _DEFAULT = object()  # "use the mode's default query"
+_INDEX_ARRAYS = ("seg_ptr", "seg_doc", "seg_start", "seg_len", "seg_col", "sample_class", "class_ptr")
 
 
 def _check_class_to_id(class_to_id, classes: list[str]) -> dict[str, int]:
@@ -64,7 +70,8 @@ class Consumer:
             callable ``path -> str``.
         class_to_id: ``{class: id}``; default: sorted class names get 0..C-1.
         seed: seed of every random choice (I4 draws, batch shuffles, masks).
-        cache_dir: reserved for the persistent index cache; only ``None`` (in memory) is supported.
+        cache_dir: where the catalog and the index cache live: a directory, ``None`` for the default
+            (``$CONSUMER_CACHE_DIR`` or ``~/.cache/consumer``) or ``False`` to keep everything in memory.
         verbose: show a progress bar while libmagic runs; otherwise nothing is printed.
         long_files: diff style only: ``"truncate"`` long files to ``seqlen`` or serve them as
             consecutive ``"windows"`` so no byte is unreachable.
@@ -73,18 +80,101 @@ class Consumer:
     def __init__(self, fps: Any, *, style: str = "diff", n_bytes: int = 2, seqlen: int | str = "auto",
                  metadata: str | None | Callable[[str], str] = "file", class_to_id: dict | None = None,
                  seed: int = 4, cache_dir=None, verbose: bool = False, long_files: str = "truncate"):
+        t0 = time.perf_counter()
         check_metadata(metadata)
-        if cache_dir is not None:
-            raise InputError(f"cache_dir: the persistent index cache is not available yet, pass None "
-                             f"(got {short_repr(cache_dir)})")
+        self._cache_root = check_cache_dir(cache_dir)
         self._configure(style=style, seqlen=seqlen, seed=seed, verbose=verbose, long_files=long_files)
         vocab = Vocab(n_bytes)
         corpus = normalise(fps)
         paths, cls = corpus.flat()
-        sizes, _ = stat_files(paths)
-        headers = headers_for(paths, metadata, verbose=verbose)
-        documents = build_documents(paths, cls, sizes, headers, vocab, with_header=metadata is not None)
-        self._finish(corpus, documents, metadata, class_to_id)
+        cls = np.asarray(cls, dtype=np.int64)
+        sizes, self._mtimes = stat_files(paths)
+        spec = None if callable(metadata) else {
+            "style": style, "n_bytes": vocab.n_bytes, "seqlen": seqlen, "long_files": long_files,
+            "metadata": metadata, "max_header_bytes": MAX_HEADER_BYTES, "class_to_id": class_to_id,
+            "classes": corpus.class_names, "libmagic": libmagic_version() if metadata else None,
+            "files_sha256": file_table_sha256(paths, cls, sizes, self._mtimes)}
+        key = cache_key(spec) if spec is not None and self._cache_root else None
+        entry = load_entry(self._cache_root, key) if key else None
+        self._catalog = None
+        self._sql = None
+        if entry is not None:
+            arrays, desc = entry
+            documents = DocumentTable(
+                vocab=vocab, paths=paths, doc_class=arrays["doc_class"], doc_size=arrays["doc_size"],
+                doc_header=arrays["doc_header"], headers=desc["headers"], header_ptr=arrays["header_ptr"],
+                header_tok=arrays["header_tok"], with_header=metadata is not None)
+            index = SampleIndex(seqlen=int(desc["seqlen"]), **{k: arrays[k] for k in _INDEX_ARRAYS})
+            self._finish(corpus, documents, metadata, class_to_id, index=index)
+            magic_calls = 0
+        else:
+            desc_, mime = self.catalog.sync(paths, sizes, self._mtimes, magic=metadata in METADATA_MODES,
+                                            verbose=verbose)
+            headers = headers_from(metadata, paths, desc_, mime)
+            documents = build_documents(paths, cls, sizes, headers, vocab, with_header=metadata is not None)
+            self._finish(corpus, documents, metadata, class_to_id)
+            magic_calls = self.catalog.magic_calls
+            if key:
+                self._save_cache(key, spec)
+        self.build_info = {"cache": "off" if key is None else ("hit" if entry is not None else "miss"),
+                           "key": key, "libmagic_calls": magic_calls, "seconds": time.perf_counter() - t0}
+
+    def _save_cache(self, key: str, spec: dict) -> None:
+        d, i = self.documents, self.index
+        arrays = {"doc_class": d.doc_class, "doc_size": d.doc_size, "doc_header": d.doc_header,
+                  "header_ptr": d.header_ptr, "header_tok": d.header_tok,
+                  **{k: getattr(i, k) for k in _INDEX_ARRAYS}}
+        save_entry(self._cache_root, key, arrays, {"spec": spec, "seqlen": self.seqlen, "headers": d.headers,
+                                                    "files": len(d), "samples": len(i)})
+
+    @property
+    def catalog(self) -> Catalog:
+        """The file catalog (SQLite under ``cache_dir``, or in memory with ``cache_dir=False``)."""
+        if self._catalog is None:
+            path = os.path.join(self._cache_root, CATALOG_NAME) if self._cache_root else None
+            self._catalog = Catalog(path)
+        return self._catalog
+
+    # ----------------------------------------------------------------- SQL
+    def sql(self, statement: str, params=()) -> Rows:
+        """Run one read-only SQL statement over the view ``files`` (one row per file of this dataset:
+        ``file_id, path, class, class_id, size, mtime_ns, extension, description, mime, header, sha256,
+        tokens, samples``). Returns rows (tuples) with ``.columns``. Writes, ATTACH and PRAGMA are
+        refused with :class:`QueryError`. The first call runs libmagic on files that never had it."""
+        if self._sql is None:
+            docs = self.documents
+            paths = docs.paths
+            desc, mime = self.catalog.sync(paths, docs.doc_size, self._mtimes, magic=True)
+            del desc, mime
+            per_doc_samples = np.bincount(self.index.seg_doc, minlength=len(docs))
+
+            def rows():
+                for i, (c, t, n) in enumerate(zip(docs.doc_class.tolist(), docs.doc_len.tolist(),
+                                                  per_doc_samples.tolist())):
+                    yield (i, paths[i], self.classes[c], self.class_to_id[self.classes[c]],
+                           docs.header_text(i), t, n)
+
+            path = self.catalog.path
+            self._sql = DatasetSQL(path, None if path else self.catalog.connection, rows)
+        return self._sql.query(statement, params)
+
+    def where(self, condition: str, params=()) -> "Consumer":
+        """A new ``Consumer`` over the files matching an SQL condition on the ``files`` view (see
+        :meth:`sql`), with the same settings, ``class_to_id`` and resolved ``seqlen``, and its own
+        sample index: ``ds.where("mime LIKE 'image/%' AND size < 1000000")[{"cat": 10}, "supervised"]``."""
+        if not isinstance(condition, str) or not condition.strip():
+            raise QueryError(f"condition must be a non-empty SQL expression, got {short_repr(condition)}")
+        ids = [r[0] for r in self.sql(f"SELECT file_id FROM files WHERE {condition} ORDER BY file_id", params)]
+        if not ids:
+            raise SelectionError(f"where({condition!r}) matched no file")
+        paths, docs = self.documents.paths, self.documents
+        subset: dict[str, list[str]] = {}
+        for i in ids:
+            subset.setdefault(self.classes[int(docs.doc_class[i])], []).append(paths[i])
+        return Consumer(subset, style=self.style, n_bytes=self.vocab.n_bytes, seqlen=self.seqlen,
+                        metadata=self.metadata, class_to_id=self.class_to_id, seed=self.seed,
+                        cache_dir=self._cache_root if self._cache_root else False, verbose=self.verbose,
+                        long_files=self.long_files)
 
     @classmethod
     def from_packed(cls, prefix, *, style: str = "diff", seqlen: int | str = "auto", class_to_id: dict | None = None,
@@ -94,10 +184,14 @@ class Consumer:
         from the store; ``style``, ``seqlen`` and the rest may differ from the packing run."""
         from .packed import open_packed  # noqa: PLC0415  (formats load only when used)
 
+        t0 = time.perf_counter()
         self = cls.__new__(cls)
         self._configure(style=style, seqlen=seqlen, seed=seed, verbose=False, long_files=long_files)
+        self._cache_root, self._catalog, self._sql = None, None, None
         corpus, documents, metadata = open_packed(prefix)
+        self._mtimes = np.zeros(len(documents), dtype=np.int64)
         self._finish(corpus, documents, metadata, class_to_id)
+        self.build_info = {"cache": "packed", "key": None, "libmagic_calls": 0, "seconds": time.perf_counter() - t0}
         return self
 
     def pack(self, prefix, format: str = "megatron", *, verbose: bool | None = None) -> dict:
@@ -123,7 +217,8 @@ class Consumer:
         self.style, self.seed, self.verbose, self.long_files = style, int(seed), verbose, long_files
         self._seqlen_requested = seqlen
 
-    def _finish(self, corpus: Corpus, documents: DocumentTable, metadata, class_to_id) -> None:
+    def _finish(self, corpus: Corpus, documents: DocumentTable, metadata, class_to_id,
+                index: SampleIndex | None = None) -> None:
         self.corpus = corpus
         self.documents = documents
         self.vocab: Vocab = documents.vocab
@@ -131,9 +226,12 @@ class Consumer:
         self.classes: list[str] = corpus.class_names
         self.class_to_id: dict[str, int] = _check_class_to_id(class_to_id, self.classes)
         self.id_to_class: dict[int, str] = {self.class_to_id[c]: c for c in self.classes}
-        self.seqlen: int = resolve_seqlen(self._seqlen_requested, documents.doc_len)
-        self.index: SampleIndex = build_index(self.style, documents.doc_len, documents.doc_class,
-                                              len(self.classes), self.seqlen, long_files=self.long_files)
+        if index is None:
+            seqlen = resolve_seqlen(self._seqlen_requested, documents.doc_len)
+            index = build_index(self.style, documents.doc_len, documents.doc_class, len(self.classes), seqlen,
+                                long_files=self.long_files)
+        self.index: SampleIndex = index
+        self.seqlen: int = index.seqlen
         self._class_ids = np.array([self.class_to_id[c] for c in self.classes], dtype=np.int64)
         self._select_rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, _SELECT_TAG])))
         self._mask_cfg = MaskConfig()

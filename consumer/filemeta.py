@@ -20,17 +20,17 @@ import os
 import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Sequence
+from typing import Iterator, Sequence
 
 from .errors import InputError, MissingDependencyError, short_repr
 
-__all__ = ["MAX_HEADER_BYTES", "METADATA_MODES", "normalise_description", "headers_for", "libmagic_version",
-           "check_metadata"]
+__all__ = ["MAX_HEADER_BYTES", "METADATA_MODES", "normalise_description", "describe_files", "headers_from",
+           "libmagic_version", "check_metadata"]
 
 MAX_HEADER_BYTES = 96
 METADATA_MODES = ("file", "mime")
 _PARALLEL_MIN_FILES = 64  # below this a thread pool costs more than it saves
-_CHUNK = 128  # files per task: one future per chunk, not per file
+_CHUNK = 256  # files per task: one future per chunk, not per file
 
 _DROP_FIELD = re.compile(
     r"(BuildID|timestamp|modified|created|last (?:accessed|written)|\bdate\b|UUID|uuid|serial|"
@@ -97,63 +97,64 @@ def check_metadata(metadata) -> None:
                      f"got {short_repr(metadata)}")
 
 
-def _magic_describer(mime: bool) -> Callable[[str], str]:
+def describe_files(paths: Sequence[str], *, verbose: bool = False, workers: int | None = None,
+                   chunk: int = _CHUNK) -> Iterator[tuple[str, str]]:
+    """Raw libmagic ``(description, MIME type)`` of each path, in order (a generator).
+
+    Runs in ``workers`` threads (default: the number of cores), handed ``chunk`` files at a time, with
+    one tqdm progress bar when ``verbose``. Each thread owns its two magic cookies. Being a generator,
+    the caller can store results chunk by chunk while later chunks are still being computed.
+    """
     magic = _import_magic()
     local = threading.local()
 
-    def describe(path: str) -> str:
-        cookie = getattr(local, "cookie", None)
-        if cookie is None:
-            cookie = local.cookie = magic.Magic(mime=mime)
+    def one(path: str) -> tuple[str, str]:
+        cookies = getattr(local, "cookies", None)
+        if cookies is None:
+            cookies = local.cookies = (magic.Magic(), magic.Magic(mime=True))
         try:
-            return cookie.from_file(path)
+            return cookies[0].from_file(path), cookies[1].from_file(path)
         except Exception as e:  # noqa: BLE001  (libmagic reports unreadable files as MagicException)
             raise InputError(f"fps: libmagic could not read {path!r}: {e}") from e
 
-    return describe
+    def run(part: Sequence[str]) -> list[tuple[str, str]]:
+        return [one(p) for p in part]
+
+    n_workers = workers or os.cpu_count() or 1
+    parts = [paths[i:i + chunk] for i in range(0, len(paths), chunk)]
+    bar = _progress_bar(len(paths), verbose)
+    pool = None
+    try:
+        if n_workers == 1 or len(paths) < _PARALLEL_MIN_FILES:
+            results = map(run, parts)
+        else:
+            pool = ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="consumer-magic")
+            results = pool.map(run, parts)
+        for res in results:
+            bar.update(len(res))
+            yield from res
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
-def headers_for(paths: Sequence[str], metadata, *, verbose: bool = False, workers: int | None = None) -> list[str]:
-    """One normalised header string per path (``""`` for every path when ``metadata`` is None).
-
-    ``metadata`` is ``"file"``, ``"mime"``, ``None`` or a callable. libmagic runs in ``workers``
-    threads (default: the number of cores) with a tqdm progress bar when ``verbose``.
-    """
+def headers_from(metadata, paths: Sequence[str], descriptions: Sequence[str | None],
+                 mimes: Sequence[str | None]) -> list[str]:
+    """One normalised header per path for a ``metadata`` mode, from libmagic results (or the callable)."""
     check_metadata(metadata)
     if metadata is None:
         return [""] * len(paths)
     if callable(metadata):
-        describe = metadata
-    else:
-        describe = _magic_describer(mime=(metadata == "mime"))
-
-    def one(path: str) -> str:
-        text = describe(path)
-        if not isinstance(text, str):
-            raise InputError(f"metadata callable must return str, got {short_repr(text)} for {path!r}")
-        return normalise_description(text, path)
-
-    def chunk(part: Sequence[str]) -> list[str]:
-        return [one(p) for p in part]
-
-    n_workers = workers or os.cpu_count() or 1
-    parts = [paths[i:i + _CHUNK] for i in range(0, len(paths), _CHUNK)]
-    bar = _progress_bar(len(paths), verbose)
-    out: list[str] = []
-    try:
-        if callable(metadata) or n_workers == 1 or len(paths) < _PARALLEL_MIN_FILES:
-            results = map(chunk, parts)
-            for res in results:
-                out.extend(res)
-                bar.update(len(res))
-        else:
-            with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="consumer-magic") as pool:
-                for res in pool.map(chunk, parts):
-                    out.extend(res)
-                    bar.update(len(res))
-    finally:
-        bar.close()
-    return out
+        out = []
+        for path in paths:
+            text = metadata(path)
+            if not isinstance(text, str):
+                raise InputError(f"metadata callable must return str, got {short_repr(text)} for {path!r}")
+            out.append(normalise_description(text, path))
+        return out
+    raw = descriptions if metadata == "file" else mimes
+    return [normalise_description(text, path) for text, path in zip(raw, paths)]
 
 
 class _NoBar:

@@ -36,6 +36,14 @@ def write_corpus(root: Path, sizes: dict[str, list[int]] = SIZES, seed: int = 0)
     return out
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache_dir(tmp_path_factory):
+    """The default cache directory of the whole session is a temporary one: nothing goes to the home."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CONSUMER_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
 @pytest.fixture
 def corpus(tmp_path: Path) -> dict[str, list[str]]:
     """F3 dict of a three-class corpus in ``tmp_path/data``."""

@@ -7,7 +7,7 @@ import pytest
 
 from consumer import Consumer, FileChangedError, InputError
 from consumer.cli import main, stdlib_corpus
-from consumer.filemeta import MAX_HEADER_BYTES, headers_for, normalise_description
+from consumer.filemeta import MAX_HEADER_BYTES, describe_files, normalise_description
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -19,7 +19,7 @@ from consumer.filemeta import MAX_HEADER_BYTES, headers_for, normalise_descripti
     ({"seed": -3}, "seed must be an int >= 0, got -3"),
     ({"long_files": "slide"}, "long_files must be one of"),
     ({"verbose": "yes"}, "verbose must be a bool"),
-    ({"cache_dir": "/tmp/x"}, "cache_dir"),
+    ({"cache_dir": 123}, "cache_dir must be a directory path, None"),
     ({"class_to_id": {"cat": 0}}, r"class_to_id misses class\(es\) \['dog', 'eel'\]"),
     ({"class_to_id": {"cat": 0, "dog": 0, "eel": 1}}, r"duplicate ids \[0\]"),
     ({"class_to_id": {"cat": 0, "dog": -1, "eel": 1}}, r"class_to_id\['dog'\] must be an int >= 0"),
@@ -75,8 +75,9 @@ def test_normalise_description():
 
 def test_libmagic_runs_in_parallel_and_quietly(corpus, capsys):
     paths = [p for ps in corpus.values() for p in ps] * 10  # above the parallel threshold
-    serial = headers_for(paths, "file", workers=1)
-    assert headers_for(paths, "file", workers=2) == serial
+    serial = list(describe_files(paths, workers=1))
+    assert list(describe_files(paths, workers=2, chunk=7)) == serial
+    assert len(serial) == len(paths) and all(isinstance(d, str) and "/" in m for d, m in serial)
     assert capsys.readouterr() == ("", "")
 
 

@@ -1,0 +1,194 @@
+"""The on-disk cache: where it lives, index entries keyed by sha256, atomic writes, listing, clearing.
+
+Layout under the cache directory (``cache_dir``; default ``$CONSUMER_CACHE_DIR``, else
+``$XDG_CACHE_HOME/consumer``, else ``~/.cache/consumer``)::
+
+    catalog.sqlite                 the file catalog (consumer.catalog)
+    index/<key>/description.json   what the entry is: the spec it was built from, seqlen, counts, and
+                                   for every array its file name, dtype, shape, size and sha256
+    index/<key>/<name>.npy         plain numpy arrays (memory-mappable, no pickles)
+
+``<key>`` is the sha256 of the canonical JSON (sorted keys, no spaces) of everything that determines
+the entry: the cache format version, the spec (style, n_bytes, seqlen, long_files, metadata mode,
+header cap, class_to_id, libmagic version) and the sha256 of the file table (every path with its
+class, size and mtime). Never Python's ``hash()``.
+
+Writes are atomic: the entry is written into a temporary directory next to its final place, every
+file fsynced, then renamed into place; if another process got there first, its entry is kept and
+ours discarded. Reads verify sizes and checksums: a truncated or corrupt entry is never served
+(:func:`load_entry` returns None and the caller rebuilds it). Only our own artefacts are ever
+deleted; source files are never touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+
+import numpy as np
+
+from .errors import InputError, short_repr
+from .fileio import fsync_dir
+
+__all__ = ["CACHE_FORMAT", "default_cache_dir", "check_cache_dir", "cache_key", "file_table_sha256",
+           "save_entry", "load_entry", "list_entries", "clear"]
+
+CACHE_FORMAT = 1
+INDEX_DIR = "index"
+
+
+def default_cache_dir() -> str:
+    """``$CONSUMER_CACHE_DIR``, else ``$XDG_CACHE_HOME/consumer``, else ``~/.cache/consumer``."""
+    env = os.environ.get("CONSUMER_CACHE_DIR")
+    if env:
+        return os.path.abspath(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "consumer")
+
+
+def check_cache_dir(cache_dir) -> str | None:
+    """Validate ``cache_dir``: a directory path, ``None`` (the default location) or ``False`` (in memory).
+
+    Returns the absolute directory, or None for in-memory.
+    """
+    if cache_dir is False:
+        return None
+    if cache_dir is None:
+        return default_cache_dir()
+    if isinstance(cache_dir, (str, os.PathLike)) and not isinstance(cache_dir, bool) and os.fspath(cache_dir):
+        path = os.path.abspath(os.fspath(cache_dir))
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise InputError(f"cache_dir must be a directory, got the file {path!r}")
+        return path
+    raise InputError("cache_dir must be a directory path, None (default location) or False (in memory), "
+                     f"got {short_repr(cache_dir)}")
+
+
+def file_table_sha256(paths: list[str], classes: np.ndarray, sizes: np.ndarray, mtimes: np.ndarray) -> str:
+    """sha256 over the file table: NUL-joined UTF-8 paths, then int64 classes, sizes and mtimes."""
+    h = hashlib.sha256()
+    h.update("\0".join(paths).encode("utf-8", "surrogateescape"))
+    for arr in (classes, sizes, mtimes):
+        h.update(np.ascontiguousarray(arr, dtype="<i8").tobytes())
+    return h.hexdigest()
+
+
+def cache_key(spec: dict) -> str:
+    """sha256 hex of the canonical JSON of ``spec`` (which includes the file-table hash)."""
+    canonical = json.dumps({"cache_format": CACHE_FORMAT, **spec}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _entry_dir(root: str, key: str) -> str:
+    return os.path.join(root, INDEX_DIR, key)
+
+
+def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: dict) -> str:
+    """Write an entry atomically (see the module docstring); returns its directory."""
+    final = _entry_dir(root, key)
+    parent = os.path.dirname(final)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".tmp-{key[:16]}-{os.getpid()}-{time.monotonic_ns()}")
+    os.makedirs(tmp)
+    try:
+        files = {}
+        for name, arr in arrays.items():
+            arr = np.ascontiguousarray(arr)
+            path = os.path.join(tmp, f"{name}.npy")
+            with open(path, "wb") as f:
+                np.save(f, arr, allow_pickle=False)
+                f.flush()
+                os.fsync(f.fileno())
+            files[name] = {"file": f"{name}.npy", "dtype": arr.dtype.str, "shape": list(arr.shape),
+                           "bytes": os.path.getsize(path), "sha256": _sha256_file(path)}
+        desc = {**description, "cache_format": CACHE_FORMAT, "key": key, "created": time.time(), "arrays": files}
+        with open(os.path.join(tmp, "description.json"), "w", encoding="utf-8") as f:
+            json.dump(desc, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        fsync_dir(tmp)
+        if os.path.isdir(final):  # a corrupt entry we are replacing, or a concurrent writer's
+            if load_entry(root, key) is not None:
+                return final
+            shutil.rmtree(final, ignore_errors=True)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if load_entry(root, key) is None:  # lost a race to a writer whose entry is broken
+                raise
+        fsync_dir(parent)
+        return final
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_entry(root: str, key: str) -> tuple[dict[str, np.ndarray], dict] | None:
+    """The entry's arrays (read-only memory maps) and description, or None if missing or damaged."""
+    folder = _entry_dir(root, key)
+    try:
+        with open(os.path.join(folder, "description.json"), encoding="utf-8") as f:
+            desc = json.load(f)
+        if desc.get("cache_format") != CACHE_FORMAT or desc.get("key") != key:
+            return None
+        arrays = {}
+        for name, meta in desc["arrays"].items():
+            path = os.path.join(folder, meta["file"])
+            if os.path.getsize(path) != meta["bytes"] or _sha256_file(path) != meta["sha256"]:
+                return None
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+            if arr.dtype.str != meta["dtype"] or list(arr.shape) != meta["shape"]:
+                return None
+            arrays[name] = arr
+        return arrays, desc
+    except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
+        return None
+
+
+def list_entries(root: str) -> list[dict]:
+    """One summary per index entry: key, size on disk, creation time, style/n_bytes/files/samples."""
+    folder = os.path.join(root, INDEX_DIR)
+    out = []
+    if not os.path.isdir(folder):
+        return out
+    for key in sorted(os.listdir(folder)):
+        path = os.path.join(folder, key)
+        if key.startswith(".") or not os.path.isdir(path):
+            continue
+        size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
+        try:
+            with open(os.path.join(path, "description.json"), encoding="utf-8") as f:
+                desc = json.load(f)
+        except (OSError, ValueError):
+            desc = {}
+        spec = desc.get("spec", {})
+        out.append({"key": key, "bytes": size, "created": desc.get("created"), "style": spec.get("style"),
+                    "n_bytes": spec.get("n_bytes"), "files": desc.get("files"), "samples": desc.get("samples")})
+    return out
+
+
+def clear(root: str, *, catalog: bool = False) -> int:
+    """Delete every index entry (and the catalog when ``catalog``); returns the number of bytes freed."""
+    freed = 0
+    folder = os.path.join(root, INDEX_DIR)
+    if os.path.isdir(folder):
+        for dirpath, _, files in os.walk(folder):
+            freed += sum(os.path.getsize(os.path.join(dirpath, f)) for f in files)
+        shutil.rmtree(folder)
+    if catalog:
+        for suffix in ("", "-wal", "-shm"):
+            path = os.path.join(root, "catalog.sqlite" + suffix)
+            if os.path.exists(path):
+                freed += os.path.getsize(path)
+                os.remove(path)
+    return freed

@@ -1,0 +1,103 @@
+"""Read-only SQL over the catalog, joined with one dataset's own per-file facts.
+
+A dataset's connection sees one view, ``files``, with one row per file of the dataset::
+
+    file_id      index in ds.files          class, class_id   the file's class and its id
+    path, size, mtime_ns, extension         from the catalog (what "changed" is judged by)
+    description, mime                       raw libmagic output
+    header                                  the normalised header the tokens carry
+    sha256                                  content hash (NULL unless computed)
+    tokens, samples                         document tokens, samples holding them (this dataset's settings)
+
+The catalog is opened read-only (``mode=ro``); the per-dataset rows live in a TEMP table. Every user
+statement runs under an authorizer that allows only reading (SELECT, reads, functions, recursive
+CTEs): writes, ATTACH, PRAGMA and schema changes are refused with :class:`QueryError`, and so is
+more than one statement. SQL errors come back as :class:`QueryError` naming the statement.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from .errors import QueryError, short_repr
+
+__all__ = ["Rows", "DatasetSQL"]
+
+_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+
+
+class Rows(list):
+    """Result rows (tuples) with the column names in ``columns``."""
+
+    def __init__(self, rows, columns: list[str]):
+        super().__init__(rows)
+        self.columns = columns
+
+    def as_dicts(self) -> list[dict]:
+        """The rows as ``{column: value}`` dicts."""
+        return [dict(zip(self.columns, r)) for r in self]
+
+
+def _authorize(action, arg1, arg2, db, trigger):  # noqa: ANN001 (sqlite3 callback signature)
+    return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
+
+
+class DatasetSQL:
+    """One dataset's read-only SQL connection (made lazily, remade after a fork)."""
+
+    def __init__(self, catalog_path: str | None, shared_conn: sqlite3.Connection | None, rows_factory):
+        self._catalog_path = catalog_path
+        self._shared = shared_conn
+        self._rows_factory = rows_factory  # () -> iterable of per-file tuples for the TEMP table
+        self._conn = None
+        self._pid = None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        if self._catalog_path is not None:
+            conn = sqlite3.connect(f"file:{self._catalog_path}?mode=ro", uri=True, timeout=60.0,
+                                   check_same_thread=False)
+        else:
+            conn = self._shared
+        conn.set_authorizer(None)
+        conn.execute("DROP VIEW IF EXISTS temp.files")
+        conn.execute("DROP TABLE IF EXISTS temp.dataset_files")
+        conn.execute("CREATE TEMP TABLE dataset_files(file_id INTEGER PRIMARY KEY, path TEXT, class TEXT, "
+                     "class_id INTEGER, header TEXT, tokens INTEGER, samples INTEGER)")
+        conn.executemany("INSERT INTO temp.dataset_files VALUES (?, ?, ?, ?, ?, ?, ?)", self._rows_factory())
+        conn.execute(
+            "CREATE TEMP VIEW files AS SELECT d.file_id, d.path, d.class, d.class_id, c.size, c.mtime_ns, "
+            "c.extension, c.description, c.mime, d.header, c.sha256, d.tokens, d.samples "
+            "FROM temp.dataset_files AS d JOIN main.files AS c ON c.path = d.path")
+        conn.commit()
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    def query(self, statement: str, params=()) -> Rows:
+        """Run one read-only statement; returns :class:`Rows`."""
+        if not isinstance(statement, str) or not statement.strip():
+            raise QueryError(f"statement must be a non-empty SQL string, got {short_repr(statement)}")
+        conn = self._connection()
+        conn.set_authorizer(_authorize)
+        try:
+            cur = conn.execute(statement, params)
+            rows = cur.fetchall()
+            columns = [c[0] for c in cur.description or []]
+        except sqlite3.DatabaseError as e:
+            if "not authorized" in str(e):
+                raise QueryError(f"statement refused (only read-only SELECT statements are allowed): "
+                                 f"{short_repr(statement, 200)}") from None
+            raise QueryError(f"SQL error in {short_repr(statement, 200)}: {e}") from None
+        except (sqlite3.ProgrammingError, sqlite3.Warning) as e:
+            raise QueryError(f"SQL error in {short_repr(statement, 200)}: {e}") from None
+        finally:
+            conn.set_authorizer(None)
+        return Rows(rows, columns)
+
+    def close(self) -> None:
+        """Close a private connection (the in-memory catalog's shared one stays open)."""
+        if self._conn is not None and self._catalog_path is not None:
+            self._conn.close()
+        self._conn = None
