@@ -1,18 +1,26 @@
 """The ``consumer`` command line (console script and ``python -m consumer``).
 
-``consumer demo`` builds a :class:`~consumer.Consumer` over files every machine with Python has (the
-standard library, grouped by file type), prints a summary and a decoded batch. Exit codes: 0 ok,
-2 bad input (one line on stderr), 1 anything unexpected.
+- ``consumer demo``: a :class:`~consumer.Consumer` over files every machine with Python has (the
+  standard library, grouped by file type): a summary and a decoded batch;
+- ``consumer index DIR``: build or refresh the catalog and the sample index (with progress);
+- ``consumer info DIR``: classes, files, bytes, samples, top MIME types, file-size distribution;
+- ``consumer sql DIR "SELECT ..."``: a table, or ``--json``;
+- ``consumer cache list|clear``.
+
+Exit codes: 0 ok, 2 bad input (one line on stderr), 1 a system error (one line on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import sysconfig
 import time
 from collections import defaultdict
+
+import numpy as np
 
 from .errors import ConsumerError
 
@@ -98,6 +106,102 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _open(args: argparse.Namespace, verbose: bool = False):
+    from . import Consumer  # noqa: PLC0415
+
+    return Consumer(args.dir, style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen,
+                    metadata=None if args.metadata == "none" else args.metadata,
+                    cache_dir=False if args.cache_dir == "off" else args.cache_dir, verbose=verbose)
+
+
+def _index(args: argparse.Namespace) -> int:
+    ds = _open(args, verbose=not args.quiet)
+    info = ds.build_info
+    print(f"{ds!r}")
+    print(f"index cache {info['cache']} ({info['key'] or 'not cached'}), libmagic calls {info['libmagic_calls']}, "
+          f"{info['seconds']:.2f} s")
+    return 0
+
+
+def _table(header: list[str], rows: list[tuple]) -> str:
+    cells = [[str(c) for c in header]] + [["NULL" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _info(args: argparse.Namespace) -> int:
+    ds = _open(args)
+    per = ds.get_dict()["per_class"]
+    print(f"{ds!r}\n")
+    rows = [(c, ds.class_to_id[c], per[c]["files"], _human(per[c]["bytes"]), per[c]["tokens"], per[c]["samples"])
+            for c in ds.classes]
+    rows.append(("(all)", "", len(ds.files), _human(sum(p["bytes"] for p in per.values())),
+                 sum(p["tokens"] for p in per.values()), len(ds)))
+    print(_table(["class", "id", "files", "bytes", "tokens", "samples"], rows))
+    mimes = ds.sql("SELECT mime, count(*) AS files, sum(size) AS bytes FROM files GROUP BY mime "
+                   "ORDER BY files DESC, mime LIMIT ?", (args.top,))
+    print("\ntop MIME types\n" + _table(["mime", "files", "bytes"], [(m, n, _human(b)) for m, n, b in mimes]))
+    sizes = np.sort(ds.documents.doc_size)
+    q = [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1]
+    print("\nfile sizes\n" + _table(["min", "p10", "p25", "median", "p75", "p90", "p99", "max"],
+                                     [tuple(_human(float(np.quantile(sizes, x))) for x in q)]))
+    return 0
+
+
+def _sql(args: argparse.Namespace) -> int:
+    ds = _open(args)
+    rows = ds.sql(args.statement)
+    if args.json:
+        print(json.dumps(rows.as_dicts(), indent=1))
+    else:
+        print(_table(rows.columns, list(rows)))
+    return 0
+
+
+def _cache(args: argparse.Namespace) -> int:
+    from .cache import check_cache_dir, clear, list_entries  # noqa: PLC0415
+
+    root = check_cache_dir(args.cache_dir)
+    if args.action == "list":
+        entries = list_entries(root)
+        print(f"cache: {root}")
+        rows = [(e["key"][:16], e["style"], e["n_bytes"], e["files"], e["samples"], _human(e["bytes"]),
+                 time.strftime("%Y-%m-%d %H:%M", time.localtime(e["created"])) if e["created"] else "?")
+                for e in entries]
+        print(_table(["key", "style", "n_bytes", "files", "samples", "size", "created"], rows))
+        catalog = os.path.join(root, "catalog.sqlite")
+        if os.path.exists(catalog):
+            print(f"catalog: {_human(os.path.getsize(catalog))}")
+    else:
+        freed = clear(root, catalog=args.catalog)
+        print(f"cleared {_human(freed)} from {root}")
+    return 0
+
+
+def _add_dataset_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", help="the corpus directory (sub-folders are classes)")
+    p.add_argument("--style", default="diff", choices=["diff", "concat"])
+    p.add_argument("--n-bytes", type=int, default=2, choices=[1, 2, 3])
+    p.add_argument("--seqlen", type=_seqlen, default="auto")
+    p.add_argument("--metadata", default="file", choices=["file", "mime", "none"])
+    p.add_argument("--cache-dir", default=None, help="cache directory (default: $CONSUMER_CACHE_DIR or "
+                   "~/.cache/consumer; 'off' keeps everything in memory)")
+
+
+def _seqlen(text: str):
+    return text if text == "auto" else int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``consumer`` command."""
     p = argparse.ArgumentParser(prog="consumer", description="Training batches from the raw bytes of files.")
@@ -106,24 +210,45 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--dir", help="use this directory (sub-folders = classes) instead of the standard library")
     d.add_argument("--style", default="diff", choices=["diff", "concat"])
     d.add_argument("--n-bytes", type=int, default=2, choices=[1, 2, 3])
-    d.add_argument("--seqlen", type=lambda s: s if s == "auto" else int(s), default=512)
+    d.add_argument("--seqlen", type=_seqlen, default=512)
     d.add_argument("--max-files", type=int, default=200, help="files per class at most (default 200)")
     d.add_argument("--batch-size", type=int, default=8)
     d.add_argument("--show", type=int, default=3, help="rows to decode")
     d.add_argument("--chars", type=int, default=240, help="decoded bytes shown per row")
     d.add_argument("--verbose", action="store_true", help="progress bar while libmagic runs")
     d.set_defaults(func=_demo)
+    i = sub.add_parser("index", help="build or refresh the catalog and the sample index of a directory")
+    _add_dataset_options(i)
+    i.add_argument("--quiet", action="store_true", help="no progress bar")
+    i.set_defaults(func=_index)
+    n = sub.add_parser("info", help="classes, files, bytes, samples, top MIME types, file sizes")
+    _add_dataset_options(n)
+    n.add_argument("--top", type=int, default=10, help="MIME types shown")
+    n.set_defaults(func=_info)
+    q = sub.add_parser("sql", help="run a read-only SQL statement over the files view")
+    _add_dataset_options(q)
+    q.add_argument("statement", help='e.g. "SELECT class, count(*), sum(size) FROM files GROUP BY class"')
+    q.add_argument("--json", action="store_true", help="rows as JSON objects")
+    q.set_defaults(func=_sql)
+    c = sub.add_parser("cache", help="list or clear cached indexes")
+    c.add_argument("action", choices=["list", "clear"])
+    c.add_argument("--cache-dir", default=None)
+    c.add_argument("--catalog", action="store_true", help="clear: also delete the file catalog")
+    c.set_defaults(func=_cache)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
+    """Run the command line; returns the exit code (0 ok, 2 bad input, 1 other failure)."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except ConsumerError as e:
         print(f"consumer: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        print(f"consumer: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover
