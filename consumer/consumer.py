@@ -89,9 +89,11 @@ class Consumer:
         paths, cls = corpus.flat()
         cls = np.asarray(cls, dtype=np.int64)
         sizes, self._mtimes = stat_files(paths)
+        class_to_id = _check_class_to_id(class_to_id, corpus.class_names)
         spec = None if callable(metadata) else {
             "style": style, "n_bytes": vocab.n_bytes, "seqlen": seqlen, "long_files": long_files,
-            "metadata": metadata, "max_header_bytes": MAX_HEADER_BYTES, "class_to_id": class_to_id,
+            "metadata": metadata, "max_header_bytes": MAX_HEADER_BYTES,
+            "class_to_id": {c: class_to_id[c] for c in corpus.class_names},
             "classes": corpus.class_names, "libmagic": libmagic_version() if metadata else None,
             "files_sha256": file_table_sha256(paths, cls, sizes, self._mtimes)}
         key = cache_key(spec) if spec is not None and self._cache_root else None
