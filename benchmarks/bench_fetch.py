@@ -17,6 +17,7 @@ Run: ``python benchmarks/bench_fetch.py [--files 10000] [--batches 100]``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -54,6 +55,19 @@ def make_corpus(root: str, n_files: int, seed: int = 0) -> None:
             data = b'{"text": "' + body + b'"}'
         with open(os.path.join(root, cls, f"{i:07d}.{cls}"), "wb") as f:
             f.write(data)
+
+
+@contextlib.contextmanager
+def generated_corpus(n_files: int, keep: str | None = None):
+    """A corpus directory of ``n_files`` (``keep``: reuse or create that directory, else a temporary one)."""
+    root = keep or tempfile.mkdtemp(prefix="consumer-bench-")
+    try:
+        if not os.path.isdir(os.path.join(root, "py")):
+            make_corpus(root, n_files)
+        yield root
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def naive_rows(ds: Consumer, ids: np.ndarray) -> np.ndarray:
@@ -133,16 +147,10 @@ def main() -> None:
     p.add_argument("--batches", type=int, default=100)
     p.add_argument("--keep", help="corpus directory to reuse (created if missing)")
     args = p.parse_args()
-    root = args.keep or tempfile.mkdtemp(prefix="consumer-bench-")
-    try:
-        if not os.path.isdir(os.path.join(root, "py")):
-            make_corpus(root, args.files)
+    with generated_corpus(args.files, args.keep) as root:
         build = bench_build(root)
         mc = memcpy_ms()
         rows = [bench_style(root, s, args.batches) for s in ("diff", "concat")]
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"build": build, "memcpy_ms": mc, "fetch": rows, "peak_rss_mb": peak_mb}, indent=1))
     print()

@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 from .errors import InputError, short_repr
-from .fileio import fsync_dir
+from .fileio import fsync_dir, sha256_file
 
 __all__ = ["CACHE_FORMAT", "default_cache_dir", "check_cache_dir", "cache_key", "file_table_sha256",
            "save_entry", "load_entry", "list_entries", "clear"]
@@ -82,14 +82,6 @@ def cache_key(spec: dict) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def _sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _entry_dir(root: str, key: str) -> str:
     return os.path.join(root, INDEX_DIR, key)
 
@@ -111,7 +103,7 @@ def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: 
                 f.flush()
                 os.fsync(f.fileno())
             files[name] = {"file": f"{name}.npy", "dtype": arr.dtype.str, "shape": list(arr.shape),
-                           "bytes": os.path.getsize(path), "sha256": _sha256_file(path)}
+                           "bytes": os.path.getsize(path), "sha256": sha256_file(path)}
         desc = {**description, "cache_format": CACHE_FORMAT, "key": key, "created": time.time(), "arrays": files}
         with open(os.path.join(tmp, "description.json"), "w", encoding="utf-8") as f:
             json.dump(desc, f, indent=1, sort_keys=True)
@@ -144,7 +136,7 @@ def load_entry(root: str, key: str) -> tuple[dict[str, np.ndarray], dict] | None
         arrays = {}
         for name, meta in desc["arrays"].items():
             path = os.path.join(folder, meta["file"])
-            if os.path.getsize(path) != meta["bytes"] or _sha256_file(path) != meta["sha256"]:
+            if os.path.getsize(path) != meta["bytes"] or sha256_file(path) != meta["sha256"]:
                 return None
             arr = np.load(path, mmap_mode="r", allow_pickle=False)
             if arr.dtype.str != meta["dtype"] or list(arr.shape) != meta["shape"]:

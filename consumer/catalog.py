@@ -20,7 +20,6 @@ A catalog that SQLite cannot read (corrupt, truncated, not a database) is moved 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 import time
@@ -28,6 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .fileio import sha256_file
 from .filemeta import describe_files
 
 __all__ = ["Catalog", "CATALOG_NAME", "SCHEMA_VERSION"]
@@ -45,14 +45,6 @@ CREATE TABLE IF NOT EXISTS files(
 
 def _extension(path: str) -> str:
     return os.path.splitext(path)[1].lstrip(".").lower()
-
-
-def _sha256_of(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 class Catalog:
@@ -153,7 +145,7 @@ class Catalog:
                 old = known.get(p)
                 same = old is not None and old[0] == sizes[i] and old[1] == mtimes[i]
                 d, m = described[j] if results is not None else ((old[2], old[3]) if same else (None, None))
-                h = _sha256_of(p) if hashes else (old[4] if same else None)
+                h = sha256_file(p) if hashes else (old[4] if same else None)
                 rows.append((p, sizes[i], mtimes[i], _extension(p), d, m, h))
             cur.executemany(
                 "INSERT INTO files(path, size, mtime_ns, extension, description, mime, sha256) "

@@ -5,6 +5,8 @@
 - ``consumer index DIR``: build or refresh the catalog and the sample index (with progress);
 - ``consumer info DIR``: classes, files, bytes, samples, top MIME types, file-size distribution;
 - ``consumer sql DIR "SELECT ..."``: a table, or ``--json``;
+- ``consumer pack DIR PREFIX --format megatron|modalities``: a packed store of every file's tokens;
+- ``consumer inspect PREFIX``: counts, dtype, classes and a decoded document of a packed store;
 - ``consumer cache list|clear``.
 
 Exit codes: 0 ok, 2 bad input (one line on stderr), 1 a system error (one line on stderr).
@@ -188,6 +190,37 @@ def _cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pack(args: argparse.Namespace) -> int:
+    ds = _open(args, verbose=args.verbose)
+    summary = ds.pack(args.prefix, format=args.format, verbose=args.verbose)
+    print(f"packed {summary['documents']} documents, {summary['tokens']} tokens ({summary['dtype']}) "
+          f"from {_human(summary['source_bytes'])} of files into {_human(summary['bytes'])} "
+          f"in {summary['seconds']:.2f} s:")
+    for kind, path in summary["files"].items():
+        print(f"  {kind:<8} {path}")
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from .packed import inspect_packed  # noqa: PLC0415
+
+    info = inspect_packed(args.prefix, preview_tokens=args.tokens)
+    if args.json:
+        print(json.dumps(info, indent=1))
+        return 0
+    print(f"{info['prefix']}: {info['format']} store, {info['dtype']} tokens, n_bytes={info['n_bytes']} "
+          f"(vocab {info['vocab_size']}), metadata={info['metadata']}")
+    print(f"{info['documents']} documents, {info['tokens']} tokens\n")
+    print(_table(["class", "id", "documents"],
+                 [(c, info["class_to_id"].get(c, ""), n) for c, n in info["classes"].items()]))
+    p = info["preview"]
+    if p:
+        print(f"\nfirst document: {p['path']} [{p['class']}] header {p['header']!r}")
+        print(f"  ids  {p['ids']}")
+        print(f"  text {p['text']}")
+    return 0
+
+
 def _add_dataset_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", help="the corpus directory (sub-folders are classes)")
     p.add_argument("--style", default="diff", choices=["diff", "concat"])
@@ -230,6 +263,17 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("statement", help='e.g. "SELECT class, count(*), sum(size) FROM files GROUP BY class"')
     q.add_argument("--json", action="store_true", help="rows as JSON objects")
     q.set_defaults(func=_sql)
+    k = sub.add_parser("pack", help="pack every file's tokens into a Megatron .bin/.idx or Modalities .pbin store")
+    _add_dataset_options(k)
+    k.add_argument("prefix", help="output prefix: PREFIX.bin/.idx or PREFIX.pbin, plus PREFIX.consumer.*")
+    k.add_argument("--format", default="megatron", choices=["megatron", "modalities"])
+    k.add_argument("--verbose", action="store_true", help="progress bars")
+    k.set_defaults(func=_pack)
+    t = sub.add_parser("inspect", help="counts, dtype, classes and a decoded document of a packed store")
+    t.add_argument("prefix")
+    t.add_argument("--tokens", type=int, default=64, help="tokens of the first document shown")
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(func=_inspect)
     c = sub.add_parser("cache", help="list or clear cached indexes")
     c.add_argument("action", choices=["list", "clear"])
     c.add_argument("--cache-dir", default=None)

@@ -21,9 +21,10 @@ from .cache import cache_key, check_cache_dir, file_table_sha256, load_entry, sa
 from .catalog import CATALOG_NAME, Catalog
 from .filemeta import MAX_HEADER_BYTES, METADATA_MODES, check_metadata, headers_from, libmagic_version
 from .index import LONG_FILES, STYLES, SampleIndex, build_index, resolve_seqlen
+from .megatron_index import MegatronSampling, megatron_sample_index
 from .ir import Corpus, normalise, stat_files
 from .queries import MaskConfig, build_columns, columns_of, mask_rng, needs_masking
-from .reader import read_rows, read_segments
+from .reader import packed_runs, read_rows, read_segments
 from .sampler import EpochBatcher
 from .select import resolve, split_key
 from .sql import DatasetSQL, Rows
@@ -75,15 +76,20 @@ class Consumer:
         verbose: show a progress bar while libmagic runs; otherwise nothing is printed.
         long_files: diff style only: ``"truncate"`` long files to ``seqlen`` or serve them as
             consecutive ``"windows"`` so no byte is unreachable.
+        sampling: ``"consumer"`` (the styles above) or, with ``style="concat"`` and an int ``seqlen``,
+            ``"megatron"`` / ``MegatronSampling(num_samples, add_extra_token)``: Megatron-LM's GPT
+            sample order over all documents (sample ``k`` is Megatron's item ``k``).
     """
 
     def __init__(self, fps: Any, *, style: str = "diff", n_bytes: int = 2, seqlen: int | str = "auto",
                  metadata: str | None | Callable[[str], str] = "file", class_to_id: dict | None = None,
-                 seed: int = 4, cache_dir=None, verbose: bool = False, long_files: str = "truncate"):
+                 seed: int = 4, cache_dir=None, verbose: bool = False, long_files: str = "truncate",
+                 sampling: str | MegatronSampling = "consumer"):
         t0 = time.perf_counter()
         check_metadata(metadata)
         self._cache_root = check_cache_dir(cache_dir)
-        self._configure(style=style, seqlen=seqlen, seed=seed, verbose=verbose, long_files=long_files)
+        self._configure(style=style, seqlen=seqlen, seed=seed, verbose=verbose, long_files=long_files,
+                        sampling=sampling)
         vocab = Vocab(n_bytes)
         corpus = normalise(fps)
         paths, cls = corpus.flat()
@@ -92,6 +98,7 @@ class Consumer:
         class_to_id = _check_class_to_id(class_to_id, corpus.class_names)
         spec = None if callable(metadata) else {
             "style": style, "n_bytes": vocab.n_bytes, "seqlen": seqlen, "long_files": long_files,
+            "sampling": self._sampling_dict(), "seed": self.seed if self._megatron else None,
             "metadata": metadata, "max_header_bytes": MAX_HEADER_BYTES,
             "class_to_id": {c: class_to_id[c] for c in corpus.class_names},
             "classes": corpus.class_names, "libmagic": libmagic_version() if metadata else None,
@@ -173,24 +180,30 @@ class Consumer:
         subset: dict[str, list[str]] = {}
         for i in ids:
             subset.setdefault(self.classes[int(docs.doc_class[i])], []).append(paths[i])
-        return Consumer(subset, style=self.style, n_bytes=self.vocab.n_bytes, seqlen=self.seqlen,
+        return Consumer(subset, style=self.style, n_bytes=self.vocab.n_bytes,
+                        seqlen=self._seqlen_requested if self._megatron else self.seqlen,
                         metadata=self.metadata, class_to_id=self.class_to_id, seed=self.seed,
                         cache_dir=self._cache_root if self._cache_root else False, verbose=self.verbose,
-                        long_files=self.long_files)
+                        long_files=self.long_files, sampling=self.sampling)
 
     @classmethod
     def from_packed(cls, prefix, *, style: str = "diff", seqlen: int | str = "auto", class_to_id: dict | None = None,
-                    seed: int = 4, long_files: str = "truncate") -> "Consumer":
+                    seed: int = 4, long_files: str = "truncate",
+                    sampling: str | MegatronSampling = "consumer") -> "Consumer":
         """Open a store written by :meth:`pack` (or merged packs): same tokens, bit for bit, as the
         raw files gave, read from memory-mapped token arrays. ``n_bytes`` and the header mode come
-        from the store; ``style``, ``seqlen`` and the rest may differ from the packing run."""
-        from .packed import open_packed  # noqa: PLC0415  (formats load only when used)
+        from the store, and so does ``class_to_id`` unless given; ``style``, ``seqlen``, ``sampling`` and
+        the rest may differ from the packing run."""
+        from .packed import open_packed, read_sidecar  # noqa: PLC0415  (formats load only when used)
 
         t0 = time.perf_counter()
         self = cls.__new__(cls)
-        self._configure(style=style, seqlen=seqlen, seed=seed, verbose=False, long_files=long_files)
+        self._configure(style=style, seqlen=seqlen, seed=seed, verbose=False, long_files=long_files,
+                        sampling=sampling)
         self._cache_root, self._catalog, self._sql = None, None, None
         corpus, documents, metadata = open_packed(prefix)
+        if class_to_id is None:
+            class_to_id = read_sidecar(prefix)["class_to_id"]
         self._mtimes = np.zeros(len(documents), dtype=np.int64)
         self._finish(corpus, documents, metadata, class_to_id)
         self.build_info = {"cache": "packed", "key": None, "libmagic_calls": 0, "seconds": time.perf_counter() - t0}
@@ -198,14 +211,14 @@ class Consumer:
 
     def pack(self, prefix, format: str = "megatron", *, verbose: bool | None = None) -> dict:
         """Write every file's document tokens to a packed store at ``prefix`` (``"megatron"``: ``.bin`` /
-        ``.idx`` readable by Megatron-LM and fairseq; ``"modalities"``: ``.pbin``), plus a sidecar with
+        ``.idx`` readable by Megatron-LM; ``"modalities"``: ``.pbin``), plus a sidecar with
         classes and the file table. Atomic: a killed pack leaves nothing that looks complete. Returns a
         summary (paths written, documents, tokens, bytes)."""
         from .packed import pack  # noqa: PLC0415
 
         return pack(self, prefix, format=format, verbose=self.verbose if verbose is None else verbose)
 
-    def _configure(self, *, style, seqlen, seed, verbose, long_files) -> None:
+    def _configure(self, *, style, seqlen, seed, verbose, long_files, sampling) -> None:
         if style not in STYLES:
             raise InputError(f"style must be one of {sorted(STYLES)}, got {short_repr(style)}")
         if long_files not in LONG_FILES:
@@ -216,8 +229,20 @@ class Consumer:
             raise InputError(f"verbose must be a bool, got {short_repr(verbose)}")
         if isinstance(seqlen, str) and seqlen != "auto":
             raise InputError(f"seqlen must be a positive int or 'auto', got {short_repr(seqlen)}")
+        if sampling == "megatron":
+            sampling = MegatronSampling()
+        if sampling != "consumer" and not isinstance(sampling, MegatronSampling):
+            raise InputError(f"sampling must be 'consumer', 'megatron' or a MegatronSampling, got {short_repr(sampling)}")
+        if isinstance(sampling, MegatronSampling) and (style != "concat" or isinstance(seqlen, str)):
+            raise InputError(f"sampling='megatron' needs style='concat' and an int seqlen (Megatron's seq_length), "
+                             f"got style={style!r}, seqlen={seqlen!r}")
         self.style, self.seed, self.verbose, self.long_files = style, int(seed), verbose, long_files
         self._seqlen_requested = seqlen
+        self.sampling = sampling
+        self._megatron = isinstance(sampling, MegatronSampling)
+
+    def _sampling_dict(self) -> dict | str:
+        return self.sampling.to_dict() if self._megatron else self.sampling
 
     def _finish(self, corpus: Corpus, documents: DocumentTable, metadata, class_to_id,
                 index: SampleIndex | None = None) -> None:
@@ -228,7 +253,12 @@ class Consumer:
         self.classes: list[str] = corpus.class_names
         self.class_to_id: dict[str, int] = _check_class_to_id(class_to_id, self.classes)
         self.id_to_class: dict[int, str] = {self.class_to_id[c]: c for c in self.classes}
-        if index is None:
+        if index is None and self._megatron:
+            index = megatron_sample_index(documents.doc_len, documents.doc_class, len(self.classes),
+                                          seq_length=self._seqlen_requested, seed=self.seed,
+                                          num_samples=self.sampling.num_samples,
+                                          add_extra_token=self.sampling.add_extra_token)
+        elif index is None:
             seqlen = resolve_seqlen(self._seqlen_requested, documents.doc_len)
             index = build_index(self.style, documents.doc_len, documents.doc_class, len(self.classes), seqlen,
                                 long_files=self.long_files)
@@ -239,6 +269,7 @@ class Consumer:
         self._mask_cfg = MaskConfig()
         self._default_query: str | None = None
         self._batcher: EpochBatcher | None = None
+        self._runs = None  # packed stores: per-sample contiguous ranges, computed on first fetch
 
     # ----------------------------------------------------------------- sizes and names
     def __len__(self) -> int:
@@ -300,7 +331,9 @@ class Consumer:
         if sample_ids.size and (sample_ids.min() < 0 or sample_ids.max() >= len(self)):
             raise InputError(f"sample_ids must be in [0, {len(self)}), got {short_repr(sample_ids.tolist())}")
         masking = needs_masking(cols)
-        tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking)
+        if self.documents.packed is not None and self._runs is None:
+            self._runs = packed_runs(self.index, self.documents)
+        tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking, runs=self._runs)
         first_seg = self.index.seg_ptr[sample_ids]
         return build_columns(
             cols, tokens, content, vocab=self.vocab, cfg=self._mask_cfg,
@@ -309,13 +342,14 @@ class Consumer:
             file_id=self.index.seg_doc[first_seg], offset=self.index.seg_start[first_seg])
 
     # ----------------------------------------------------------------- batches
-    def create_batches(self, batch_size: int, drop_last: bool = False, seed: int = 4) -> None:
-        """Shuffle the samples into batches for ``ds[None]`` / :meth:`get_next_batch`.
+    def create_batches(self, batch_size: int, drop_last: bool = False, seed: int = 4, shuffle: bool = True) -> None:
+        """Cut the samples into batches for ``ds[None]`` / :meth:`get_next_batch`.
 
-        Epoch ``e`` uses the permutation of ``(seed, e)``; after the last batch of an epoch the next
-        call continues with epoch ``e + 1``. No global RNG is touched.
+        Epoch ``e`` uses the permutation of ``(seed, e)`` (``shuffle=False``: sample order, e.g. to
+        follow Megatron's order with ``sampling="megatron"``); after the last batch of an epoch the
+        next call continues with epoch ``e + 1``. No global RNG is touched.
         """
-        self._batcher = EpochBatcher(len(self), batch_size, drop_last, seed)
+        self._batcher = EpochBatcher(len(self), batch_size, drop_last, seed, shuffle=shuffle)
 
     def get_next_batch(self, query=_DEFAULT) -> dict:
         """The next batch (see :meth:`create_batches`); ``query`` defaults to the mode's query."""
@@ -376,6 +410,7 @@ class Consumer:
             "seqlen": self.seqlen,
             "seqlen_requested": self._seqlen_requested,
             "long_files": self.long_files,
+            "sampling": self._sampling_dict(),
             "metadata": self.metadata if (self.metadata is None or isinstance(self.metadata, str)) else "callable",
             "max_header_bytes": MAX_HEADER_BYTES,
             "seed": self.seed,
@@ -396,7 +431,7 @@ class Consumer:
         }
         if self._batcher is not None:
             out["batches"] = {"batch_size": self._batcher.batch_size, "drop_last": self._batcher.drop_last,
-                              "seed": self._batcher.seed}
+                              "seed": self._batcher.seed, "shuffle": self._batcher.shuffle}
         if include_files:
             out["files"] = listing
         return out

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import stat
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from .errors import InputError
 
-__all__ = ["stat_regular", "temp_path", "fsync_dir", "atomic_write_bytes"]
+__all__ = ["stat_regular", "temp_path", "fsync_dir", "atomic_write_bytes", "sha256_file"]
 
 
 def stat_regular(path: str | os.PathLike, what: str) -> os.stat_result:
@@ -69,3 +70,12 @@ def atomic_write_bytes(final: str | os.PathLike, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(final.parent)
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """sha256 hex digest of a file's bytes, read in 4 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, Sequence
 
 from .errors import InputError, MissingDependencyError, short_repr
+from .progress import progress_bar
 
 __all__ = ["MAX_HEADER_BYTES", "METADATA_MODES", "normalise_description", "describe_files", "headers_from",
            "libmagic_version", "check_metadata"]
@@ -122,7 +123,7 @@ def describe_files(paths: Sequence[str], *, verbose: bool = False, workers: int 
 
     n_workers = workers or os.cpu_count() or 1
     parts = [paths[i:i + chunk] for i in range(0, len(paths), chunk)]
-    bar = _progress_bar(len(paths), verbose)
+    bar = progress_bar(len(paths), verbose, "libmagic")
     pool = None
     try:
         if n_workers == 1 or len(paths) < _PARALLEL_MIN_FILES:
@@ -155,18 +156,3 @@ def headers_from(metadata, paths: Sequence[str], descriptions: Sequence[str | No
         return out
     raw = descriptions if metadata == "file" else mimes
     return [normalise_description(text, path) for text, path in zip(raw, paths)]
-
-
-class _NoBar:
-    def update(self, n: int) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress_bar(total: int, verbose: bool):
-    if not verbose:
-        return _NoBar()
-    from tqdm.auto import tqdm  # noqa: PLC0415  (only when asked for)
-    return tqdm(total=total, desc="libmagic", unit="file")

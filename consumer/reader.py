@@ -24,7 +24,7 @@ from .errors import FileChangedError
 from .index import SampleIndex
 from .vocab import bytes_to_ids
 
-__all__ = ["read_rows", "read_segments"]
+__all__ = ["read_rows", "read_segments", "packed_runs"]
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
@@ -37,43 +37,88 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
-              content_mask: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+              content_mask: bool = False, runs: tuple[np.ndarray, np.ndarray] | None = None
+              ) -> tuple[np.ndarray, np.ndarray | None]:
     """Token rows ``[B, seqlen]`` (int64, PAD-filled) of ``sample_ids``, and optionally a content mask.
 
     The content mask is True exactly where a row holds a content token of a file (not header, SEP,
-    EOF, TAIL marker or padding): the positions masked-LM may touch.
+    EOF, TAIL marker or padding): the positions masked-LM may touch. ``runs`` (from
+    :func:`packed_runs`, packed stores only) lets a batch whose samples are each one contiguous store
+    range be served with one slice copy per row.
     """
+    if runs is not None and not content_mask:
+        start, length = runs[0][sample_ids], runs[1][sample_ids]
+        if start.size == 0 or start.min() >= 0:
+            return _rows_from_runs(docs, index.seqlen, start, length), None
     segs, rows = index.segments_of(sample_ids)
     return read_segments(docs, (int(sample_ids.size), index.seqlen), rows, index.seg_col[segs],
                          index.seg_doc[segs], index.seg_start[segs], index.seg_len[segs], content_mask)
 
 
+def packed_runs(index: SampleIndex, docs: DocumentTable) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample of a packed store: the store position of its first token and its length, with
+    position -1 when its segments are not one contiguous range of the store. In a store written in
+    corpus order every concat window and every diff sample is one range."""
+    src = docs.packed.doc_ptr[index.seg_doc] + index.seg_start
+    follows = np.r_[False, src[1:] == src[:-1] + index.seg_len[:-1]]
+    follows[index.seg_ptr[:-1]] = True  # a sample's first segment needs no predecessor
+    broken = np.add.reduceat(~follows, index.seg_ptr[:-1]) if src.size else np.zeros(0, dtype=np.int64)
+    return np.where(broken == 0, src[index.seg_ptr[:-1]], -1), index.sample_tokens()
+
+
+def _rows_from_runs(docs: DocumentTable, L: int, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    out = np.empty((start.size, L), dtype=np.int64)
+    tokens, pad = docs.packed.tokens, docs.vocab.pad
+    for r, (s, m) in enumerate(zip(start.tolist(), length.tolist())):
+        out[r, :m] = tokens[s:s + m]
+        if m < L:
+            out[r, m:] = pad
+    return out
+
+
 def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray, cols: np.ndarray,
                   d: np.ndarray, a: np.ndarray, n: np.ndarray,
                   content_mask: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-    """Fill a PAD-filled int64 array of ``shape`` with document token ranges.
+    """An int64 array of ``shape`` holding document token ranges, PAD everywhere else.
 
     Segment ``g`` copies tokens ``[a[g], a[g] + n[g])`` of document ``d[g]`` to row ``rows[g]`` from
     column ``cols[g]`` on. Returns the array and, if asked, the content mask (see :func:`read_rows`).
+    When the segments tile each row from column 0 (as every index does) only the tails are padded.
     """
     B, L = shape
-    out = np.full((B, L), docs.vocab.pad, dtype=np.int64)
-    flat = out.reshape(-1)
     b = a + n
     base = rows * L + cols - a  # flat position of document token 0 of each segment
+    row_len = np.bincount(rows, weights=n, minlength=B).astype(np.int64)
+    # rows filled from column 0 without gaps (what the index produces) need PAD only after their end
+    tiled = bool(np.all(rows[1:] >= rows[:-1]) and
+                 np.array_equal(cols, np.cumsum(n) - n - (np.cumsum(row_len) - row_len)[rows]))
+    out = np.empty((B, L), dtype=np.int64) if tiled else np.full((B, L), docs.vocab.pad, dtype=np.int64)
+    flat = out.reshape(-1)
     if docs.packed is not None:
         _fill_packed(flat, docs.packed, d, a, n, base)
     else:
         _fill_raw(flat, docs, d, a, b, base)
+    if tiled:
+        pad = docs.vocab.pad
+        for r, m in enumerate(row_len.tolist()):
+            if m < L:
+                out[r, m:] = pad
     return out, (_content_mask(docs, B * L, d, a, b, base).reshape(B, L) if content_mask else None)
 
 
 def _fill_packed(flat: np.ndarray, packed, d: np.ndarray, a: np.ndarray, n: np.ndarray, base: np.ndarray) -> None:
-    """Copy whole token ranges out of a packed store: one slice copy per segment, no per-token work."""
+    """Copy token ranges out of a packed store. Neighbouring segments that are contiguous both in the
+    store and in the output (a concat window over consecutive documents) are merged into one run, so a
+    window costs one slice copy; no per-token work."""
     tokens = packed.tokens
     src = packed.doc_ptr[d] + a
-    for s, dst, m in zip(src.tolist(), (base + a).tolist(), n.tolist()):
-        flat[dst:dst + m] = tokens[s:s + m]
+    dst = base + a
+    if src.size > 1:
+        joins = (src[1:] == src[:-1] + n[:-1]) & (dst[1:] == dst[:-1] + n[:-1])
+        starts = np.flatnonzero(np.r_[True, ~joins])
+        src, dst, n = src[starts], dst[starts], np.add.reduceat(n, starts)
+    for s, t, m in zip(src.tolist(), dst.tolist(), n.tolist()):
+        flat[t:t + m] = tokens[s:s + m]
 
 
 def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarray, b: np.ndarray,

@@ -107,3 +107,13 @@ def test_bad_state(ds):
     state["n_samples"] += 1
     with pytest.raises(InputError, match="does not match this dataset"):
         ds.load_state_dict(state)
+
+
+def test_unshuffled_batches_follow_sample_order(ds):
+    ds.create_batches(3, shuffle=False)
+    n = len(ds)
+    seen = [i for _ in range(-(-n // 3)) for i in _ids(ds.get_next_batch(["sample_id"]))]
+    assert seen == list(range(n))
+    assert ds.state_dict()["shuffle"] is False
+    with pytest.raises(InputError, match="shuffle must be a bool"):
+        ds.create_batches(3, shuffle="no")

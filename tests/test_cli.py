@@ -76,3 +76,20 @@ def test_console_entry_points(corpus_dir, cache):
     assert res.returncode == 0 and res.stdout.splitlines()[-1].strip() == "17"
     res = subprocess.run([sys.executable, "-m", "consumer", "bogus"], capture_output=True, text=True, env=env)
     assert res.returncode == 2
+
+
+def test_pack_and_inspect(corpus_dir, cache, tmp_path, capsys):
+    prefix = tmp_path / "out" / "corpus"  # the directory is created
+    assert main(["pack", corpus_dir, str(prefix), "--cache-dir", cache, "--n-bytes", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "packed 17 documents" in out and str(prefix) + ".bin" in out and "uint16" in out
+    assert main(["inspect", str(prefix)]) == 0
+    out = capsys.readouterr().out
+    assert "megatron store, uint16 tokens, n_bytes=1" in out and "17 documents" in out and "<SEP>" in out
+    assert main(["inspect", str(prefix), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["documents"] == 17 and info["classes"] == {"cat": 9, "dog": 6, "eel": 2}
+    assert main(["pack", corpus_dir, str(tmp_path / "m"), "--format", "modalities", "--cache-dir", cache]) == 0
+    assert ".pbin" in capsys.readouterr().out
+    assert main(["inspect", str(tmp_path / "missing")]) == 2
+    assert "no packed store" in capsys.readouterr().err
