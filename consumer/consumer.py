@@ -14,15 +14,15 @@ from typing import Any, Callable
 import numpy as np
 
 from . import __version__
+from .cache import cache_key, check_cache_dir, file_table_sha256, load_entry, save_entry
+from .catalog import CATALOG_NAME, Catalog
 from .collate import to_tensors
 from .documents import DocumentTable, build_documents
 from .errors import InputError, QueryError, SelectionError, short_repr
-from .cache import cache_key, check_cache_dir, file_table_sha256, load_entry, save_entry
-from .catalog import CATALOG_NAME, Catalog
 from .filemeta import MAX_HEADER_BYTES, METADATA_MODES, check_metadata, headers_from, libmagic_version
 from .index import LONG_FILES, STYLES, SampleIndex, build_index, resolve_seqlen
-from .megatron_index import MegatronSampling, megatron_sample_index
 from .ir import Corpus, normalise, stat_files
+from .megatron_index import MegatronSampling, megatron_sample_index
 from .queries import MaskConfig, build_columns, columns_of, mask_rng, needs_masking
 from .reader import packed_runs, read_rows, read_segments
 from .sampler import EpochBatcher

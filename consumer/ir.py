@@ -23,7 +23,6 @@ import stat
 from typing import Any
 
 import numpy as np
-
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from .errors import InputError, short_repr

@@ -9,7 +9,6 @@ import time
 import numpy as np
 import pytest
 
-import consumer.filemeta as filemeta
 from consumer import Consumer
 from consumer.cache import clear, list_entries
 from consumer.catalog import Catalog

@@ -41,7 +41,7 @@ def test_headers_describe_type_not_file(tmp_path):
     (cls / "secret_label_1.py").write_text("#!/usr/bin/env python3\nprint('hi')\n")
     (cls / "secret_label_2.txt").write_text("hello world\n" * 20)
     ds = Consumer(str(tmp_path), n_bytes=1)
-    for fid, path in enumerate(ds.files):
+    for fid in range(len(ds.files)):
         header = ds.documents.header_text(fid)
         assert header and "secret_label" not in header and len(header.encode()) <= MAX_HEADER_BYTES
         toks = ds.document_tokens(fid)

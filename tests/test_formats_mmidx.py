@@ -19,11 +19,11 @@ from consumer.formats import (
     IndexedReader,
     IndexedWriter,
     merge,
+    mmidx,
     optimal_dtype,
     read_index,
     write_fairseq,
 )
-from consumer.formats import mmidx
 
 DOCS = [[1, 2, 3], [4, 5, 6, 7], [8, 9]]
 BIN_HEX = "010002000300040005000600070008000900"

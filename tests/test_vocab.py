@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from consumer import InputError, Vocab, decode_ids, encode_bytes
 from consumer.vocab import bytes_to_ids, n_content_tokens

@@ -52,7 +52,6 @@ import array
 import os
 import secrets
 import shutil
-
 import struct
 from dataclasses import dataclass
 from pathlib import Path
