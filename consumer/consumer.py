@@ -25,7 +25,7 @@ from .ir import Corpus, normalise, stat_files
 from .megatron_index import MegatronSampling, megatron_sample_index
 from .queries import MaskConfig, build_columns, columns_of, mask_rng, needs_masking
 from .reader import packed_runs, read_rows, read_segments
-from .sampler import EpochBatcher
+from .sampler import EpochBatcher, TokenBudgetBatcher
 from .select import resolve, split_key
 from .sql import DatasetSQL, Rows
 from .vocab import Vocab, decode_ids
@@ -311,11 +311,14 @@ class Consumer:
         selection, query, given = split_key(key)
         if not given:
             query = self._default_query
+        width = None
         if selection is None:
             ids, epoch = self._next_ids()
+            if isinstance(self._batcher, TokenBudgetBatcher):
+                width = int(self._batcher.lengths[ids].max()) if ids.size else 0
         else:
             ids, epoch = resolve(selection, len(self), self.index.class_ptr, self.classes, self._select_rng), 0
-        return self.fetch(ids, query, epoch=epoch)
+        return to_tensors(self.fetch_numpy(ids, query, epoch=epoch, width=width))
 
     def fetch(self, sample_ids, query=None, *, epoch: int = 0) -> dict:
         """The batch of the given sample ids with the columns of ``query``, as int64 CPU tensors.
@@ -325,15 +328,21 @@ class Consumer:
         ids = np.asarray(sample_ids, dtype=np.int64).reshape(-1)
         return to_tensors(self.fetch_numpy(ids, query, epoch=epoch))
 
-    def fetch_numpy(self, sample_ids: np.ndarray, query=None, *, epoch: int = 0) -> dict[str, np.ndarray]:
-        """Same as :meth:`fetch` but numpy arrays (no torch needed)."""
+    def fetch_numpy(self, sample_ids: np.ndarray, query=None, *, epoch: int = 0,
+                    width: int | None = None) -> dict[str, np.ndarray]:
+        """Same as :meth:`fetch` but numpy arrays (no torch needed). ``width`` (>= the longest selected
+        sample) narrows the rows from ``seqlen``; token-budget batches use it."""
         cols = columns_of(query)
         if sample_ids.size and (sample_ids.min() < 0 or sample_ids.max() >= len(self)):
             raise InputError(f"sample_ids must be in [0, {len(self)}), got {short_repr(sample_ids.tolist())}")
+        if width is not None and sample_ids.size and int(self.index.sample_tokens()[sample_ids].max()) > width:
+            raise InputError(f"width={width} is narrower than the longest selected sample "
+                             f"({int(self.index.sample_tokens()[sample_ids].max())} tokens)")
         masking = needs_masking(cols)
         if self.documents.packed is not None and self._runs is None:
             self._runs = packed_runs(self.index, self.documents)
-        tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking, runs=self._runs)
+        tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking, runs=self._runs,
+                                    width=width)
         first_seg = self.index.seg_ptr[sample_ids]
         return build_columns(
             cols, tokens, content, vocab=self.vocab, cfg=self._mask_cfg,
@@ -351,10 +360,20 @@ class Consumer:
         """
         self._batcher = EpochBatcher(len(self), batch_size, drop_last, seed, shuffle=shuffle)
 
+    def create_token_batches(self, max_tokens: int, max_sentences: int | None = None,
+                             required_batch_size_multiple: int = 1, seed: int = 4, shuffle: bool = True) -> None:
+        """Batches under a token budget, fairseq's ``batch_by_size``: samples sorted by length are cut
+        so that ``batch size x longest sample <= max_tokens`` (and ``<= max_sentences`` samples,
+        rounded down to ``required_batch_size_multiple``). ``ds[None]`` / :meth:`get_next_batch` then
+        return rows only as wide as the batch's longest sample, so little padding is wasted (best
+        with ``style="diff"``, whose samples vary in length). Batch order is shuffled per epoch."""
+        lengths = self.index.sample_tokens()
+        self._batcher = TokenBudgetBatcher(lengths, max_tokens, max_sentences, required_batch_size_multiple,
+                                           seed, shuffle)
+
     def get_next_batch(self, query=_DEFAULT) -> dict:
         """The next batch (see :meth:`create_batches`); ``query`` defaults to the mode's query."""
-        ids, epoch = self._next_ids()
-        return self.fetch(ids, self._default_query if query is _DEFAULT else query, epoch=epoch)
+        return self[None, self._default_query if query is _DEFAULT else query]
 
     def _next_ids(self) -> tuple[np.ndarray, int]:
         if self._batcher is None:
@@ -369,7 +388,10 @@ class Consumer:
 
     def load_state_dict(self, state: dict) -> None:
         """Continue the batch iterator from a :meth:`state_dict` taken on an identical dataset."""
-        batcher = EpochBatcher.from_state_dict(state)
+        if isinstance(state, dict) and state.get("kind") == TokenBudgetBatcher.kind:
+            batcher = TokenBudgetBatcher.from_state_dict(state, self.index.sample_tokens())
+        else:
+            batcher = EpochBatcher.from_state_dict(state)
         if batcher.n_samples != len(self):
             raise InputError(f"state['n_samples']={batcher.n_samples} does not match this dataset ({len(self)})")
         self._batcher = batcher
@@ -430,8 +452,8 @@ class Consumer:
             "files_sha256": hashlib.sha256(json.dumps(listing).encode()).hexdigest(),
         }
         if self._batcher is not None:
-            out["batches"] = {"batch_size": self._batcher.batch_size, "drop_last": self._batcher.drop_last,
-                              "seed": self._batcher.seed, "shuffle": self._batcher.shuffle}
+            out["batches"] = {k: v for k, v in self._batcher.state_dict().items()
+                              if k not in ("version", "epoch", "position")}
         if include_files:
             out["files"] = listing
         return out

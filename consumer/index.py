@@ -21,6 +21,7 @@ Everything is vectorised (cumsum / repeat / searchsorted): no Python loop per sa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -57,9 +58,14 @@ class SampleIndex:
         return np.diff(self.class_ptr)
 
     def sample_tokens(self) -> np.ndarray:
-        """Number of real (non-padding) tokens of each sample."""
-        return np.add.reduceat(self.seg_len, self.seg_ptr[:-1]) if self.seg_len.size else \
-            np.zeros(len(self), dtype=np.int64)
+        """Number of real (non-padding) tokens of each sample (computed once, then cached)."""
+        return self._sample_tokens
+
+    @cached_property
+    def _sample_tokens(self) -> np.ndarray:
+        if not self.seg_len.size:
+            return np.zeros(len(self), dtype=np.int64)
+        return np.add.reduceat(np.asarray(self.seg_len, dtype=np.int64), self.seg_ptr[:-1])
 
     def segments_of(self, sample_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Segment ids of the given samples (in order) and the position (row) of each in ``sample_ids``."""

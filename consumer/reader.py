@@ -37,21 +37,23 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
-              content_mask: bool = False, runs: tuple[np.ndarray, np.ndarray] | None = None
-              ) -> tuple[np.ndarray, np.ndarray | None]:
+              content_mask: bool = False, runs: tuple[np.ndarray, np.ndarray] | None = None,
+              width: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Token rows ``[B, seqlen]`` (int64, PAD-filled) of ``sample_ids``, and optionally a content mask.
 
     The content mask is True exactly where a row holds a content token of a file (not header, SEP,
     EOF, TAIL marker or padding): the positions masked-LM may touch. ``runs`` (from
     :func:`packed_runs`, packed stores only) lets a batch whose samples are each one contiguous store
-    range be served with one slice copy per row.
+    range be served with one slice copy per row. ``width`` (default ``seqlen``) narrows the rows; it
+    must hold the longest selected sample.
     """
+    L = index.seqlen if width is None else int(width)
     if runs is not None and not content_mask:
         start, length = runs[0][sample_ids], runs[1][sample_ids]
         if start.size == 0 or start.min() >= 0:
-            return _rows_from_runs(docs, index.seqlen, start, length), None
+            return _rows_from_runs(docs, L, start, length), None
     segs, rows = index.segments_of(sample_ids)
-    return read_segments(docs, (int(sample_ids.size), index.seqlen), rows, index.seg_col[segs],
+    return read_segments(docs, (int(sample_ids.size), L), rows, index.seg_col[segs],
                          index.seg_doc[segs], index.seg_start[segs], index.seg_len[segs], content_mask)
 
 

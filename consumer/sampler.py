@@ -1,8 +1,11 @@
-"""Batch order: deterministic, resumable epochs of shuffled sample ids (``create_batches``).
+"""Batch order: deterministic, resumable epochs of sample ids.
 
-Epoch ``e`` is the permutation drawn by ``Generator(PCG64(SeedSequence([seed, e])))``: a pure
-function of ``(seed, epoch)``, so any epoch can be recomputed and a run resumed from the tiny
-:meth:`EpochBatcher.state_dict`. No global RNG is touched.
+- :class:`EpochBatcher` (``create_batches``): fixed-size batches of each epoch's permutation;
+- :class:`TokenBudgetBatcher` (``create_token_batches``): fairseq-style batches under a token budget.
+
+Epoch ``e``'s order is drawn by ``Generator(PCG64(SeedSequence([seed, e])))``: a pure function of
+``(seed, epoch)``, so any epoch can be recomputed and a run resumed from a tiny ``state_dict``. No
+global RNG is touched.
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ import numpy as np
 
 from .errors import InputError, short_repr
 
-__all__ = ["EpochBatcher", "epoch_permutation"]
+__all__ = ["EpochBatcher", "TokenBudgetBatcher", "epoch_permutation"]
 
 STATE_VERSION = 1
+_TIE_TAG = 0x74696573  # "ties": the order of equally long samples before token batching
 
 
 def epoch_permutation(n: int, seed: int, epoch: int) -> np.ndarray:
@@ -30,6 +34,8 @@ def _check_int(name: str, value, minimum: int) -> int:
 
 class EpochBatcher:
     """Cuts each epoch's permutation into batches and walks through them, wrapping into new epochs."""
+
+    kind = "samples"
 
     def __init__(self, n_samples: int, batch_size: int, drop_last: bool = False, seed: int = 4,
                  shuffle: bool = True):
@@ -84,16 +90,106 @@ class EpochBatcher:
 
     def state_dict(self) -> dict:
         """A tiny JSON-able state: enough to continue exactly where this batcher stopped."""
-        return {"version": STATE_VERSION, "n_samples": self.n_samples, "batch_size": self.batch_size,
+        return {"version": STATE_VERSION, "kind": self.kind, "n_samples": self.n_samples,
+                "batch_size": self.batch_size,
                 "drop_last": self.drop_last, "seed": self.seed, "shuffle": self.shuffle, "epoch": self.epoch,
                 "position": self.position}
 
     @classmethod
     def from_state_dict(cls, state: dict) -> "EpochBatcher":
         """Rebuild a batcher from :meth:`state_dict` output (checked, with clear errors)."""
-        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION \
+                or state.get("kind", cls.kind) != cls.kind:
             raise InputError(f"state must be a dict with version {STATE_VERSION}, got {short_repr(state)}")
         b = cls(state["n_samples"], state["batch_size"], state["drop_last"], state["seed"], state.get("shuffle", True))
+        b.epoch = _check_int("state['epoch']", state["epoch"], 0)
+        b.position = _check_int("state['position']", state["position"], 0)
+        if b.position > b.batches_per_epoch:
+            raise InputError(f"state['position']={b.position} is past the {b.batches_per_epoch} batches of an epoch")
+        return b
+
+
+class TokenBudgetBatcher:
+    """fairseq-style batches under a padding-aware token budget (``create_token_batches``).
+
+    Samples are ordered by length (ties in a random order drawn from ``seed``), cut by
+    :func:`consumer.formats.fairseq_batching.batch_by_size` (``batch size x longest sample <=
+    max_tokens``) once, as fairseq freezes its batches; each epoch then serves the batches in the order
+    of ``(seed, epoch)`` (or as built with ``shuffle=False``). Every sample is in exactly one batch.
+    """
+
+    kind = "tokens"
+
+    def __init__(self, lengths: np.ndarray, max_tokens: int, max_sentences: int | None = None,
+                 required_batch_size_multiple: int = 1, seed: int = 4, shuffle: bool = True):
+        from .formats.fairseq_batching import batch_by_size  # noqa: PLC0415
+
+        self.max_tokens = _check_int("max_tokens", max_tokens, 1)
+        self.max_sentences = None if max_sentences is None else _check_int("max_sentences", max_sentences, 1)
+        self.multiple = _check_int("required_batch_size_multiple", required_batch_size_multiple, 1)
+        self.seed = _check_int("seed", seed, 0)
+        if not isinstance(shuffle, bool):
+            raise InputError(f"shuffle must be a bool, got {short_repr(shuffle)}")
+        self.shuffle = shuffle
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.n_samples = int(self.lengths.size)
+        if self.n_samples == 0:
+            raise InputError("create_token_batches: the dataset has no samples")
+        tie_rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, _TIE_TAG])))
+        tie_break = tie_rng.permutation(self.n_samples)
+        order = tie_break[np.argsort(self.lengths[tie_break], kind="stable")]
+        self._batches = batch_by_size(order, self.lengths[order], max_tokens=self.max_tokens,
+                                      max_sentences=self.max_sentences,
+                                      required_batch_size_multiple=self.multiple)
+        self.epoch = 0
+        self.position = 0
+
+    @property
+    def batches_per_epoch(self) -> int:
+        """Number of batches (the same every epoch)."""
+        return len(self._batches)
+
+    @property
+    def batch_size(self) -> int:
+        """The largest batch (batches vary in size under a token budget)."""
+        return max(b.size for b in self._batches)
+
+    @property
+    def drop_last(self) -> bool:
+        """Token-budget batches never drop samples."""
+        return False
+
+    def batches(self, epoch: int) -> list[np.ndarray]:
+        """All batches of one epoch, in serving order."""
+        if not self.shuffle:
+            return list(self._batches)
+        return [self._batches[i] for i in epoch_permutation(len(self._batches), self.seed, epoch).tolist()]
+
+    def next(self) -> tuple[np.ndarray, int]:
+        """The next batch's sample ids and its epoch; wraps into the next epoch."""
+        if self.position >= self.batches_per_epoch:
+            self.epoch += 1
+            self.position = 0
+        i = self.position
+        if self.shuffle:
+            i = int(epoch_permutation(len(self._batches), self.seed, self.epoch)[i])
+        self.position += 1
+        return self._batches[i], self.epoch
+
+    def state_dict(self) -> dict:
+        """A tiny JSON-able state to continue exactly here."""
+        return {"version": STATE_VERSION, "kind": self.kind, "n_samples": self.n_samples,
+                "max_tokens": self.max_tokens, "max_sentences": self.max_sentences,
+                "required_batch_size_multiple": self.multiple, "seed": self.seed, "shuffle": self.shuffle,
+                "epoch": self.epoch, "position": self.position}
+
+    @classmethod
+    def from_state_dict(cls, state: dict, lengths: np.ndarray) -> "TokenBudgetBatcher":
+        """Rebuild from :meth:`state_dict` output and the dataset's sample lengths."""
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION or state.get("kind") != cls.kind:
+            raise InputError(f"state must be a token-batch state of version {STATE_VERSION}, got {short_repr(state)}")
+        b = cls(lengths, state["max_tokens"], state["max_sentences"], state["required_batch_size_multiple"],
+                state["seed"], state["shuffle"])
         b.epoch = _check_int("state['epoch']", state["epoch"], 0)
         b.position = _check_int("state['position']", state["position"], 0)
         if b.position > b.batches_per_epoch:

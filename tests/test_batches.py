@@ -117,3 +117,44 @@ def test_unshuffled_batches_follow_sample_order(ds):
     assert ds.state_dict()["shuffle"] is False
     with pytest.raises(InputError, match="shuffle must be a bool"):
         ds.create_batches(3, shuffle="no")
+
+
+def test_token_budget_batches(corpus_dir):
+    from consumer.formats import batch_by_size
+    ds = Consumer(corpus_dir, metadata=None, seqlen=600, long_files="windows", cache_dir=False)
+    lengths = ds.index.sample_tokens()
+    ds.create_token_batches(max_tokens=1200, seed=3)
+    n_batches = ds._batcher.batches_per_epoch
+    seen = []
+    for _ in range(n_batches):
+        out = ds.get_next_batch(["input_array", "sample_id", "length"])
+        ids = out["sample_id"].numpy()
+        width = out["input_array"].shape[1]
+        assert width == lengths[ids].max() <= ds.seqlen  # rows only as wide as the longest sample
+        assert len(ids) * width <= 1200  # the padding-aware budget
+        assert (out["length"].numpy() == lengths[ids]).all()
+        seen.extend(ids.tolist())
+    assert sorted(seen) == list(range(len(ds)))  # every sample once per epoch
+    # the same batches as fairseq's batch_by_size over the length-sorted order
+    unshuffled = Consumer(corpus_dir, metadata=None, seqlen=600, long_files="windows", cache_dir=False)
+    unshuffled.create_token_batches(max_tokens=1200, seed=3, shuffle=False)
+    frozen = unshuffled._batcher.batches(0)
+    order = np.argsort(lengths, kind="stable")
+    reference = batch_by_size(order, lengths[order], max_tokens=1200)
+    assert [lengths[b].tolist() for b in frozen] == [lengths[b].tolist() for b in reference]
+    # resumable
+    state = ds.state_dict()
+    nxt = ds.get_next_batch(["sample_id"])["sample_id"].tolist()
+    ds.load_state_dict(state)
+    assert ds.get_next_batch(["sample_id"])["sample_id"].tolist() == nxt
+    assert ds.get_dict()["batches"]["max_tokens"] == 1200
+
+
+def test_token_budget_errors(corpus_dir):
+    ds = Consumer(corpus_dir, metadata=None, cache_dir=False)
+    with pytest.raises(InputError, match="max_tokens"):
+        ds.create_token_batches(max_tokens=10)  # a sample longer than the budget
+    with pytest.raises(InputError, match="max_tokens must be an int >= 1"):
+        ds.create_token_batches(max_tokens=0)
+    with pytest.raises(InputError, match="narrower than the longest selected sample"):
+        ds.fetch_numpy(np.arange(len(ds)), width=3)
