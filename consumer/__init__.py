@@ -19,6 +19,13 @@ from .errors import (  # noqa: E402
     SampleIndexError,
     SelectionError,
 )
+from .formats import (  # noqa: E402
+    batch_by_size,
+    build_document_index,
+    build_sample_index,
+    build_shuffle_index,
+)
+from .megatron_index import MegatronSampling  # noqa: E402
 from .queries import COLUMNS, QUERY_PRESETS  # noqa: E402
 from .vocab import Vocab, decode_ids, encode_bytes  # noqa: E402
 
@@ -28,6 +35,11 @@ __all__ = [
     "Vocab",
     "decode_ids",
     "encode_bytes",
+    "MegatronSampling",
+    "build_document_index",
+    "build_sample_index",
+    "build_shuffle_index",
+    "batch_by_size",
     "QUERY_PRESETS",
     "COLUMNS",
     "ConsumerError",

@@ -10,7 +10,7 @@ Layout (``<cache_dir>/catalog.sqlite``, or ``:memory:`` when caching is off)::
           sha256 TEXT)                               -- content hash, NULL unless asked for
 
 It caches the expensive libmagic results: :meth:`Catalog.sync` runs libmagic only on files that are
-new, whose size or mtime changed, or that never had it computed, and commits every chunk of files
+new, whose size or mtime changed, or that lack the column asked for (description or MIME type), and commits every chunk of files
 in its own transaction. A build killed part-way keeps what it committed; the next one continues
 from there and ends with the same rows as an uninterrupted build. Several processes may sync the
 same catalog at once (SQLite's locking, a busy timeout, idempotent upserts).
@@ -27,6 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .errors import InputError
 from .fileio import sha256_file
 from .filemeta import describe_files
 
@@ -35,6 +36,7 @@ __all__ = ["Catalog", "CATALOG_NAME", "SCHEMA_VERSION"]
 CATALOG_NAME = "catalog.sqlite"
 SCHEMA_VERSION = "1"
 _CHUNK = 512  # files per libmagic chunk and per committed transaction
+_MAGIC_COLUMNS = ("description", "mime")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS files(
@@ -52,7 +54,7 @@ class Catalog:
 
     def __init__(self, path: str | None):
         self.path = path
-        self.magic_calls = 0  # libmagic calls made by this object (two per file: description and MIME)
+        self.magic_calls = 0  # libmagic calls made by this object (one per file and column computed)
         self._conn = self._open()
 
     def _open(self) -> sqlite3.Connection:
@@ -107,44 +109,53 @@ class Catalog:
                 out[row[0]] = row[1:]
         return out
 
-    def sync(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *, magic: bool,
+    def sync(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *, want: Sequence[str] = (),
              hashes: bool = False, verbose: bool = False) -> tuple[list[str | None], list[str | None]]:
         """Bring the rows of ``paths`` up to date and return their (descriptions, mimes).
 
-        A row is refreshed when it is missing or its size/mtime differ; libmagic runs (when
-        ``magic``) only for files without a current description; ``hashes`` adds content hashes.
-        Every chunk of files is committed on its own. Without ``magic``, descriptions may be None.
+        A row is refreshed when it is missing, its size or mtime differ, or it lacks a column of
+        ``want`` (``"description"``, ``"mime"``: libmagic runs only for those) or, with ``hashes``, its
+        content hash. Every chunk of files is committed on its own. Columns not wanted may be None.
         """
+        want = tuple(want)
+        unknown = [w for w in want if w not in _MAGIC_COLUMNS]
+        if unknown:
+            raise InputError(f"want: unknown column(s) {unknown}; libmagic gives {list(_MAGIC_COLUMNS)}")
         known = self.rows(paths)
         sizes_l, mtimes_l = sizes.tolist(), mtimes.tolist()
-        stale: list[int] = []
+        cols = {w: 2 + _MAGIC_COLUMNS.index(w) for w in want}
+        stale: dict[tuple[str, ...], list[int]] = {}  # what each stale file needs computed -> files
         for i, p in enumerate(paths):
             row = known.get(p)
             fresh = row is not None and row[0] == sizes_l[i] and row[1] == mtimes_l[i]
-            if not fresh or (magic and row[2] is None) or (hashes and row[4] is None):
-                stale.append(i)
+            needed = tuple(w for w in want if not fresh or row[cols[w]] is None)
+            if needed or not fresh or (hashes and row[4] is None):
+                stale.setdefault(needed, []).append(i)
+        for needed, files in stale.items():
+            self._refresh(paths, sizes_l, mtimes_l, files, known, want=needed, hashes=hashes, verbose=verbose)
         if stale:
-            self._refresh(paths, sizes_l, mtimes_l, stale, known, magic=magic, hashes=hashes, verbose=verbose)
             known = self.rows(paths)
         desc = [known[p][2] for p in paths]
         mime = [known[p][3] for p in paths]
         return desc, mime
 
-    def _refresh(self, paths, sizes, mtimes, stale, known, *, magic, hashes, verbose) -> None:
+    def _refresh(self, paths, sizes, mtimes, stale, known, *, want, hashes, verbose) -> None:
         todo = [paths[i] for i in stale]
-        results = describe_files(todo, verbose=verbose, chunk=_CHUNK) if magic else None
+        results = describe_files(todo, kinds=want, verbose=verbose, chunk=_CHUNK) if want else None
         cur = self._conn.cursor()
         for start in range(0, len(stale), _CHUNK):
             part = stale[start:start + _CHUNK]
-            if results is not None:
-                described = [next(results) for _ in part]
-                self.magic_calls += 2 * len(part)
+            described = [next(results) for _ in part] if results is not None else [(None, None)] * len(part)
+            self.magic_calls += len(want) * len(part)
             rows = []
             for j, i in enumerate(part):
                 p = paths[i]
                 old = known.get(p)
                 same = old is not None and old[0] == sizes[i] and old[1] == mtimes[i]
-                d, m = described[j] if results is not None else ((old[2], old[3]) if same else (None, None))
+                d, m = described[j]
+                if same:  # keep what is still valid and was not recomputed
+                    d = d if "description" in want else old[2]
+                    m = m if "mime" in want else old[3]
                 h = sha256_file(p) if hashes else (old[4] if same else None)
                 rows.append((p, sizes[i], mtimes[i], _extension(p), d, m, h))
             cur.executemany(

@@ -19,7 +19,7 @@ from .catalog import CATALOG_NAME, Catalog
 from .collate import to_tensors
 from .documents import DocumentTable, build_documents
 from .errors import InputError, QueryError, SelectionError, short_repr
-from .filemeta import MAX_HEADER_BYTES, METADATA_MODES, check_metadata, headers_from, libmagic_version
+from .filemeta import MAX_HEADER_BYTES, check_metadata, headers_from, libmagic_version
 from .index import LONG_FILES, STYLES, SampleIndex, build_index, resolve_seqlen
 from .ir import Corpus, normalise, stat_files
 from .megatron_index import MegatronSampling, megatron_sample_index
@@ -117,8 +117,8 @@ class Consumer:
             self._finish(corpus, documents, metadata, class_to_id, index=index)
             magic_calls = 0
         else:
-            desc_, mime = self.catalog.sync(paths, sizes, self._mtimes, magic=metadata in METADATA_MODES,
-                                            verbose=verbose)
+            want = {"file": ("description",), "mime": ("mime",)}.get(metadata, ()) if isinstance(metadata, str) else ()
+            desc_, mime = self.catalog.sync(paths, sizes, self._mtimes, want=want, verbose=verbose)
             headers = headers_from(metadata, paths, desc_, mime)
             documents = build_documents(paths, cls, sizes, headers, vocab, with_header=metadata is not None)
             self._finish(corpus, documents, metadata, class_to_id)
@@ -153,8 +153,7 @@ class Consumer:
         if self._sql is None:
             docs = self.documents
             paths = docs.paths
-            desc, mime = self.catalog.sync(paths, docs.doc_size, self._mtimes, magic=True)
-            del desc, mime
+            self.catalog.sync(paths, docs.doc_size, self._mtimes, want=("description", "mime"))
             per_doc_samples = np.bincount(self.index.seg_doc, minlength=len(docs))
 
             def rows():

@@ -98,23 +98,27 @@ def check_metadata(metadata) -> None:
                      f"got {short_repr(metadata)}")
 
 
-def describe_files(paths: Sequence[str], *, verbose: bool = False, workers: int | None = None,
-                   chunk: int = _CHUNK) -> Iterator[tuple[str, str]]:
-    """Raw libmagic ``(description, MIME type)`` of each path, in order (a generator).
+def describe_files(paths: Sequence[str], *, kinds: Sequence[str] = ("description", "mime"), verbose: bool = False,
+                   workers: int | None = None, chunk: int = _CHUNK) -> Iterator[tuple[str | None, str | None]]:
+    """Raw libmagic ``(description, MIME type)`` of each path, in order (a generator); a kind not in
+    ``kinds`` is not computed and comes back as None.
 
     Runs in ``workers`` threads (default: the number of cores), handed ``chunk`` files at a time, with
-    one tqdm progress bar when ``verbose``. Each thread owns its two magic cookies. Being a generator,
+    one tqdm progress bar when ``verbose``. Each thread owns its magic cookies. Being a generator,
     the caller can store results chunk by chunk while later chunks are still being computed.
     """
     magic = _import_magic()
     local = threading.local()
+    want_desc, want_mime = "description" in kinds, "mime" in kinds
 
-    def one(path: str) -> tuple[str, str]:
+    def one(path: str) -> tuple[str | None, str | None]:
         cookies = getattr(local, "cookies", None)
         if cookies is None:
-            cookies = local.cookies = (magic.Magic(), magic.Magic(mime=True))
+            cookies = local.cookies = (magic.Magic() if want_desc else None,
+                                       magic.Magic(mime=True) if want_mime else None)
         try:
-            return cookies[0].from_file(path), cookies[1].from_file(path)
+            return (cookies[0].from_file(path) if want_desc else None,
+                    cookies[1].from_file(path) if want_mime else None)
         except Exception as e:  # noqa: BLE001  (libmagic reports unreadable files as MagicException)
             raise InputError(f"fps: libmagic could not read {path!r}: {e}") from e
 

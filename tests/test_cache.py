@@ -41,9 +41,13 @@ def test_reopen_hits_the_cache_and_runs_no_libmagic(tmp_path, corpus_dir, magic_
     cache = tmp_path / "cache"
     first = Consumer(corpus_dir, cache_dir=cache)
     n = len(first.files)
-    assert first.build_info["cache"] == "miss" and len(magic_counter) == 2 * n  # description + MIME
+    assert first.build_info["cache"] == "miss" and len(magic_counter) == n  # descriptions only
     second = Consumer(corpus_dir, cache_dir=cache)
-    assert second.build_info["cache"] == "hit" and len(magic_counter) == 2 * n
+    assert second.build_info["cache"] == "hit" and len(magic_counter) == n
+    second.sql("SELECT count(*) FROM files")  # SQL wants MIME types too: computed once, for every file
+    assert len(magic_counter) == 2 * n
+    Consumer(corpus_dir, cache_dir=cache, metadata="mime", style="concat", seqlen=99).sql("SELECT 1")
+    assert len(magic_counter) == 2 * n  # both columns are now known
     assert second.build_info["key"] == first.build_info["key"] and _same(first, second)
     assert isinstance(second.index.seg_doc, np.memmap)  # served memory-mapped
 
@@ -60,7 +64,7 @@ def test_incremental_reindex_runs_libmagic_only_on_changed_files(tmp_path, corpu
         f.write("hello")
     again = Consumer(corpus_dir, cache_dir=cache)
     assert again.build_info["cache"] == "miss"
-    assert sorted(set(magic_counter)) == sorted([changed, new]) and len(magic_counter) == 4
+    assert sorted(set(magic_counter)) == sorted([changed, new]) and len(magic_counter) == 2
     # a new setting on unchanged files: a new index, but no libmagic at all
     magic_counter.clear()
     concat = Consumer(corpus_dir, cache_dir=cache, style="concat", seqlen=64)
@@ -160,7 +164,7 @@ def test_content_hashes_on_request(tmp_path, corpus):
     paths = sorted(corpus["cat"])
     sizes = np.array([os.path.getsize(p) for p in paths])
     mtimes = np.array([os.stat(p).st_mtime_ns for p in paths])
-    cat.sync(paths, sizes, mtimes, magic=False, hashes=True)
+    cat.sync(paths, sizes, mtimes, hashes=True)
     rows = {r[0]: r for r in cat.dump()}
     assert rows[paths[2]][6] == hashlib.sha256(open(paths[2], "rb").read()).hexdigest()
     assert rows[paths[2]][4] is None  # no libmagic was asked for
@@ -205,7 +209,7 @@ def test_build_killed_part_way_resumes_to_the_same_result(tmp_path, magic_counte
     assert not os.path.isdir(cache / "index") or list_entries(str(cache)) == []  # no index entry was completed
     magic_counter.clear()
     resumed = Consumer(str(root), cache_dir=cache)
-    assert len(magic_counter) == 2 * (n - committed)  # only the files the killed build had not committed
+    assert len(magic_counter) == n - committed  # only the files the killed build had not committed
     clean = Consumer(str(root), cache_dir=tmp_path / "clean")
     assert resumed.catalog.dump() == clean.catalog.dump()
     assert _same(resumed, clean)
