@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 
@@ -38,6 +39,8 @@ __all__ = ["CACHE_FORMAT", "default_cache_dir", "check_cache_dir", "cache_key", 
 
 CACHE_FORMAT = 1
 INDEX_DIR = "index"
+_MMAP_MIN_BYTES = 64 << 20
+_KEY = re.compile(r"[0-9a-f]{64}")
 
 
 def default_cache_dir() -> str:
@@ -138,7 +141,10 @@ def load_entry(root: str, key: str) -> tuple[dict[str, np.ndarray], dict] | None
             path = os.path.join(folder, meta["file"])
             if os.path.getsize(path) != meta["bytes"] or sha256_file(path) != meta["sha256"]:
                 return None
-            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+            # large arrays are memory-mapped (shared by forked workers); small ones are read, which
+            # costs nothing extra after the checksum and keeps no file descriptor open per array
+            mode = "r" if meta["bytes"] >= _MMAP_MIN_BYTES else None
+            arr = np.load(path, mmap_mode=mode, allow_pickle=False)
             if arr.dtype.str != meta["dtype"] or list(arr.shape) != meta["shape"]:
                 return None
             arrays[name] = arr
@@ -155,7 +161,7 @@ def list_entries(root: str) -> list[dict]:
         return out
     for key in sorted(os.listdir(folder)):
         path = os.path.join(folder, key)
-        if key.startswith(".") or not os.path.isdir(path):
+        if not os.path.isdir(path) or not _is_entry(path):
             continue
         size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
         try:
@@ -169,18 +175,39 @@ def list_entries(root: str) -> list[dict]:
     return out
 
 
+def _is_entry(folder: str) -> bool:
+    """Whether ``folder`` is one of our index entries (a sha256 name with our description.json)."""
+    if not _KEY.fullmatch(os.path.basename(folder)):
+        return False
+    try:
+        with open(os.path.join(folder, "description.json"), encoding="utf-8") as f:
+            return "cache_format" in json.load(f)
+    except (OSError, ValueError):
+        return False
+
+
 def clear(root: str, *, catalog: bool = False) -> int:
-    """Delete every index entry (and the catalog when ``catalog``); returns the number of bytes freed."""
+    """Delete every index entry (and the catalog when ``catalog``); returns the number of bytes freed.
+
+    Only our own artefacts are removed: ``index/<sha256>/`` folders holding our ``description.json``,
+    leftover ``index/.tmp-*`` folders of interrupted writes, and ``catalog.sqlite`` (+ ``-wal``,
+    ``-shm``, moved-aside ``.corrupt-*`` copies). Anything else under ``root`` is left alone.
+    """
     freed = 0
     folder = os.path.join(root, INDEX_DIR)
     if os.path.isdir(folder):
-        for dirpath, _, files in os.walk(folder):
-            freed += sum(os.path.getsize(os.path.join(dirpath, f)) for f in files)
-        shutil.rmtree(folder)
-    if catalog:
-        for suffix in ("", "-wal", "-shm"):
-            path = os.path.join(root, "catalog.sqlite" + suffix)
-            if os.path.exists(path):
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            if os.path.isdir(path) and (_is_entry(path) or name.startswith(".tmp-")):
+                freed += sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
+                shutil.rmtree(path)
+        if not os.listdir(folder):
+            os.rmdir(folder)
+    if catalog and os.path.isdir(root):
+        for name in os.listdir(root):
+            if name in ("catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm") or \
+                    name.startswith("catalog.sqlite.corrupt-"):
+                path = os.path.join(root, name)
                 freed += os.path.getsize(path)
                 os.remove(path)
     return freed

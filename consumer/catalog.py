@@ -3,7 +3,8 @@
 Layout (``<cache_dir>/catalog.sqlite``, or ``:memory:`` when caching is off)::
 
     meta(key TEXT PRIMARY KEY, value TEXT)           -- schema version
-    files(path TEXT PRIMARY KEY,                     -- absolute, normalised
+    files(key BLOB PRIMARY KEY,                      -- the absolute path's bytes (os.fsencode): exact
+          path TEXT,                                 -- the same path as text (undecodable bytes escaped)
           size INTEGER, mtime_ns INTEGER,            -- what "changed" is judged by
           extension TEXT,                            -- lower-case, without the dot ('' if none)
           description TEXT, mime TEXT,               -- raw libmagic output, NULL until computed
@@ -34,19 +35,29 @@ from .filemeta import describe_files
 __all__ = ["Catalog", "CATALOG_NAME", "SCHEMA_VERSION"]
 
 CATALOG_NAME = "catalog.sqlite"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 _CHUNK = 512  # files per libmagic chunk and per committed transaction
 _MAGIC_COLUMNS = ("description", "mime")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS files(
-    path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, extension TEXT NOT NULL,
-    description TEXT, mime TEXT, sha256 TEXT);
+    key BLOB PRIMARY KEY, path TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+    extension TEXT NOT NULL, description TEXT, mime TEXT, sha256 TEXT);
 """
 
 
 def _extension(path: str) -> str:
-    return os.path.splitext(path)[1].lstrip(".").lower()
+    return display_path(os.path.splitext(path)[1].lstrip(".").lower())
+
+
+def path_key(path: str) -> bytes:
+    """The catalog key of a path: its exact bytes (file names need not be valid UTF-8)."""
+    return os.fsencode(path)
+
+
+def display_path(path: str) -> str:
+    """A path as valid text: undecodable bytes (surrogate-escaped by Python) shown as ``\\xNN``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 class Catalog:
@@ -55,7 +66,16 @@ class Catalog:
     def __init__(self, path: str | None):
         self.path = path
         self.magic_calls = 0  # libmagic calls made by this object (one per file and column computed)
-        self._conn = self._open()
+        self._connection = self._open()
+        self._pid = os.getpid()
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The connection of this process: a forked child (a DataLoader worker) opens its own."""
+        if self._pid != os.getpid() and self.path is not None:
+            self._connection = self._connect_file()
+            self._pid = os.getpid()
+        return self._connection
 
     def _open(self) -> sqlite3.Connection:
         if self.path is None:
@@ -65,13 +85,21 @@ class Catalog:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         try:
             return self._connect_file()
+        except sqlite3.OperationalError as e:
+            if "locked" in str(e) or "busy" in str(e):  # another process holds it: not corruption
+                raise InputError(f"cache_dir: the catalog {self.path!r} stayed locked by another process: {e}") from e
+            return self._replace_broken()
         except sqlite3.DatabaseError:
-            # not a database / malformed: our own artefact, so move it aside and start again
-            stamp = time.strftime("%Y%m%d-%H%M%S")
-            for suffix in ("", "-wal", "-shm"):
-                if os.path.exists(self.path + suffix):
-                    os.replace(self.path + suffix, f"{self.path}.corrupt-{stamp}{suffix}")
-            return self._connect_file()
+            return self._replace_broken()
+
+    def _replace_broken(self) -> sqlite3.Connection:
+        """Move a catalog SQLite cannot use (corrupt, not a database, old schema) aside and start again.
+        It is our own artefact, so moving it is allowed; it is kept for inspection, not deleted."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(self.path + suffix):
+                os.replace(self.path + suffix, f"{self.path}.corrupt-{stamp}{suffix}")
+        return self._connect_file()
 
     def _connect_file(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
@@ -83,6 +111,9 @@ class Catalog:
             conn.commit()
             if conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
                 raise sqlite3.DatabaseError("quick_check failed")
+            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(f"schema version {version}, expected {SCHEMA_VERSION}")
         except sqlite3.DatabaseError:
             conn.close()
             raise
@@ -99,15 +130,17 @@ class Catalog:
 
     def rows(self, paths: Sequence[str]) -> dict[str, tuple]:
         """``{path: (size, mtime_ns, description, mime, sha256)}`` for the given paths that are known."""
-        out: dict[str, tuple] = {}
+        by_key: dict[bytes, tuple] = {}
+        keys = [path_key(p) for p in paths]
         cur = self._conn.cursor()
-        for i in range(0, len(paths), 900):  # SQLite's bound-parameter limit
-            part = paths[i:i + 900]
+        for i in range(0, len(keys), 900):  # SQLite's bound-parameter limit
+            part = keys[i:i + 900]
             marks = ",".join("?" * len(part))
             for row in cur.execute(
-                    f"SELECT path, size, mtime_ns, description, mime, sha256 FROM files WHERE path IN ({marks})", part):
-                out[row[0]] = row[1:]
-        return out
+                    f"SELECT key, size, mtime_ns, description, mime, sha256 FROM main.files WHERE key IN ({marks})",
+                    part):
+                by_key[row[0]] = row[1:]
+        return {p: by_key[k] for p, k in zip(paths, keys) if k in by_key}
 
     def sync(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *, want: Sequence[str] = (),
              hashes: bool = False, verbose: bool = False) -> tuple[list[str | None], list[str | None]]:
@@ -157,19 +190,31 @@ class Catalog:
                     d = d if "description" in want else old[2]
                     m = m if "mime" in want else old[3]
                 h = sha256_file(p) if hashes else (old[4] if same else None)
-                rows.append((p, sizes[i], mtimes[i], _extension(p), d, m, h))
+                rows.append((path_key(p), display_path(p), sizes[i], mtimes[i], _extension(p), d, m, h))
             cur.executemany(
-                "INSERT INTO files(path, size, mtime_ns, extension, description, mime, sha256) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET size=excluded.size, "
+                "INSERT INTO main.files(key, path, size, mtime_ns, extension, description, mime, sha256) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET size=excluded.size, "
                 "mtime_ns=excluded.mtime_ns, extension=excluded.extension, description=excluded.description, "
                 "mime=excluded.mime, sha256=excluded.sha256", rows)
             self._conn.commit()
 
+    def insert(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray,
+               descriptions: Sequence[str | None] | None, mimes: Sequence[str | None] | None) -> None:
+        """Store rows whose facts are already known (a packed store's file table), without libmagic."""
+        n = len(paths)
+        descriptions = descriptions or [None] * n
+        mimes = mimes or [None] * n
+        rows = [(path_key(p), display_path(p), int(s), int(t), _extension(p), d, m, None)
+                for p, s, t, d, m in zip(paths, sizes.tolist(), mtimes.tolist(), descriptions, mimes)]
+        self._conn.executemany("INSERT OR REPLACE INTO main.files(key, path, size, mtime_ns, extension, description, "
+                               "mime, sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        self._conn.commit()
+
     def count(self) -> int:
         """Number of rows."""
-        return int(self._conn.execute("SELECT count(*) FROM files").fetchone()[0])
+        return int(self._conn.execute("SELECT count(*) FROM main.files").fetchone()[0])
 
     def dump(self) -> list[tuple]:
         """Every row, sorted by path (for tests and diagnostics)."""
         return self._conn.execute(
-            "SELECT path, size, mtime_ns, extension, description, mime, sha256 FROM files ORDER BY path").fetchall()
+            "SELECT path, size, mtime_ns, extension, description, mime, sha256 FROM main.files ORDER BY key").fetchall()

@@ -164,7 +164,7 @@ def _sql(args: argparse.Namespace) -> int:
     ds = _open(args)
     rows = ds.sql(args.statement)
     if args.json:
-        print(json.dumps(rows.as_dicts(), indent=1))
+        print(json.dumps(rows.as_dicts(), indent=1, default=lambda v: v.hex() if isinstance(v, bytes) else str(v)))
     else:
         print(_table(rows.columns, list(rows)))
     return 0
@@ -292,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except OSError as e:
         print(f"consumer: error: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # noqa: BLE001  (a bug: still one line, with its type, and exit 1)
+        print(f"consumer: internal error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
 
 

@@ -15,13 +15,13 @@ import numpy as np
 
 from . import __version__
 from .cache import cache_key, check_cache_dir, file_table_sha256, load_entry, save_entry
-from .catalog import CATALOG_NAME, Catalog
+from .catalog import CATALOG_NAME, Catalog, display_path, path_key
 from .collate import to_tensors
 from .documents import DocumentTable, build_documents
 from .errors import InputError, QueryError, SelectionError, short_repr
-from .filemeta import MAX_HEADER_BYTES, check_metadata, headers_from, libmagic_version
+from .filemeta import HEADER_RULES_VERSION, MAX_HEADER_BYTES, check_metadata, headers_from, libmagic_version
 from .index import LONG_FILES, STYLES, SampleIndex, build_index, resolve_seqlen
-from .ir import Corpus, normalise, stat_files
+from .ir import ClassFiles, Corpus, normalise, stat_files
 from .megatron_index import MegatronSampling, megatron_sample_index
 from .queries import MaskConfig, build_columns, columns_of, mask_rng, needs_masking
 from .reader import packed_runs, read_rows, read_segments
@@ -35,6 +35,18 @@ __all__ = ["Consumer"]
 _SELECT_TAG = 0x73656C65  # "sele": the stream of random draws for {class: n} selections
 _DEFAULT = object()  # "use the mode's default query"
 _INDEX_ARRAYS = ("seg_ptr", "seg_doc", "seg_start", "seg_len", "seg_col", "sample_class", "class_ptr")
+
+
+def _view_rows(docs: DocumentTable, index: SampleIndex, classes: list[str], class_to_id: dict[str, int]):
+    """A factory of the per-file rows of the SQL view (no reference back to the Consumer)."""
+    per_doc_samples = np.bincount(index.seg_doc, minlength=len(docs))
+
+    def rows():
+        for i, (c, t, n) in enumerate(zip(docs.doc_class.tolist(), docs.doc_len.tolist(), per_doc_samples.tolist())):
+            path = docs.paths[i]
+            yield (i, path_key(path), display_path(path), classes[c], class_to_id[classes[c]], docs.header_text(i), t, n)
+
+    return rows
 
 
 def _check_class_to_id(class_to_id, classes: list[str]) -> dict[str, int]:
@@ -97,9 +109,10 @@ class Consumer:
         sizes, self._mtimes = stat_files(paths)
         class_to_id = _check_class_to_id(class_to_id, corpus.class_names)
         spec = None if callable(metadata) else {
-            "style": style, "n_bytes": vocab.n_bytes, "seqlen": seqlen, "long_files": long_files,
+            "style": style, "n_bytes": vocab.n_bytes, "seqlen": self._seqlen_requested, "long_files": long_files,
             "sampling": self._sampling_dict(), "seed": self.seed if self._megatron else None,
-            "metadata": metadata, "max_header_bytes": MAX_HEADER_BYTES,
+            "metadata": metadata, "max_header_bytes": MAX_HEADER_BYTES, "header_rules": HEADER_RULES_VERSION,
+            "consumer_version": __version__,
             "class_to_id": {c: class_to_id[c] for c in corpus.class_names},
             "classes": corpus.class_names, "libmagic": libmagic_version() if metadata else None,
             "files_sha256": file_table_sha256(paths, cls, sizes, self._mtimes)}
@@ -149,41 +162,71 @@ class Consumer:
         """Run one read-only SQL statement over the view ``files`` (one row per file of this dataset:
         ``file_id, path, class, class_id, size, mtime_ns, extension, description, mime, header, sha256,
         tokens, samples``). Returns rows (tuples) with ``.columns``. Writes, ATTACH and PRAGMA are
-        refused with :class:`QueryError`. The first call runs libmagic on files that never had it."""
+        refused with :class:`QueryError`. The first call runs libmagic on files that never had it (a
+        packed dataset never touches its source files: description/MIME come from its headers)."""
         if self._sql is None:
             docs = self.documents
-            paths = docs.paths
-            self.catalog.sync(paths, docs.doc_size, self._mtimes, want=("description", "mime"))
-            per_doc_samples = np.bincount(self.index.seg_doc, minlength=len(docs))
-
-            def rows():
-                for i, (c, t, n) in enumerate(zip(docs.doc_class.tolist(), docs.doc_len.tolist(),
-                                                  per_doc_samples.tolist())):
-                    yield (i, paths[i], self.classes[c], self.class_to_id[self.classes[c]],
-                           docs.header_text(i), t, n)
-
-            path = self.catalog.path
-            self._sql = DatasetSQL(path, None if path else self.catalog.connection, rows)
+            if docs.packed is not None:
+                self._catalog = Catalog(None)
+                headers = [docs.header_text(i) for i in range(len(docs))]
+                self._catalog.insert(docs.paths, docs.doc_size, self._mtimes,
+                                     headers if self.metadata == "file" else None,
+                                     headers if self.metadata == "mime" else None)
+            else:
+                self.catalog.sync(docs.paths, docs.doc_size, self._mtimes, want=("description", "mime"))
+            self._sql = DatasetSQL(self.catalog.path, None if self.catalog.path else self.catalog.connection,
+                                   _view_rows(docs, self.index, self.classes, self.class_to_id))
         return self._sql.query(statement, params)
 
     def where(self, condition: str, params=()) -> "Consumer":
         """A new ``Consumer`` over the files matching an SQL condition on the ``files`` view (see
-        :meth:`sql`), with the same settings, ``class_to_id`` and resolved ``seqlen``, and its own
-        sample index: ``ds.where("mime LIKE 'image/%' AND size < 1000000")[{"cat": 10}, "supervised"]``."""
+        :meth:`sql`), with the same settings, ``class_to_id`` and resolved ``seqlen``, the same tokens
+        (nothing is re-read or re-described) and its own sample index:
+        ``ds.where("mime LIKE 'image/%' AND size < 1000000")[{"cat": 10}, "supervised"]``."""
         if not isinstance(condition, str) or not condition.strip():
             raise QueryError(f"condition must be a non-empty SQL expression, got {short_repr(condition)}")
-        ids = [r[0] for r in self.sql(f"SELECT file_id FROM files WHERE {condition} ORDER BY file_id", params)]
-        if not ids:
+        rows = self.sql(f"SELECT file_id FROM files WHERE ({condition}) ORDER BY file_id", params)
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        if not ids.size:
             raise SelectionError(f"where({condition!r}) matched no file")
-        paths, docs = self.documents.paths, self.documents
-        subset: dict[str, list[str]] = {}
-        for i in ids:
-            subset.setdefault(self.classes[int(docs.doc_class[i])], []).append(paths[i])
-        return Consumer(subset, style=self.style, n_bytes=self.vocab.n_bytes,
-                        seqlen=self._seqlen_requested if self._megatron else self.seqlen,
-                        metadata=self.metadata, class_to_id=self.class_to_id, seed=self.seed,
-                        cache_dir=self._cache_root if self._cache_root else False, verbose=self.verbose,
-                        long_files=self.long_files, sampling=self.sampling)
+        if ids.min() < 0 or ids.max() >= len(self.documents) or np.any(np.diff(ids) <= 0):
+            raise QueryError(f"where({condition!r}) did not select file_id values of this dataset")
+        return self._subset(ids)
+
+    def _subset(self, file_ids: np.ndarray) -> "Consumer":
+        """A dataset over some of this one's files (sorted ids): same settings and tokens, own index."""
+        t0 = time.perf_counter()
+        docs = self.documents
+        kept = np.unique(docs.doc_class[file_ids])
+        new_class = np.full(len(self.classes), -1, dtype=np.int64)
+        new_class[kept] = np.arange(kept.size)
+        sub = self.__class__.__new__(self.__class__)
+        sub._configure(style=self.style, seqlen=self._seqlen_requested if self._megatron else self.seqlen,
+                       seed=self.seed, verbose=self.verbose, long_files=self.long_files, sampling=self.sampling)
+        sub._cache_root, sub._catalog, sub._sql = self._cache_root, self._catalog, None
+        sub._mtimes = self._mtimes[file_ids]
+        paths = [docs.paths[i] for i in file_ids.tolist()]
+        corpus = Corpus(classes=tuple(
+            ClassFiles(name=self.classes[c], paths=tuple(p for p, k in zip(paths, docs.doc_class[file_ids].tolist())
+                                                        if k == c)) for c in kept.tolist()), form=self.corpus.form)
+        sub._finish(corpus, docs.subset(file_ids, new_class), self.metadata, self.class_to_id)
+        sub.build_info = {"cache": "subset", "key": None, "libmagic_calls": 0, "seconds": time.perf_counter() - t0}
+        return sub
+
+    def close(self) -> None:
+        """Close the SQL and catalog connections (also done by ``with Consumer(...) as ds:``)."""
+        if self._sql is not None:
+            self._sql.close()
+            self._sql = None
+        if self._catalog is not None:
+            self._catalog.close()
+            self._catalog = None
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     @classmethod
     def from_packed(cls, prefix, *, style: str = "diff", seqlen: int | str = "auto", class_to_id: dict | None = None,
@@ -236,7 +279,7 @@ class Consumer:
             raise InputError(f"sampling='megatron' needs style='concat' and an int seqlen (Megatron's seq_length), "
                              f"got style={style!r}, seqlen={seqlen!r}")
         self.style, self.seed, self.verbose, self.long_files = style, int(seed), verbose, long_files
-        self._seqlen_requested = seqlen
+        self._seqlen_requested = seqlen if isinstance(seqlen, str) else resolve_seqlen(seqlen, None)
         self.sampling = sampling
         self._megatron = isinstance(sampling, MegatronSampling)
 
@@ -314,7 +357,7 @@ class Consumer:
         if selection is None:
             ids, epoch = self._next_ids()
             if isinstance(self._batcher, TokenBudgetBatcher):
-                width = int(self._batcher.lengths[ids].max()) if ids.size else 0
+                width = int(self.index.sample_tokens()[ids].max()) if ids.size else 0
         else:
             ids, epoch = resolve(selection, len(self), self.index.class_ptr, self.classes, self._select_rng), 0
         return to_tensors(self.fetch_numpy(ids, query, epoch=epoch, width=width))
@@ -366,7 +409,7 @@ class Consumer:
         rounded down to ``required_batch_size_multiple``). ``ds[None]`` / :meth:`get_next_batch` then
         return rows only as wide as the batch's longest sample, so little padding is wasted (best
         with ``style="diff"``, whose samples vary in length). Batch order is shuffled per epoch."""
-        lengths = self.index.sample_tokens()
+        lengths = self.index.sample_tokens() + int(self._mask_cfg.add_cls)  # a CLS column counts too
         self._batcher = TokenBudgetBatcher(lengths, max_tokens, max_sentences, required_batch_size_multiple,
                                            seed, shuffle)
 

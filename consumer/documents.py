@@ -11,7 +11,7 @@ Everything is a flat numpy array; paths are kept in one list.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -62,6 +62,14 @@ class DocumentTable:
     def doc_len(self) -> np.ndarray:
         """Total tokens of each document: header, SEP, content and EOF."""
         return self.content_start + self.content_len + 1
+
+    def subset(self, ids: np.ndarray, new_class: np.ndarray) -> "DocumentTable":
+        """The documents ``ids`` (sorted), classes renumbered through ``new_class`` (old index -> new)."""
+        packed = None if self.packed is None else replace(self.packed, doc_ptr=self.packed.doc_ptr[ids])
+        return DocumentTable(vocab=self.vocab, paths=[self.paths[i] for i in ids.tolist()],
+                             doc_class=new_class[self.doc_class[ids]], doc_size=self.doc_size[ids],
+                             doc_header=self.doc_header[ids], headers=self.headers, header_ptr=self.header_ptr,
+                             header_tok=self.header_tok, with_header=self.with_header, packed=packed)
 
     def header_text(self, doc: int) -> str:
         """The normalised header text of one document."""

@@ -43,15 +43,20 @@ _QUOTED = re.compile(r"\"[^\"]*\"|'[^']*'")
 _LONG_LINES = re.compile(r"(with very long lines) \(\d+\)")
 _TIME = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?\b|\b\d{4}-\d{2}-\d{2}\b")
 _SPACE = re.compile(r"\s+")
+_MIN_LEAK = 4  # shorter file names are too likely to be words of the description itself
+HEADER_RULES_VERSION = 1  # bump when normalise_description changes: it is part of every cache key
 
 
 def normalise_description(text: str, path: str | None = None) -> str:
     """Normalise a type description so it names the type, not the file (see the module docstring)."""
     text = _SPACE.sub(" ", str(text)).strip()
     if path:
-        for leak in (path, os.path.basename(path)):  # the full path first, then the bare name
-            if leak:
-                text = text.replace(leak, "")
+        name = os.path.basename(path)
+        # the full path, then the bare name if it looks like a file name (has an extension), each as
+        # a whole token only: files named "t" or "text" must not eat the word "text"
+        leaks = [path] + ([name] if len(name) >= _MIN_LEAK and "." in name.strip(".") else [])
+        for leak in leaks:
+            text = re.sub(rf"(?<![\w.]){re.escape(leak)}(?![\w.])", "", text)
     text = _LONG_LINES.sub(r"\1", text)
     fields = []
     for field in text.split(","):
@@ -117,8 +122,9 @@ def describe_files(paths: Sequence[str], *, kinds: Sequence[str] = ("description
             cookies = local.cookies = (magic.Magic() if want_desc else None,
                                        magic.Magic(mime=True) if want_mime else None)
         try:
-            return (cookies[0].from_file(path) if want_desc else None,
-                    cookies[1].from_file(path) if want_mime else None)
+            target = os.path.realpath(path)  # libmagic would describe a symlink itself, not its bytes
+            return (cookies[0].from_file(target) if want_desc else None,
+                    cookies[1].from_file(target) if want_mime else None)
         except Exception as e:  # noqa: BLE001  (libmagic reports unreadable files as MagicException)
             raise InputError(f"fps: libmagic could not read {path!r}: {e}") from e
 

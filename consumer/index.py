@@ -76,9 +76,9 @@ class SampleIndex:
         return np.repeat(starts, counts) + offsets, rows
 
 
-def resolve_seqlen(seqlen, doc_len: np.ndarray) -> int:
+def resolve_seqlen(seqlen, doc_len: np.ndarray | None) -> int:
     """``seqlen`` as an int: ``"auto"`` is the longest document in tokens; ints must be >= 1."""
-    if isinstance(seqlen, str):
+    if isinstance(seqlen, str) and doc_len is not None:
         if seqlen != "auto":
             raise InputError(f"seqlen must be a positive int or 'auto', got {short_repr(seqlen)}")
         return int(doc_len.max()) if doc_len.size else 1

@@ -142,9 +142,10 @@ def _group(fps: Any) -> tuple[dict[str, list[str]], str]:
                 (p, c), = d.items()
                 grouped.setdefault(_as_class(c, f"fps[{i}]"), []).append(p)
             return grouped, "F1"
-        bad = next(x for x in fps if not isinstance(x, (dict,) + PathLike))
+        kinds = sorted({"path" if isinstance(x, PathLike) else "dict" if isinstance(x, dict) else type(x).__name__
+                        for x in fps})
         raise InputError(
-            f"fps: a list must hold only paths (F0) or only {{path: class}} dicts (F1), found {short_repr(bad)}")
+            f"fps: a list must hold only paths (F0) or only {{path: class}} dicts (F1), found a mix of {kinds}")
     if isinstance(fps, dict):
         if not fps:
             raise InputError("fps: empty dict, no files given")
@@ -156,10 +157,10 @@ def _group(fps: Any) -> tuple[dict[str, list[str]], str]:
             for p, c in fps.items():
                 grouped.setdefault(_as_class(c, f"fps[{short_repr(p)}]"), []).append(p)
             return grouped, "F2"
-        bad = next(v for v in values if not isinstance(v, (list, tuple, str)))
+        kinds = sorted({"list" if isinstance(v, (list, tuple)) else type(v).__name__ for v in values})
         raise InputError(
             "fps: a dict must map path -> class name (F2) or class name -> list of paths (F3), "
-            f"found value {short_repr(bad)}")
+            f"found values of types {kinds}")
     raise InputError(
         f"fps must be a list, a dict or a directory path, got {type(fps).__name__}: {short_repr(fps)}")
 

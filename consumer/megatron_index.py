@@ -60,6 +60,8 @@ class MegatronSampling:
             raise InputError(f"num_samples must be None or an int >= 1, got {short_repr(n)}")
         if not isinstance(self.add_extra_token, bool):
             raise InputError(f"add_extra_token must be a bool, got {short_repr(self.add_extra_token)}")
+        if n is not None:
+            object.__setattr__(self, "num_samples", int(n))  # numpy ints become plain ints (JSON, cache keys)
 
     def to_dict(self) -> dict:
         """JSON-able settings (part of the cache key and of ``get_dict``)."""

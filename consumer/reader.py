@@ -26,7 +26,7 @@ from .vocab import bytes_to_ids
 
 __all__ = ["read_rows", "read_segments", "packed_runs"]
 
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -167,18 +167,7 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarra
         view = memoryview(scratch)
         paths = docs.paths
         for g, qq, lo, n in zip(need.tolist(), q.tolist(), byte_lo[need].tolist(), n_bytes_read[need].tolist()):
-            path = paths[d[g]]
-            try:
-                fd = os.open(path, _OPEN_FLAGS)
-            except OSError as e:
-                raise FileChangedError(f"cannot open {path!r} (it was readable at build time): {e.strerror}") from None
-            try:
-                got = os.preadv(fd, [view[qq:qq + n]], lo)
-            finally:
-                os.close(fd)
-            if got != n:
-                raise FileChangedError(
-                    f"{path!r} is shorter than at build time: wanted bytes {lo}..{lo + n}, got {got}")
+            _read_exact(paths[d[g]], view[qq:qq + n], lo)
         ids = bytes_to_ids(scratch, nb)
         tok_q = q // nb
         n_full = (t1 - t0)[need]
@@ -191,6 +180,29 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarra
             g = need[tails]
             flat[base[g] + cs[g] + nfull[g] + 1] = ids[tok_q[tails] + n_full[tails]]
 
+
+
+def _read_exact(path: str, into: memoryview, offset: int) -> None:
+    """Fill ``into`` with the file's bytes from ``offset``: one ``preadv`` per call in practice, looping
+    for reads the kernel splits (over 2 GiB). Refuses (FileChangedError) a file that vanished, was
+    replaced by something that is not a regular file, or became too short."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)  # O_NONBLOCK: a FIFO put in a file's place must not hang us
+    except OSError as e:
+        raise FileChangedError(f"cannot open {path!r} (it was readable at build time): {e.strerror}") from None
+    try:
+        done, n = 0, len(into)
+        while done < n:
+            try:
+                got = os.preadv(fd, [into[done:]], offset + done)
+            except OSError as e:
+                raise FileChangedError(f"cannot read {path!r} (a regular file at build time): {e.strerror}") from None
+            if got == 0:
+                raise FileChangedError(
+                    f"{path!r} is shorter than at build time: wanted bytes {offset}..{offset + n}, got {done}")
+            done += got
+    finally:
+        os.close(fd)
 
 
 def _content_mask(docs: DocumentTable, size: int, d: np.ndarray, a: np.ndarray, b: np.ndarray,

@@ -26,6 +26,12 @@ def epoch_permutation(n: int, seed: int, epoch: int) -> np.ndarray:
     return rng.permutation(n).astype(np.int64)
 
 
+def _require(state: dict, keys: tuple[str, ...]) -> None:
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise InputError(f"state misses {missing}; pass a dict made by state_dict()")
+
+
 def _check_int(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise InputError(f"{name} must be an int >= {minimum}, got {short_repr(value)}")
@@ -101,6 +107,7 @@ class EpochBatcher:
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION \
                 or state.get("kind", cls.kind) != cls.kind:
             raise InputError(f"state must be a dict with version {STATE_VERSION}, got {short_repr(state)}")
+        _require(state, ("n_samples", "batch_size", "drop_last", "seed", "epoch", "position"))
         b = cls(state["n_samples"], state["batch_size"], state["drop_last"], state["seed"], state.get("shuffle", True))
         b.epoch = _check_int("state['epoch']", state["epoch"], 0)
         b.position = _check_int("state['position']", state["position"], 0)
@@ -188,6 +195,8 @@ class TokenBudgetBatcher:
         """Rebuild from :meth:`state_dict` output and the dataset's sample lengths."""
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION or state.get("kind") != cls.kind:
             raise InputError(f"state must be a token-batch state of version {STATE_VERSION}, got {short_repr(state)}")
+        _require(state, ("max_tokens", "max_sentences", "required_batch_size_multiple", "seed", "shuffle", "epoch",
+                         "position"))
         b = cls(lengths, state["max_tokens"], state["max_sentences"], state["required_batch_size_multiple"],
                 state["seed"], state["shuffle"])
         b.epoch = _check_int("state['epoch']", state["epoch"], 0)

@@ -22,7 +22,7 @@ import operator
 
 import numpy as np
 
-from .errors import SampleIndexError, SelectionError, short_repr
+from .errors import InputError, SampleIndexError, SelectionError, short_repr
 
 __all__ = ["split_key", "resolve", "NEXT"]
 
@@ -88,6 +88,8 @@ def resolve(selection, n: int, class_ptr: np.ndarray, class_names: list[str], rn
     if i is not None:
         return _check_range(np.array([i], dtype=np.int64), n, "ds[i]")
     if isinstance(selection, slice):
+        if selection.step == 0:
+            raise InputError(f"ds[{selection.start}:{selection.stop}:0]: slice step cannot be zero")
         return np.arange(*selection.indices(n), dtype=np.int64)
     if isinstance(selection, dict):
         return _resolve_dict(selection, class_ptr, class_names, rng)

@@ -64,13 +64,13 @@ class DatasetSQL:
         conn.set_authorizer(None)
         conn.execute("DROP VIEW IF EXISTS temp.files")
         conn.execute("DROP TABLE IF EXISTS temp.dataset_files")
-        conn.execute("CREATE TEMP TABLE dataset_files(file_id INTEGER PRIMARY KEY, path TEXT, class TEXT, "
-                     "class_id INTEGER, header TEXT, tokens INTEGER, samples INTEGER)")
-        conn.executemany("INSERT INTO temp.dataset_files VALUES (?, ?, ?, ?, ?, ?, ?)", self._rows_factory())
+        conn.execute("CREATE TEMP TABLE dataset_files(file_id INTEGER PRIMARY KEY, key BLOB, path TEXT, "
+                     "class TEXT, class_id INTEGER, header TEXT, tokens INTEGER, samples INTEGER)")
+        conn.executemany("INSERT INTO temp.dataset_files VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self._rows_factory())
         conn.execute(
             "CREATE TEMP VIEW files AS SELECT d.file_id, d.path, d.class, d.class_id, c.size, c.mtime_ns, "
             "c.extension, c.description, c.mime, d.header, c.sha256, d.tokens, d.samples "
-            "FROM temp.dataset_files AS d JOIN main.files AS c ON c.path = d.path")
+            "FROM temp.dataset_files AS d JOIN main.files AS c ON c.key = d.key")
         conn.commit()
         self._conn, self._pid = conn, os.getpid()
         return conn
