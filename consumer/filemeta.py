@@ -122,7 +122,8 @@ def describe_files(paths: Sequence[str], *, kinds: Sequence[str] = ("description
             cookies = local.cookies = (magic.Magic() if want_desc else None,
                                        magic.Magic(mime=True) if want_mime else None)
         try:
-            target = os.path.realpath(path)  # libmagic would describe a symlink itself, not its bytes
+            # libmagic would describe a symlink itself ("symbolic link to ..."), not the bytes we serve
+            target = os.path.realpath(path) if os.path.islink(path) else path
             return (cookies[0].from_file(target) if want_desc else None,
                     cookies[1].from_file(target) if want_mime else None)
         except Exception as e:  # noqa: BLE001  (libmagic reports unreadable files as MagicException)
