@@ -103,7 +103,7 @@ def _demo(args: argparse.Namespace) -> int:
         text = ds.decode(batch["input_array"][row][:real], specials="tags")
         shown = _printable(text[: args.chars])
         print(f"\n[{ds.id_to_class[int(batch['class'][row])]}] {os.path.relpath(ds.files[fid], root)} "
-              f"(from token {int(batch['offset'][row])}, {real} real tokens, then PAD)")
+              f"(from token {int(batch['offset'][row])}, {real} real tokens{', then PAD' if real < ds.seqlen else ''})")
         print(f"  {shown}{' ...' if len(text) > args.chars else ''}")
     return 0
 
