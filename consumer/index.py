@@ -48,11 +48,6 @@ class SampleIndex:
     def __len__(self) -> int:
         return int(self.seg_ptr.size - 1)
 
-    @property
-    def n_segments(self) -> int:
-        """Total number of (document, range) segments."""
-        return int(self.seg_doc.size)
-
     def samples_per_class(self) -> np.ndarray:
         """Number of samples of each class."""
         return np.diff(self.class_ptr)

@@ -37,7 +37,7 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
-              content_mask: bool = False, runs: tuple[np.ndarray, np.ndarray] | None = None,
+              content_mask: bool = False, runs: np.ndarray | None = None,
               width: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Token rows ``[B, seqlen]`` (int64, PAD-filled) of ``sample_ids``, and optionally a content mask.
 
@@ -49,33 +49,40 @@ def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
     """
     L = index.seqlen if width is None else int(width)
     if runs is not None and not content_mask:
-        start, length = runs[0][sample_ids], runs[1][sample_ids]
+        start = runs[sample_ids]
         if start.size == 0 or start.min() >= 0:
-            return _rows_from_runs(docs, L, start, length), None
+            return _rows_from_runs(docs, L, start, index.sample_tokens()[sample_ids]), None
     segs, rows = index.segments_of(sample_ids)
     return read_segments(docs, (int(sample_ids.size), L), rows, index.seg_col[segs],
                          index.seg_doc[segs], index.seg_start[segs], index.seg_len[segs], content_mask)
 
 
-def packed_runs(index: SampleIndex, docs: DocumentTable) -> tuple[np.ndarray, np.ndarray]:
-    """Per sample of a packed store: the store position of its first token and its length, with
-    position -1 when its segments are not one contiguous range of the store. In a store written in
+def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
+    """Per sample of a packed store: the store position of its first token, or -1 when its segments
+    are not one contiguous range of the store. In a store written in
     corpus order every concat window and every diff sample is one range."""
     src = docs.packed.doc_ptr[index.seg_doc] + index.seg_start
     follows = np.r_[False, src[1:] == src[:-1] + index.seg_len[:-1]]
     follows[index.seg_ptr[:-1]] = True  # a sample's first segment needs no predecessor
     broken = np.add.reduceat(~follows, index.seg_ptr[:-1]) if src.size else np.zeros(0, dtype=np.int64)
-    return np.where(broken == 0, src[index.seg_ptr[:-1]], -1), index.sample_tokens()
+    return np.where(broken == 0, src[index.seg_ptr[:-1]], -1)
 
 
 def _rows_from_runs(docs: DocumentTable, L: int, start: np.ndarray, length: np.ndarray) -> np.ndarray:
     out = np.empty((start.size, L), dtype=np.int64)
-    tokens, pad = docs.packed.tokens, docs.vocab.pad
+    tokens = docs.packed.tokens
     for r, (s, m) in enumerate(zip(start.tolist(), length.tolist())):
         out[r, :m] = tokens[s:s + m]
+    _pad_tails(out, length, docs.vocab.pad)
+    return out
+
+
+def _pad_tails(out: np.ndarray, row_len: np.ndarray, pad: int) -> None:
+    """Write PAD after the ``row_len[r]`` real tokens of each row (one slice per padded row)."""
+    L = out.shape[1]
+    for r, m in enumerate(row_len.tolist()):
         if m < L:
             out[r, m:] = pad
-    return out
 
 
 def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray, cols: np.ndarray,
@@ -101,10 +108,7 @@ def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray,
     else:
         _fill_raw(flat, docs, d, a, b, base)
     if tiled:
-        pad = docs.vocab.pad
-        for r, m in enumerate(row_len.tolist()):
-            if m < L:
-                out[r, m:] = pad
+        _pad_tails(out, row_len, docs.vocab.pad)
     return out, (_content_mask(docs, B * L, d, a, b, base).reshape(B, L) if content_mask else None)
 
 
@@ -123,14 +127,19 @@ def _fill_packed(flat: np.ndarray, packed, d: np.ndarray, a: np.ndarray, n: np.n
         flat[t:t + m] = tokens[s:s + m]
 
 
+def _layout(docs: DocumentTable, d: np.ndarray):
+    """Per segment's document: content start, size in bytes, full content tokens, tail length."""
+    size = docs.doc_size[d]
+    nfull, k = np.divmod(size, docs.vocab.n_bytes)
+    return docs.content_start[d], size, nfull, k
+
+
 def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarray, b: np.ndarray,
               base: np.ndarray) -> None:
     """Build document tokens from the source files: scatter header/SEP/EOF/TAIL, read content bytes."""
     vocab = docs.vocab
     nb = vocab.n_bytes
-    cs = docs.content_start[d]
-    size = docs.doc_size[d]
-    nfull, k = np.divmod(size, nb)
+    cs, size, nfull, k = _layout(docs, d)
     eof = cs + nfull + 2 * (k > 0)
 
     def put(pos: np.ndarray, value) -> None:
@@ -208,9 +217,7 @@ def _read_exact(path: str, into: memoryview, offset: int) -> None:
 def _content_mask(docs: DocumentTable, size: int, d: np.ndarray, a: np.ndarray, b: np.ndarray,
                   base: np.ndarray) -> np.ndarray:
     """Flat bool mask: True on content tokens of files (not header, SEP, TAIL marker, EOF or PAD)."""
-    nb = docs.vocab.n_bytes
-    cs = docs.content_start[d]
-    nfull, k = np.divmod(docs.doc_size[d], nb)
+    cs, _, nfull, k = _layout(docs, d)
     lo = np.maximum(a, cs)
     hi = np.minimum(b, cs + nfull + 2 * (k > 0))
     ok = hi > lo
