@@ -3,13 +3,23 @@
 ``Consumer(fps)`` reads files (optionally labelled by class) as tokens of ``n_bytes`` bytes, puts a
 file-type header in front of each, cuts the streams into samples (``diff`` or ``concat`` style) and
 answers ``ds[selection, query]`` with batched int64 torch tensors. Importing this package does not
-import torch; the first batch does.
+import torch (the first batch does), nor the packed-store and format modules (their first use does).
+
+The public API is what ``__all__`` lists; the file formats of other frameworks live in
+:mod:`consumer.formats`. Every other module is an implementation detail.
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
 
-from .consumer import Consumer  # noqa: E402
-from .errors import (  # noqa: E402
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+from .cache import clear as clear_cache
+from .cache import default_cache_dir
+from .cache import list_entries as list_cache_entries
+from .consumer import Consumer
+from .errors import (
     ConsumerError,
     FileChangedError,
     FormatError,
@@ -19,29 +29,35 @@ from .errors import (  # noqa: E402
     SampleIndexError,
     SelectionError,
 )
-from .formats import (  # noqa: E402
-    batch_by_size,
-    build_document_index,
-    build_sample_index,
-    build_shuffle_index,
-)
-from .megatron_index import MegatronSampling  # noqa: E402
-from .queries import COLUMNS, QUERY_PRESETS  # noqa: E402
-from .vocab import Vocab, decode_ids, encode_bytes  # noqa: E402
+from .megatron_index import MegatronSampling
+from .queries import COLUMNS, QUERY_PRESETS
+from .spec import Spec
+from .sql import Rows
+from .vocab import Vocab, decode_ids, encode_bytes
+
+if TYPE_CHECKING:
+    from .packed import inspect_packed, merge_packed, open_packed, read_sidecar
+
+_LAZY = {"inspect_packed": "packed", "merge_packed": "packed", "open_packed": "packed", "read_sidecar": "packed"}
 
 __all__ = [
     "__version__",
     "Consumer",
+    "Spec",
     "Vocab",
     "decode_ids",
     "encode_bytes",
     "MegatronSampling",
-    "build_document_index",
-    "build_sample_index",
-    "build_shuffle_index",
-    "batch_by_size",
     "QUERY_PRESETS",
     "COLUMNS",
+    "Rows",
+    "merge_packed",
+    "inspect_packed",
+    "open_packed",
+    "read_sidecar",
+    "default_cache_dir",
+    "list_cache_entries",
+    "clear_cache",
     "ConsumerError",
     "InputError",
     "SelectionError",
@@ -51,3 +67,13 @@ __all__ = [
     "FileChangedError",
     "MissingDependencyError",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load the packed-store functions on first use (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'consumer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -9,9 +9,10 @@ Layout under the cache directory (``cache_dir``; default ``$CONSUMER_CACHE_DIR``
     index/<key>/<name>.npy         plain numpy arrays (memory-mappable, no pickles)
 
 ``<key>`` is the sha256 of the canonical JSON (sorted keys, no spaces) of everything that determines
-the entry: the cache format version, the spec (style, n_bytes, seqlen, long_files, metadata mode,
-header cap, class_to_id, libmagic version) and the sha256 of the file table (every path with its
-class, size and mtime). Never Python's ``hash()``.
+the entry: the cache format version, the dataset's settings (``Spec.key_dict()``: style, n_bytes,
+seqlen, long_files, sampling, metadata mode, class_to_id), the header rules and cap, the libmagic and
+package versions, the class names and the sha256 of the file table (every path with its class, size
+and mtime). Never Python's ``hash()``.
 
 Writes are atomic: the entry is written into a temporary directory next to its final place, every
 file fsynced, then renamed into place; if another process got there first, its entry is kept and
@@ -32,12 +33,12 @@ import time
 import numpy as np
 
 from .errors import InputError, short_repr
-from .fileio import fsync_dir, sha256_file
+from .fileio import fsync_dir, is_temp_name, sha256_file, temp_path
 
 __all__ = ["CACHE_FORMAT", "default_cache_dir", "check_cache_dir", "cache_key", "file_table_sha256",
            "save_entry", "load_entry", "list_entries", "clear"]
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: settings from Spec.key_dict(), file mtimes stored as an array
 INDEX_DIR = "index"
 _MMAP_MIN_BYTES = 64 << 20
 _KEY = re.compile(r"[0-9a-f]{64}")
@@ -94,7 +95,7 @@ def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: 
     final = _entry_dir(root, key)
     parent = os.path.dirname(final)
     os.makedirs(parent, exist_ok=True)
-    tmp = os.path.join(parent, f".tmp-{key[:16]}-{os.getpid()}-{time.monotonic_ns()}")
+    tmp = str(temp_path(final))
     os.makedirs(tmp)
     try:
         files = {}
@@ -190,7 +191,7 @@ def clear(root: str, *, catalog: bool = False) -> int:
     """Delete every index entry (and the catalog when ``catalog``); returns the number of bytes freed.
 
     Only our own artefacts are removed: ``index/<sha256>/`` folders holding our ``description.json``,
-    leftover ``index/.tmp-*`` folders of interrupted writes, and ``catalog.sqlite`` (+ ``-wal``,
+    leftover temporary folders of interrupted writes, and ``catalog.sqlite`` (+ ``-wal``,
     ``-shm``, moved-aside ``.corrupt-*`` copies). Anything else under ``root`` is left alone.
     """
     freed = 0
@@ -198,7 +199,7 @@ def clear(root: str, *, catalog: bool = False) -> int:
     if os.path.isdir(folder):
         for name in os.listdir(folder):
             path = os.path.join(folder, name)
-            if os.path.isdir(path) and (_is_entry(path) or name.startswith(".tmp-")):
+            if os.path.isdir(path) and (_is_entry(path) or is_temp_name(name) or name.startswith(".tmp-")):
                 freed += sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
                 shutil.rmtree(path)
         if not os.listdir(folder):

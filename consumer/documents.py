@@ -7,6 +7,9 @@ when the size is not a multiple of ``n_bytes``, ``TAIL_k`` and one padded token.
 Headers repeat a lot (a corpus has few distinct file types), so they are stored once each in a
 small CSR table (``header_ptr`` / ``header_tok``) and every file points at one (``doc_header``).
 Everything is a flat numpy array; paths are kept in one list.
+
+Where the tokens come from: the source files (``packed is None``: the reader builds documents from
+their bytes) or a packed store (:class:`PackedTokens`: the documents' tokens, ready-made, memory-mapped).
 """
 
 from __future__ import annotations
@@ -18,7 +21,30 @@ import numpy as np
 
 from .vocab import Vocab, encode_bytes, n_content_tokens
 
-__all__ = ["DocumentTable", "build_documents"]
+__all__ = ["DocumentTable", "PackedTokens", "build_documents", "tokenise_headers"]
+
+
+@dataclass(frozen=True, eq=False)
+class PackedTokens:
+    """The documents' tokens in a packed store (``DocumentTable.packed``).
+
+    ``tokens`` is the whole store as one read-only 1-D memory-mapped array in the store's dtype;
+    ``doc_ptr[i]`` (int64) is the position in ``tokens`` of the first token of document ``i`` of the
+    ``DocumentTable``. ``store`` (the format name) and ``prefix`` say where it came from.
+    """
+
+    tokens: np.ndarray
+    doc_ptr: np.ndarray
+    store: str
+    prefix: str
+
+
+def tokenise_headers(headers: list[str], vocab: Vocab, with_header: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The CSR table of header tokens: ``(header_ptr [H+1], header_tok)``, int64 (one empty header without)."""
+    toks = [encode_bytes(h.encode("utf-8"), vocab) for h in headers] if with_header else [np.zeros(0, np.int64)]
+    ptr = np.zeros(len(toks) + 1, dtype=np.int64)
+    np.cumsum([t.size for t in toks], out=ptr[1:])
+    return ptr, np.concatenate(toks).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -38,7 +64,12 @@ class DocumentTable:
     header_ptr: np.ndarray    # [H+1]
     header_tok: np.ndarray    # [sum of header lengths]
     with_header: bool
-    packed: object = None     # a packed token store (``tokens``, ``doc_ptr``) or None: read the files
+    doc_mtime: np.ndarray | None = None  # [D] modification time (ns) at build time; zeros when unknown
+    packed: PackedTokens | None = None   # a packed store's tokens, or None: read the source files
+
+    def __post_init__(self) -> None:
+        if self.doc_mtime is None:
+            object.__setattr__(self, "doc_mtime", np.zeros(len(self.paths), dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -66,10 +97,12 @@ class DocumentTable:
     def subset(self, ids: np.ndarray, new_class: np.ndarray) -> "DocumentTable":
         """The documents ``ids`` (sorted), classes renumbered through ``new_class`` (old index -> new)."""
         packed = None if self.packed is None else replace(self.packed, doc_ptr=self.packed.doc_ptr[ids])
+        mtime = self.doc_mtime if self.doc_mtime is not None else np.zeros(len(self), dtype=np.int64)
         return DocumentTable(vocab=self.vocab, paths=[self.paths[i] for i in ids.tolist()],
                              doc_class=new_class[self.doc_class[ids]], doc_size=self.doc_size[ids],
                              doc_header=self.doc_header[ids], headers=self.headers, header_ptr=self.header_ptr,
-                             header_tok=self.header_tok, with_header=self.with_header, packed=packed)
+                             header_tok=self.header_tok, with_header=self.with_header, doc_mtime=mtime[ids],
+                             packed=packed)
 
     def header_text(self, doc: int) -> str:
         """The normalised header text of one document."""
@@ -77,16 +110,14 @@ class DocumentTable:
 
 
 def build_documents(paths: list[str], doc_class, sizes, header_texts: list[str], vocab: Vocab,
-                    with_header: bool) -> DocumentTable:
+                    with_header: bool, mtimes: np.ndarray | None = None) -> DocumentTable:
     """Assemble a :class:`DocumentTable`: tokenise each distinct header once, point files at them."""
     headers = sorted(set(header_texts)) if with_header else [""]
     lookup = {h: i for i, h in enumerate(headers)}
     doc_header = np.fromiter((lookup[h] for h in header_texts), dtype=np.int64, count=len(header_texts)) \
         if with_header else np.zeros(len(paths), dtype=np.int64)
-    toks = [encode_bytes(h.encode("utf-8"), vocab) for h in headers] if with_header else [np.zeros(0, np.int64)]
-    header_ptr = np.zeros(len(toks) + 1, dtype=np.int64)
-    np.cumsum([t.size for t in toks], out=header_ptr[1:])
-    header_tok = np.concatenate(toks) if toks else np.zeros(0, dtype=np.int64)
+    header_ptr, header_tok = tokenise_headers(headers, vocab, with_header)
     return DocumentTable(vocab=vocab, paths=list(paths), doc_class=np.asarray(doc_class, dtype=np.int64),
                          doc_size=np.asarray(sizes, dtype=np.int64), doc_header=doc_header, headers=headers,
-                         header_ptr=header_ptr, header_tok=header_tok.astype(np.int64), with_header=with_header)
+                         header_ptr=header_ptr, header_tok=header_tok, with_header=with_header,
+                         doc_mtime=None if mtimes is None else np.asarray(mtimes, dtype=np.int64))

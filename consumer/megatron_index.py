@@ -38,6 +38,7 @@ import numpy as np
 from .errors import InputError, short_repr
 from .formats.megatron_sampling import build_gpt_indices
 from .index import SampleIndex
+from .validate import check_int, int_vector, is_int
 
 __all__ = ["megatron_sample_index", "MegatronSampling"]
 
@@ -54,9 +55,11 @@ class MegatronSampling:
     num_samples: int | None = None
     add_extra_token: bool = True
 
+    name = "megatron"
+
     def __post_init__(self) -> None:
         n = self.num_samples
-        if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
+        if n is not None and not (is_int(n) and n >= 1):
             raise InputError(f"num_samples must be None or an int >= 1, got {short_repr(n)}")
         if not isinstance(self.add_extra_token, bool):
             raise InputError(f"add_extra_token must be a bool, got {short_repr(self.add_extra_token)}")
@@ -67,12 +70,26 @@ class MegatronSampling:
         """JSON-able settings (part of the cache key and of ``get_dict``)."""
         return {"name": "megatron", "num_samples": self.num_samples, "add_extra_token": self.add_extra_token}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "MegatronSampling":
+        """The settings :meth:`to_dict` wrote."""
+        return cls(num_samples=d.get("num_samples"), add_extra_token=d.get("add_extra_token", True))
 
-def _int_vector(values, name: str) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
-        raise InputError(f"{name} must be a 1-D integer array, got {short_repr(values)}")
-    return arr.astype(np.int64, copy=False)
+    def check(self, style: str, seqlen: int | str) -> None:
+        """Megatron's order needs concat style and an int ``seqlen`` (its ``seq_length``)."""
+        if style != "concat" or isinstance(seqlen, str):
+            raise InputError(f"sampling='megatron' needs style='concat' and an int seqlen (Megatron's seq_length), "
+                             f"got style={style!r}, seqlen={seqlen!r}")
+
+    def row_width(self, seqlen: int | str, doc_len: np.ndarray) -> int:
+        """Tokens per row: ``seq_length`` plus the one-token overlap when ``add_extra_token``."""
+        return int(seqlen) + int(self.add_extra_token)
+
+    def build(self, doc_len: np.ndarray, doc_class: np.ndarray, n_classes: int, *, style: str, seqlen: int | str,
+              long_files: str, seed: int) -> SampleIndex:
+        """The sample index (see :func:`megatron_sample_index`)."""
+        return megatron_sample_index(doc_len, doc_class, n_classes, seq_length=int(seqlen), seed=seed,
+                                     num_samples=self.num_samples, add_extra_token=self.add_extra_token)
 
 
 def megatron_sample_index(doc_len, doc_class, n_classes: int, seq_length: int, seed: int,
@@ -90,16 +107,15 @@ def megatron_sample_index(doc_len, doc_class, n_classes: int, seq_length: int, s
 
     Sample ``k`` is Megatron's dataset item ``k`` (``shuffle_index[k]``'s text).
     """
-    sizes = _int_vector(doc_len, "doc_len")
-    classes = _int_vector(doc_class, "doc_class")
+    sizes = int_vector("doc_len", doc_len)
+    classes = int_vector("doc_class", doc_class)
     if sizes.size == 0:
         raise InputError("doc_len must hold at least one document, got none")
     if classes.shape != sizes.shape:
         raise InputError(f"doc_class must have one entry per document: expected {sizes.size}, got {classes.size}")
     if int(sizes.min()) < 0:
         raise InputError(f"doc_len must be >= 0 for every document, got {int(sizes.min())}")
-    if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 1:
-        raise InputError(f"n_classes must be an int >= 1, got {short_repr(n_classes)}")
+    check_int("n_classes", n_classes, 1)
     if int(classes.min()) < 0 or int(classes.max()) >= n_classes:
         raise InputError(f"doc_class must be in [0, {n_classes}), got values in "
                          f"[{int(classes.min())}, {int(classes.max())}]")

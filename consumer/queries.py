@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from .errors import QueryError, short_repr
+from .seeds import generator
 from .vocab import Vocab
 
-__all__ = ["QUERY_PRESETS", "COLUMNS", "MASK_RULES", "MaskConfig", "columns_of", "build_columns", "IGNORE_INDEX"]
+__all__ = ["QUERY_PRESETS", "COLUMNS", "COLUMN_BUILDERS", "Column", "Batch", "MASK_RULES", "MaskConfig", "columns_of",
+           "build_columns", "needs_masking", "mask_rng", "IGNORE_INDEX"]
 
 IGNORE_INDEX = -100
 QUERY_PRESETS: dict[str | None, tuple[str, ...]] = {
@@ -38,19 +41,7 @@ QUERY_PRESETS: dict[str | None, tuple[str, ...]] = {
     "unsupervised": ("input_array", "output_tensor"),
     "mlm": ("input_array", "attention_mask", "labels"),
 }
-COLUMNS = {
-    "input_array": "[B, L] token ids (masked when output_tensor or labels is selected)",
-    "attention_mask": "[B, L] 1 on real tokens, 0 on PAD",
-    "class": "[B] class id of each sample (class_to_id)",
-    "output_tensor": "[B, L] the unmasked token ids",
-    "labels": "[B, L] original id where masked, -100 elsewhere",
-    "sample_id": "[B] global sample index",
-    "file_id": "[B] index (in ds.files) of the file the sample starts in",
-    "offset": "[B] token offset inside that file's document where the sample starts",
-    "length": "[B] number of non-PAD tokens",
-}
 MASK_RULES = ("bert", "mask")
-_MASK_TAG = 0x6D61736B  # "mask": separates mask streams from other uses of the seed
 
 
 @dataclass(frozen=True)
@@ -94,8 +85,7 @@ def needs_masking(cols: tuple[str, ...]) -> bool:
 def mask_rng(seed: int, epoch: int, sample_ids: np.ndarray) -> np.random.Generator:
     """The generator masking a batch: a pure function of (seed, epoch, the batch's sample ids)."""
     digest = hashlib.sha256(np.ascontiguousarray(sample_ids, dtype=np.int64).tobytes()).digest()
-    words = np.frombuffer(digest, dtype=np.uint32).tolist()
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), _MASK_TAG, int(epoch), *words])))
+    return generator(seed, "mask", epoch, *np.frombuffer(digest, dtype=np.uint32).tolist())
 
 
 def _mask(tokens: np.ndarray, content: np.ndarray, cfg: MaskConfig, vocab: Vocab, rng: np.random.Generator):
@@ -115,9 +105,47 @@ def _mask(tokens: np.ndarray, content: np.ndarray, cfg: MaskConfig, vocab: Vocab
     return masked, chosen
 
 
+@dataclass
+class Batch:
+    """What the columns of one batch are made from (token rows, masks, per-sample facts)."""
+
+    tokens: np.ndarray                 # [B, L] unmasked ids
+    masked: np.ndarray | None          # [B, L] masked ids, when the query masks
+    chosen: np.ndarray | None          # [B, L] positions chosen for masking
+    pad: int
+    sample_ids: np.ndarray
+    class_ids: np.ndarray
+    file_id: np.ndarray
+    offset: np.ndarray
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column a query may select: its description and how a :class:`Batch` makes it."""
+
+    doc: str
+    make: Callable[[Batch], np.ndarray]
+
+
+COLUMN_BUILDERS: dict[str, Column] = {
+    "input_array": Column("[B, L] token ids (masked when output_tensor or labels is selected)",
+                          lambda b: b.masked if b.masked is not None else b.tokens),
+    "attention_mask": Column("[B, L] 1 on real tokens, 0 on PAD", lambda b: (b.tokens != b.pad).astype(np.int64)),
+    "class": Column("[B] class id of each sample (class_to_id)", lambda b: b.class_ids),
+    "output_tensor": Column("[B, L] the unmasked token ids", lambda b: b.tokens),
+    "labels": Column("[B, L] original id where masked, -100 elsewhere",
+                     lambda b: np.where(b.chosen, b.tokens, IGNORE_INDEX)),
+    "sample_id": Column("[B] global sample index", lambda b: b.sample_ids.astype(np.int64)),
+    "file_id": Column("[B] index (in ds.files) of the file the sample starts in", lambda b: b.file_id),
+    "offset": Column("[B] token offset inside that file's document where the sample starts", lambda b: b.offset),
+    "length": Column("[B] number of non-PAD tokens", lambda b: (b.tokens != b.pad).sum(axis=1).astype(np.int64)),
+}
+COLUMNS: dict[str, str] = {name: column.doc for name, column in COLUMN_BUILDERS.items()}
+
+
 def build_columns(cols: tuple[str, ...], tokens: np.ndarray, content: np.ndarray | None, *, vocab: Vocab,
-                  cfg: MaskConfig, rng_factory, sample_ids: np.ndarray, sample_class_ids: np.ndarray,
-                  file_id: np.ndarray, offset: np.ndarray) -> dict[str, np.ndarray]:
+                  cfg: MaskConfig, rng_factory: Callable[[], np.random.Generator], sample_ids: np.ndarray,
+                  sample_class_ids: np.ndarray, file_id: np.ndarray, offset: np.ndarray) -> dict[str, np.ndarray]:
     """The selected columns as numpy arrays, from token rows and (when masking) their content mask.
 
     ``rng_factory()`` returns the masking generator; it is only called when masking happens.
@@ -126,27 +154,11 @@ def build_columns(cols: tuple[str, ...], tokens: np.ndarray, content: np.ndarray
         tokens = np.concatenate([np.full((tokens.shape[0], 1), vocab.cls, dtype=np.int64), tokens], axis=1)
         if content is not None:
             content = np.concatenate([np.zeros((content.shape[0], 1), dtype=bool), content], axis=1)
-    out: dict[str, np.ndarray] = {}
     masked = chosen = None
     if needs_masking(cols):
+        if content is None:
+            raise QueryError(f"columns {list(cols)} mask the input: the reader must return the content mask")
         masked, chosen = _mask(tokens, content, cfg, vocab, rng_factory())
-    for c in cols:
-        if c == "input_array":
-            out[c] = masked if masked is not None else tokens
-        elif c == "attention_mask":
-            out[c] = (tokens != vocab.pad).astype(np.int64)
-        elif c == "class":
-            out[c] = sample_class_ids
-        elif c == "output_tensor":
-            out[c] = tokens
-        elif c == "labels":
-            out[c] = np.where(chosen, tokens, IGNORE_INDEX)
-        elif c == "sample_id":
-            out[c] = sample_ids.astype(np.int64)
-        elif c == "file_id":
-            out[c] = file_id
-        elif c == "offset":
-            out[c] = offset
-        elif c == "length":
-            out[c] = (tokens != vocab.pad).sum(axis=1).astype(np.int64)
-    return out
+    batch = Batch(tokens=tokens, masked=masked, chosen=chosen, pad=vocab.pad, sample_ids=sample_ids,
+                  class_ids=sample_class_ids, file_id=file_id, offset=offset)
+    return {c: COLUMN_BUILDERS[c].make(batch) for c in cols}

@@ -19,8 +19,9 @@ import os
 
 import numpy as np
 
-from .documents import DocumentTable
-from .errors import FileChangedError
+from .documents import DocumentTable, PackedTokens
+from .errors import FileChangedError, InputError
+from .formats.mmidx import copy_ranges
 from .index import SampleIndex
 from .vocab import bytes_to_ids
 
@@ -48,10 +49,10 @@ def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
     must hold the longest selected sample.
     """
     L = index.seqlen if width is None else int(width)
-    if runs is not None and not content_mask:
+    if runs is not None and not content_mask and docs.packed is not None:
         start = runs[sample_ids]
         if start.size == 0 or start.min() >= 0:
-            return _rows_from_runs(docs, L, start, index.sample_tokens()[sample_ids]), None
+            return _rows_from_runs(docs.packed.tokens, docs.vocab.pad, L, start, index.sample_tokens()[sample_ids]), None
     segs, rows = index.segments_of(sample_ids)
     return read_segments(docs, (int(sample_ids.size), L), rows, index.seg_col[segs],
                          index.seg_doc[segs], index.seg_start[segs], index.seg_len[segs], content_mask)
@@ -61,6 +62,8 @@ def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
     """Per sample of a packed store: the store position of its first token, or -1 when its segments
     are not one contiguous range of the store. In a store written in
     corpus order every concat window and every diff sample is one range."""
+    if docs.packed is None:
+        raise InputError("docs: packed_runs needs documents served from a packed store, got source files")
     src = docs.packed.doc_ptr[index.seg_doc] + index.seg_start
     follows = np.r_[False, src[1:] == src[:-1] + index.seg_len[:-1]]
     follows[index.seg_ptr[:-1]] = True  # a sample's first segment needs no predecessor
@@ -68,12 +71,10 @@ def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
     return np.where(broken == 0, src[index.seg_ptr[:-1]], -1)
 
 
-def _rows_from_runs(docs: DocumentTable, L: int, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+def _rows_from_runs(tokens: np.ndarray, pad: int, L: int, start: np.ndarray, length: np.ndarray) -> np.ndarray:
     out = np.empty((start.size, L), dtype=np.int64)
-    tokens = docs.packed.tokens
-    for r, (s, m) in enumerate(zip(start.tolist(), length.tolist())):
-        out[r, :m] = tokens[s:s + m]
-    _pad_tails(out, length, docs.vocab.pad)
+    copy_ranges(out.reshape(-1), tokens, start, length, np.arange(start.size, dtype=np.int64) * L)
+    _pad_tails(out, length, pad)
     return out
 
 
@@ -112,19 +113,18 @@ def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray,
     return out, (_content_mask(docs, B * L, d, a, b, base).reshape(B, L) if content_mask else None)
 
 
-def _fill_packed(flat: np.ndarray, packed, d: np.ndarray, a: np.ndarray, n: np.ndarray, base: np.ndarray) -> None:
+def _fill_packed(flat: np.ndarray, packed: PackedTokens, d: np.ndarray, a: np.ndarray, n: np.ndarray,
+                 base: np.ndarray) -> None:
     """Copy token ranges out of a packed store. Neighbouring segments that are contiguous both in the
     store and in the output (a concat window over consecutive documents) are merged into one run, so a
     window costs one slice copy; no per-token work."""
-    tokens = packed.tokens
     src = packed.doc_ptr[d] + a
     dst = base + a
     if src.size > 1:
         joins = (src[1:] == src[:-1] + n[:-1]) & (dst[1:] == dst[:-1] + n[:-1])
         starts = np.flatnonzero(np.r_[True, ~joins])
         src, dst, n = src[starts], dst[starts], np.add.reduceat(n, starts)
-    for s, t, m in zip(src.tolist(), dst.tolist(), n.tolist()):
-        flat[t:t + m] = tokens[s:s + m]
+    copy_ranges(flat, packed.tokens, src, n, dst)
 
 
 def _layout(docs: DocumentTable, d: np.ndarray):
@@ -188,7 +188,6 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarra
         if tails.size:
             g = need[tails]
             flat[base[g] + cs[g] + nfull[g] + 1] = ids[tok_q[tails] + n_full[tails]]
-
 
 
 def _read_exact(path: str, into: memoryview, offset: int) -> None:

@@ -10,32 +10,28 @@ global RNG is touched.
 
 from __future__ import annotations
 
+from typing import Union
+
 import numpy as np
 
 from .errors import InputError, short_repr
+from .seeds import generator
+from .validate import check_bool, check_int
 
-__all__ = ["EpochBatcher", "TokenBudgetBatcher", "epoch_permutation"]
+__all__ = ["EpochBatcher", "TokenBudgetBatcher", "Batcher", "epoch_permutation", "batcher_from_state"]
 
 STATE_VERSION = 1
-_TIE_TAG = 0x74696573  # "ties": the order of equally long samples before token batching
 
 
 def epoch_permutation(n: int, seed: int, epoch: int) -> np.ndarray:
     """The shuffled order of ``n`` samples in ``epoch`` for ``seed`` (int64)."""
-    rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), int(epoch)])))
-    return rng.permutation(n).astype(np.int64)
+    return generator(seed, "epoch", epoch).permutation(n).astype(np.int64)
 
 
 def _require(state: dict, keys: tuple[str, ...]) -> None:
     missing = [k for k in keys if k not in state]
     if missing:
         raise InputError(f"state misses {missing}; pass a dict made by state_dict()")
-
-
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InputError(f"{name} must be an int >= {minimum}, got {short_repr(value)}")
-    return int(value)
 
 
 class EpochBatcher:
@@ -45,15 +41,11 @@ class EpochBatcher:
 
     def __init__(self, n_samples: int, batch_size: int, drop_last: bool = False, seed: int = 4,
                  shuffle: bool = True):
-        self.n_samples = _check_int("n_samples", n_samples, 0)
-        self.batch_size = _check_int("batch_size", batch_size, 1)
-        self.seed = _check_int("seed", seed, 0)
-        if not isinstance(drop_last, bool):
-            raise InputError(f"drop_last must be a bool, got {short_repr(drop_last)}")
-        self.drop_last = drop_last
-        if not isinstance(shuffle, bool):
-            raise InputError(f"shuffle must be a bool, got {short_repr(shuffle)}")
-        self.shuffle = shuffle
+        self.n_samples = check_int("n_samples", n_samples, 0)
+        self.batch_size = check_int("batch_size", batch_size, 1)
+        self.seed = check_int("seed", seed, 0)
+        self.drop_last = check_bool("drop_last", drop_last)
+        self.shuffle = check_bool("shuffle", shuffle)
         if self.batches_per_epoch == 0:
             raise InputError(
                 f"batch_size={batch_size} with drop_last={drop_last} gives no batch: the dataset has "
@@ -109,8 +101,8 @@ class EpochBatcher:
             raise InputError(f"state must be a dict with version {STATE_VERSION}, got {short_repr(state)}")
         _require(state, ("n_samples", "batch_size", "drop_last", "seed", "epoch", "position"))
         b = cls(state["n_samples"], state["batch_size"], state["drop_last"], state["seed"], state.get("shuffle", True))
-        b.epoch = _check_int("state['epoch']", state["epoch"], 0)
-        b.position = _check_int("state['position']", state["position"], 0)
+        b.epoch = check_int("state['epoch']", state["epoch"], 0)
+        b.position = check_int("state['position']", state["position"], 0)
         if b.position > b.batches_per_epoch:
             raise InputError(f"state['position']={b.position} is past the {b.batches_per_epoch} batches of an epoch")
         return b
@@ -131,19 +123,16 @@ class TokenBudgetBatcher:
                  required_batch_size_multiple: int = 1, seed: int = 4, shuffle: bool = True):
         from .formats.fairseq_batching import batch_by_size  # noqa: PLC0415
 
-        self.max_tokens = _check_int("max_tokens", max_tokens, 1)
-        self.max_sentences = None if max_sentences is None else _check_int("max_sentences", max_sentences, 1)
-        self.multiple = _check_int("required_batch_size_multiple", required_batch_size_multiple, 1)
-        self.seed = _check_int("seed", seed, 0)
-        if not isinstance(shuffle, bool):
-            raise InputError(f"shuffle must be a bool, got {short_repr(shuffle)}")
-        self.shuffle = shuffle
+        self.max_tokens = check_int("max_tokens", max_tokens, 1)
+        self.max_sentences = None if max_sentences is None else check_int("max_sentences", max_sentences, 1)
+        self.multiple = check_int("required_batch_size_multiple", required_batch_size_multiple, 1)
+        self.seed = check_int("seed", seed, 0)
+        self.shuffle = check_bool("shuffle", shuffle)
         self.lengths = np.asarray(lengths, dtype=np.int64)
         self.n_samples = int(self.lengths.size)
         if self.n_samples == 0:
             raise InputError("create_token_batches: the dataset has no samples")
-        tie_rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.seed, _TIE_TAG])))
-        tie_break = tie_rng.permutation(self.n_samples)
+        tie_break = generator(self.seed, "ties").permutation(self.n_samples)
         order = tie_break[np.argsort(self.lengths[tie_break], kind="stable")]
         self._batches = batch_by_size(order, self.lengths[order], max_tokens=self.max_tokens,
                                       max_sentences=self.max_sentences,
@@ -199,8 +188,18 @@ class TokenBudgetBatcher:
                          "position"))
         b = cls(lengths, state["max_tokens"], state["max_sentences"], state["required_batch_size_multiple"],
                 state["seed"], state["shuffle"])
-        b.epoch = _check_int("state['epoch']", state["epoch"], 0)
-        b.position = _check_int("state['position']", state["position"], 0)
+        b.epoch = check_int("state['epoch']", state["epoch"], 0)
+        b.position = check_int("state['position']", state["position"], 0)
         if b.position > b.batches_per_epoch:
             raise InputError(f"state['position']={b.position} is past the {b.batches_per_epoch} batches of an epoch")
         return b
+
+
+Batcher = Union[EpochBatcher, TokenBudgetBatcher]
+
+
+def batcher_from_state(state: dict, lengths: np.ndarray) -> Batcher:
+    """The batcher a ``state_dict()`` describes (either kind); ``lengths`` are the samples' token counts."""
+    if isinstance(state, dict) and state.get("kind") == TokenBudgetBatcher.kind:
+        return TokenBudgetBatcher.from_state_dict(state, lengths)
+    return EpochBatcher.from_state_dict(state)

@@ -124,7 +124,7 @@ def test_token_budget_batches(corpus_dir):
     ds = Consumer(corpus_dir, metadata=None, seqlen=600, long_files="windows", cache_dir=False)
     lengths = ds.index.sample_tokens()
     ds.create_token_batches(max_tokens=1200, seed=3)
-    n_batches = ds._batcher.batches_per_epoch
+    n_batches = len(ds.batches(0))
     seen = []
     for _ in range(n_batches):
         out = ds.get_next_batch(["input_array", "sample_id", "length"])
@@ -138,7 +138,7 @@ def test_token_budget_batches(corpus_dir):
     # the same batches as fairseq's batch_by_size over the length-sorted order
     unshuffled = Consumer(corpus_dir, metadata=None, seqlen=600, long_files="windows", cache_dir=False)
     unshuffled.create_token_batches(max_tokens=1200, seed=3, shuffle=False)
-    frozen = unshuffled._batcher.batches(0)
+    frozen = unshuffled.batches(0)
     order = np.argsort(lengths, kind="stable")
     reference = batch_by_size(order, lengths[order], max_tokens=1200)
     assert [lengths[b].tolist() for b in frozen] == [lengths[b].tolist() for b in reference]

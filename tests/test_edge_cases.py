@@ -1,12 +1,13 @@
 """Edge cases found in review: headers, odd file names, numpy scalars, descriptors, packed SQL, clearing."""
 
+import gc
 import json
 import os
 
 import numpy as np
 import pytest
 
-import consumer.consumer as consumer_module
+import consumer.build as build_module
 import consumer.reader as reader_module
 from consumer import Consumer, FileChangedError, FormatError, InputError, QueryError
 from consumer.cache import clear, list_entries
@@ -86,9 +87,13 @@ def test_no_descriptor_or_connection_leaks(corpus_dir, tmp_path):
     for _ in range(40):
         cycle()
     assert _open_fds() - settled <= 2  # no growth per dataset (it was 12+ descriptors each)
+    gc.collect()
+    before = _open_fds()
     with Consumer(corpus_dir, cache_dir=cache) as ds:
         ds.sql("SELECT 1")
-    assert ds._sql is None and ds._catalog is None
+        assert _open_fds() > before  # the catalog and the SQL view are open
+    gc.collect()  # ds is still referenced: only close() can have released its connections
+    assert _open_fds() <= before  # leaving the block closed both
 
 
 def test_large_cached_arrays_are_memory_mapped(corpus_dir, tmp_path, monkeypatch):
@@ -102,7 +107,7 @@ def test_in_memory_catalog_keeps_working_after_sql(corpus_dir):
     ds = Consumer(corpus_dir, cache_dir=False)
     ds.sql("SELECT count(*) FROM files")
     docs = ds.documents
-    ds.catalog.sync(docs.paths, docs.doc_size, ds._mtimes, hashes=True)
+    ds.catalog.sync(docs.paths, docs.doc_size, docs.doc_mtime, hashes=True)
     assert ds.catalog.count() == len(docs)
     assert ds.sql("SELECT count(*) FROM files WHERE sha256 IS NOT NULL")[0][0] == len(docs)
 
@@ -111,7 +116,7 @@ def test_sql_and_where_on_a_packed_dataset_need_no_source_files(corpus_dir, tmp_
     import shutil
     raw = Consumer(corpus_dir, cache_dir=False, style="concat", seqlen=32)
     raw.pack(tmp_path / "p")
-    reference = raw._subset(np.flatnonzero((raw.documents.doc_class == 1) & (raw.documents.doc_size > 8)))
+    reference = raw.subset(np.flatnonzero((raw.documents.doc_class == 1) & (raw.documents.doc_size > 8)))
     expected = reference.fetch_numpy(np.arange(len(reference)))["input_array"]
     copy = tmp_path / "moved"
     shutil.move(corpus_dir, copy)  # the sources are gone
@@ -161,7 +166,7 @@ def test_cache_clear_only_removes_its_own_artefacts(corpus_dir, tmp_path):
 
 def test_header_rules_are_part_of_the_cache_key(corpus_dir, tmp_path, monkeypatch):
     first = Consumer(corpus_dir, cache_dir=tmp_path / "c")
-    monkeypatch.setattr(consumer_module, "HEADER_RULES_VERSION", 999)
+    monkeypatch.setattr(build_module, "HEADER_RULES_VERSION", 999)
     assert Consumer(corpus_dir, cache_dir=tmp_path / "c").build_info["key"] != first.build_info["key"]
 
 
@@ -194,7 +199,7 @@ def test_token_budget_counts_the_cls_column(corpus_dir):
     ds = Consumer(corpus_dir, metadata=None, cache_dir=False, seqlen=300, long_files="windows")
     ds.set_unsupervised_mode(add_cls=True)
     ds.create_token_batches(max_tokens=1024)
-    for _ in range(ds._batcher.batches_per_epoch):
+    for _ in range(len(ds.batches(0))):
         out = ds.get_next_batch(["input_array"])["input_array"]
         assert out.shape[0] * out.shape[1] <= 1024
 

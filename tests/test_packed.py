@@ -17,7 +17,7 @@ import pytest
 from consumer import Consumer
 from consumer.errors import FileChangedError, FormatError, InputError
 from consumer.formats import IndexedReader, read_pbin
-from consumer.packed import inspect_packed, merge_packed, open_packed, pack, read_sidecar
+from consumer import inspect_packed, merge_packed, open_packed, read_sidecar
 
 from .conftest import write_corpus
 
@@ -102,7 +102,7 @@ def test_dtypes_follow_the_vocabulary(tmp_path: Path) -> None:
 
 def test_repack_of_a_packed_dataset_is_byte_identical(tmp_path: Path, corpus) -> None:
     Consumer(corpus, n_bytes=3).pack(str(tmp_path / "a"))
-    pack(Consumer.from_packed(str(tmp_path / "a")), str(tmp_path / "b"), chunk_tokens=100)
+    Consumer.from_packed(str(tmp_path / "a")).pack(str(tmp_path / "b"), chunk_tokens=100)
     for suffix in (".bin", ".idx"):
         assert (tmp_path / f"a{suffix}").read_bytes() == (tmp_path / f"b{suffix}").read_bytes()
 
@@ -111,7 +111,7 @@ def test_chunk_size_does_not_change_the_store(tmp_path: Path, corpus) -> None:
     ds = Consumer(corpus, n_bytes=2, metadata="file")
     for fmt, suffix in (("megatron", ".bin"), ("modalities", ".pbin")):
         ds.pack(str(tmp_path / "big"), format=fmt)
-        pack(ds, str(tmp_path / "tiny"), format=fmt, chunk_tokens=1)  # one document per call
+        ds.pack(str(tmp_path / "tiny"), format=fmt, chunk_tokens=1)  # one document per call
         assert (tmp_path / f"big{suffix}").read_bytes() == (tmp_path / f"tiny{suffix}").read_bytes()
 
 
@@ -165,7 +165,7 @@ def test_pack_arguments_are_checked(tmp_path: Path, corpus) -> None:
     with pytest.raises(InputError, match="format must be one of"):
         ds.pack(str(tmp_path / "s"), format="arrow")
     with pytest.raises(InputError, match="chunk_tokens"):
-        pack(ds, str(tmp_path / "nowhere" / "s"), chunk_tokens=0)
+        ds.pack(str(tmp_path / "nowhere" / "s"), chunk_tokens=0)
     assert os.listdir(tmp_path) == ["data"]  # nothing written, no directory created for bad arguments
     (tmp_path / "afile").write_text("x")
     with pytest.raises(InputError, match="directory does not exist"):
@@ -382,7 +382,7 @@ def test_table_refuses_pickles(store: str) -> None:
 
 KILL_SCRIPT = textwrap.dedent("""
     import sys, time
-    import consumer.packed as P
+    import consumer.packed.write as P
     from consumer import Consumer
     slow_read = P.read_segments
     def read_segments(*args, **kwargs):
@@ -390,7 +390,7 @@ KILL_SCRIPT = textwrap.dedent("""
         return slow_read(*args, **kwargs)
     P.read_segments = read_segments
     ds = Consumer(sys.argv[1], style="concat", n_bytes=2, seqlen=64, metadata=None)
-    P.pack(ds, sys.argv[2], format=sys.argv[3], chunk_tokens=1)
+    ds.pack(sys.argv[2], format=sys.argv[3], chunk_tokens=1)
 """)
 
 
@@ -434,7 +434,7 @@ def test_failed_pack_cleans_up_and_keeps_the_old_store(tmp_path: Path) -> None:
     os.truncate(fps["a"][3], 5)  # the file shrank after the build: the reader notices mid-pack
     for fmt in ("megatron", "modalities"):
         with pytest.raises(FileChangedError):
-            pack(ds, prefix, format=fmt, chunk_tokens=10)
+            ds.pack(prefix, format=fmt, chunk_tokens=10)
     assert {p: Path(p).read_bytes() for p in store_files(prefix)} == before
     assert sorted(os.listdir(tmp_path)) == ["data"] + sorted(os.path.basename(p) for p in before)
     assert len(Consumer.from_packed(prefix).files) == 4

@@ -1,65 +1,71 @@
 """On-disk formats and reference algorithms of other training frameworks (pure numpy, no engine imports).
 
-Each module does one job and opens with its byte layout or algorithm in the docstring
-(spec: ``reference/formats.md``):
+Each module does one job and opens with its byte layout or algorithm in the docstring:
 
 - :mod:`consumer.formats.mmidx` -- Megatron / fairseq ``MMIDIDX`` ``.idx/.bin`` reader, writer, merge;
 - :mod:`consumer.formats.megatron_sampling` -- Megatron GPT document / sample / shuffle indices;
 - :mod:`consumer.formats.fairseq_batching` -- fairseq ``batch_by_size``;
 - :mod:`consumer.formats.pbin` -- Modalities ``.pbin`` reader / writer (safe index unpickling).
+
+The names below are loaded on first use (``from consumer.formats import IndexedReader`` imports only
+``mmidx``), so ``import consumer`` does not pay for formats it never touches.
 """
 
-from .fairseq_batching import batch_by_size
-from .megatron_sampling import (
-    build_document_index,
-    build_gpt_indices,
-    build_sample_index,
-    build_shuffle_index,
-    num_epochs_for,
-    num_samples_before_last_epoch,
-    sample_index_dtype,
-    separate_last_epoch_for,
-    shuffle_index_dtype,
-)
-from .mmidx import (
-    FAIRSEQ,
-    MEGATRON,
-    IndexedReader,
-    IndexedWriter,
-    MMIndex,
-    merge,
-    optimal_dtype,
-    read_index,
-    write_fairseq,
-)
-from .pbin import PbinFile, load_index_pickle, read_pbin, write_pbin
+from __future__ import annotations
 
-__all__ = [
-    # mmidx
-    "FAIRSEQ",
-    "MEGATRON",
-    "IndexedReader",
-    "IndexedWriter",
-    "MMIndex",
-    "merge",
-    "optimal_dtype",
-    "read_index",
-    "write_fairseq",
-    # megatron_sampling
-    "build_document_index",
-    "build_gpt_indices",
-    "build_sample_index",
-    "build_shuffle_index",
-    "num_epochs_for",
-    "num_samples_before_last_epoch",
-    "sample_index_dtype",
-    "separate_last_epoch_for",
-    "shuffle_index_dtype",
-    # fairseq_batching
-    "batch_by_size",
-    # pbin
-    "PbinFile",
-    "load_index_pickle",
-    "read_pbin",
-    "write_pbin",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .fairseq_batching import batch_by_size
+    from .megatron_sampling import (
+        build_document_index,
+        build_gpt_indices,
+        build_sample_index,
+        build_shuffle_index,
+        num_epochs_for,
+        num_samples_before_last_epoch,
+        sample_index_dtype,
+        separate_last_epoch_for,
+        shuffle_index_dtype,
+    )
+    from .mmidx import (
+        FAIRSEQ,
+        MEGATRON,
+        IndexedReader,
+        IndexedWriter,
+        MMIndex,
+        copy_ranges,
+        merge,
+        optimal_dtype,
+        read_index,
+        write_fairseq,
+    )
+    from .pbin import PbinFile, load_index_pickle, read_pbin, write_pbin
+
+_HOMES = {
+    "mmidx": ("FAIRSEQ", "MEGATRON", "IndexedReader", "IndexedWriter", "MMIndex", "copy_ranges", "merge",
+              "optimal_dtype", "read_index", "write_fairseq"),
+    "megatron_sampling": ("build_document_index", "build_gpt_indices", "build_sample_index", "build_shuffle_index",
+                          "num_epochs_for", "num_samples_before_last_epoch", "sample_index_dtype",
+                          "separate_last_epoch_for", "shuffle_index_dtype"),
+    "fairseq_batching": ("batch_by_size",),
+    "pbin": ("PbinFile", "load_index_pickle", "read_pbin", "write_pbin"),
+}
+_WHERE = {name: module for module, names in _HOMES.items() for name in names}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    """Load the module that defines ``name`` on first use (PEP 562)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'consumer.formats' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

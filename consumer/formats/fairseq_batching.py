@@ -1,4 +1,4 @@
-"""fairseq's ``batch_by_size``, re-implemented in numpy (spec: ``reference/formats.md`` §3.3).
+"""fairseq's ``batch_by_size``, re-implemented in numpy (the rule is stated below).
 
 Batches are contiguous runs of the ordered index list. Starting at ``start``, a batch takes the largest
 count ``c >= 1`` such that ``c <= max_sentences`` and the padding-aware cost
@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import InputError, short_repr
+from ..validate import int_vector, is_int
 
 __all__ = ["batch_by_size"]
 
@@ -27,7 +28,7 @@ def _limit(value: int | None, name: str) -> int:
     """None and values <= 0 mean unlimited (returned as 0)."""
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+    if not is_int(value):
         raise InputError(f"{name} must be an int or None, got {short_repr(value)}")
     return max(int(value), 0)
 
@@ -62,22 +63,17 @@ def batch_by_size(
     ``num_tokens_vec``). Returns a list of int64 arrays. Raises InputError when a single item is
     longer than ``max_tokens`` (fairseq asserts) or when the inputs do not line up.
     """
-    idx = np.asarray(indices)
-    tok = np.asarray(num_tokens)
-    for arr, name in ((idx, "indices"), (tok, "num_tokens")):
-        if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
-            raise InputError(f"{name} must be a 1-D integer array, got {short_repr(arr.tolist())}")
+    idx = int_vector("indices", indices)
+    tok = int_vector("num_tokens", num_tokens)
     if idx.shape != tok.shape:
         raise InputError(f"num_tokens must have one entry per index: expected {idx.shape[0]}, got {tok.shape[0]}")
-    idx = idx.astype(np.int64, copy=False)
-    tok = tok.astype(np.int64, copy=False)
     if tok.size and int(tok.min()) < 0:
         j = int(np.argmin(tok))
         raise InputError(f"num_tokens[{j}] (index {int(idx[j])}): expected >= 0, got {int(tok[j])}")
     limit_tokens = _limit(max_tokens, "max_tokens")
     limit_sentences = _limit(max_sentences, "max_sentences")
     mult = required_batch_size_multiple
-    if isinstance(mult, bool) or not isinstance(mult, int | np.integer) or mult < 1:
+    if not is_int(mult) or mult < 1:
         raise InputError(f"required_batch_size_multiple must be an int >= 1, got {short_repr(mult)}")
     if limit_tokens and tok.size and int(tok.max()) > limit_tokens:
         j = int(np.argmax(tok > limit_tokens))

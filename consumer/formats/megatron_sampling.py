@@ -1,4 +1,4 @@
-"""Megatron GPT sampling, re-implemented exactly in numpy (spec: ``reference/formats.md`` §2.2-2.6).
+"""Megatron GPT sampling, re-implemented exactly in numpy (the algorithms are stated below).
 
 Three arrays describe a GPT dataset split:
 

@@ -1,6 +1,6 @@
 """Megatron / fairseq ``MMIDIDX`` indexed datasets: ``prefix.idx`` + ``prefix.bin``.
 
-Byte layout (all integers little-endian; spec: ``reference/formats.md`` §1)
+Byte layout (all integers little-endian)
 ==========================================================================
 
 ``prefix.bin``: the token arrays of every sequence, back to back, in the index dtype, little-endian.
@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import array
 import os
-import secrets
 import shutil
 import struct
 from dataclasses import dataclass
@@ -61,7 +60,8 @@ from typing import IO, Iterable, Iterator, Sequence
 import numpy as np
 
 from ..errors import FormatError, InputError, SampleIndexError, short_repr
-from ..fileio import fsync_dir, stat_regular
+from ..fileio import discard, fsync_dir, open_temp, stat_regular
+from ..validate import int_vector, is_int
 
 __all__ = [
     "MAGIC",
@@ -349,13 +349,6 @@ def read_index(idx_path: str | os.PathLike[str], *, multimodal: bool = False) ->
 # ------------------------------------------------------------------------------------------ reader
 
 
-def _as_int64(values: object, name: str) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
-        raise InputError(f"{name} must be a 1-D integer array, got {short_repr(values)}")
-    return arr.astype(np.int64, copy=False)
-
-
 class IndexedReader:
     """Read-only, validated, zero-copy access to ``prefix.idx`` + ``prefix.bin`` (either flavour).
 
@@ -429,7 +422,7 @@ class IndexedReader:
     # -- single access ---------------------------------------------------------------------------
     def _check_seq(self, i: int) -> int:
         n = len(self)
-        if isinstance(i, bool) or not isinstance(i, int | np.integer):
+        if not is_int(i):
             raise InputError(f"sequence index i must be an int, got {short_repr(i)}")
         if not 0 <= i < n:
             raise SampleIndexError(f"sequence index i: expected 0 <= i < {n}, got {i}")
@@ -459,7 +452,7 @@ class IndexedReader:
     def document(self, d: int) -> list[np.ndarray]:
         """The sequences of document ``d`` (views)."""
         count = self.index.document_count
-        if isinstance(d, bool) or not isinstance(d, int | np.integer) or not 0 <= d < count:
+        if not is_int(d) or not 0 <= d < count:
             raise SampleIndexError(f"document index d: expected 0 <= d < {count}, got {short_repr(d)}")
         lo, hi = int(self.document_indices[d]), int(self.document_indices[d + 1])
         return [self.get(i) for i in range(lo, hi)]
@@ -482,10 +475,10 @@ class IndexedReader:
         Everything is validated (vectorised) before anything is written; no Python work per token.
         """
         flat = self._check_out(out)
-        seq = _as_int64(seq_ids, "seq_ids")
-        off = _as_int64(offsets, "offsets")
-        cnt = _as_int64(lengths, "lengths")
-        dst = _as_int64(dest, "dest")
+        seq = int_vector("seq_ids", seq_ids)
+        off = int_vector("offsets", offsets)
+        cnt = int_vector("lengths", lengths)
+        dst = int_vector("dest", dest)
         if not (seq.shape == off.shape == cnt.shape == dst.shape):
             raise InputError(
                 f"seq_ids, offsets, lengths, dest must have the same length, got "
@@ -494,11 +487,7 @@ class IndexedReader:
         if seq.size == 0:
             return
         self._check_ranges(seq, off, cnt, dst, flat.shape[0])
-        src = self._starts[seq] + off
-        if int(cnt.sum()) >= 64 * seq.size:  # long ranges: one memcpy-like slice copy per range
-            _copy_ranges_loop(flat, self._tokens, src, cnt, dst)
-        else:  # many short ranges: one vectorised gather
-            _copy_ranges_gather(flat, self._tokens, src, cnt, dst)
+        copy_ranges(flat, self._tokens, self._starts[seq] + off, cnt, dst)
 
     def _check_out(self, out: np.ndarray) -> np.ndarray:
         if not isinstance(out, np.ndarray):
@@ -532,6 +521,19 @@ class IndexedReader:
                 f"dest[{r}]: expected 0 <= dest and dest + length <= out.size = {size}, "
                 f"got dest={int(dst[r])}, length={int(cnt[r])}"
             )
+
+
+def copy_ranges(out: np.ndarray, tokens: np.ndarray, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray) -> None:
+    """Copy ``tokens[src[r] : src[r] + cnt[r]]`` to ``out[dst[r] : dst[r] + cnt[r]]`` for every range ``r``.
+
+    ``out`` and ``tokens`` are 1-D; nothing is checked (callers validate). Long ranges (64 tokens or
+    more on average) take one memcpy-like slice copy each; many short ranges one vectorised gather.
+    The engine's packed reads and :meth:`IndexedReader.read_into` both use it.
+    """
+    if int(cnt.sum()) >= 64 * cnt.size:
+        _copy_ranges_loop(out, tokens, src, cnt, dst)
+    else:
+        _copy_ranges_gather(out, tokens, src, cnt, dst)
 
 
 def _copy_ranges_loop(out: np.ndarray, tokens: np.ndarray, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray) -> None:
@@ -588,7 +590,9 @@ class IndexedWriter:
     appends another index's sequences and documents (same dtype required) by copying its ``.bin``.
     Data goes to temporary files in the target directory; :meth:`finalize` fsyncs them and renames
     ``.bin`` then ``.idx`` into place. Used as a context manager, a clean exit finalizes and an
-    exception removes the temporary files (nothing at the final paths is touched).
+    exception removes the temporary files (nothing at the final paths is touched). ``atomic=False``
+    writes the final paths directly (created exclusively), for callers that write under a temporary
+    prefix of their own and commit the whole store at once (so nothing is renamed twice).
 
     ``flavour="fairseq"`` writes the fairseq ``.idx`` (no document index; codes 9/10 allowed).
     ``multimodal=True`` (Megatron flavour only) also stores one int8 mode per sequence.
@@ -601,6 +605,7 @@ class IndexedWriter:
         *,
         flavour: str = MEGATRON,
         multimodal: bool = False,
+        atomic: bool = True,
     ) -> None:
         if flavour not in (MEGATRON, FAIRSEQ):
             raise InputError(f"flavour must be one of {MEGATRON!r}, {FAIRSEQ!r}, got {short_repr(flavour)}")
@@ -618,23 +623,18 @@ class IndexedWriter:
         self._lengths = array.array("q")
         self._doc_idx = array.array("q", [0])
         self._modes = array.array("b")
-        self._bin_tmp, self._bin = self._open_temp(self._bin_path)
+        self.atomic = atomic
+        self._bin_tmp, self._bin = self._open_output(self._bin_path)
         self._state = "open"
 
-    @staticmethod
-    def _open_temp(final: Path) -> tuple[Path, IO[bytes]]:
-        directory = final.parent if str(final.parent) else Path(".")
-        if not directory.is_dir():
-            raise InputError(f"prefix: directory does not exist: {directory}")
-        # Not tempfile.mkstemp: its 0600 mode would survive the rename; O_EXCL + the umask instead.
-        for _ in range(100):
-            name = directory / f"{final.name}.{secrets.token_hex(6)}.tmp"
-            try:
-                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            except FileExistsError:
-                continue
-            return name, os.fdopen(fd, "wb")
-        raise InputError(f"prefix: could not create a temporary file next to {final}")
+    def _open_output(self, final: Path) -> tuple[Path, IO[bytes]]:
+        """A temporary file for ``final`` (atomic), or ``final`` itself created exclusively."""
+        if self.atomic:
+            return open_temp(final, "prefix")
+        if not (final.parent if str(final.parent) else Path(".")).is_dir():
+            raise InputError(f"prefix: directory does not exist: {str(final.parent)!r}")
+        return final, open(final, "xb")
+
 
     def _require_open(self) -> None:
         if self._state != "open":
@@ -671,7 +671,7 @@ class IndexedWriter:
         if lengths is None:
             lens = np.array([arr.shape[0]], dtype=np.int64)
         else:
-            lens = _as_int64(lengths, "lengths")
+            lens = int_vector("lengths", lengths)
             if lens.size and (int(lens.min()) < 0 or int(lens.max()) > _INT32_MAX):
                 raise InputError(f"lengths: expected values in [0, {_INT32_MAX}], got {short_repr(lens.tolist())}")
             if int(lens.sum()) != arr.shape[0]:
@@ -681,7 +681,7 @@ class IndexedWriter:
                 )
         if arr.shape[0] > _INT32_MAX and lengths is None:
             raise InputError(f"tokens: a sequence holds at most {_INT32_MAX} tokens, got {arr.shape[0]}")
-        mode_arr = np.zeros(lens.shape[0], dtype=np.int64) if modes is None else _as_int64(modes, "modes")
+        mode_arr = np.zeros(lens.shape[0], dtype=np.int64) if modes is None else int_vector("modes", modes)
         if self.multimodal:
             _check_modes(mode_arr, lens.shape[0])
         self._bin.write(arr.data)
@@ -738,17 +738,18 @@ class IndexedWriter:
             self._bin.flush()
             os.fsync(self._bin.fileno())
             self._bin.close()
-            idx_tmp, idx_file = self._open_temp(self._idx_path)
+            idx_tmp, idx_file = self._open_output(self._idx_path)
             self._idx_tmp = idx_tmp
             with idx_file:
                 idx_file.write(self._index_bytes())
                 idx_file.flush()
                 os.fsync(idx_file.fileno())
-            if self._idx_path.exists():  # never leave a stale .idx next to a new .bin
-                os.unlink(self._idx_path)
-            os.replace(self._bin_tmp, self._bin_path)
-            os.replace(idx_tmp, self._idx_path)
-            fsync_dir(self._idx_path.parent if str(self._idx_path.parent) else Path("."))
+            if self.atomic:
+                if self._idx_path.exists():  # never leave a stale .idx next to a new .bin
+                    os.unlink(self._idx_path)
+                os.replace(self._bin_tmp, self._bin_path)
+                os.replace(idx_tmp, self._idx_path)
+                fsync_dir(self._idx_path.parent if str(self._idx_path.parent) else Path("."))
         except BaseException:
             self.abort()
             raise
@@ -761,11 +762,7 @@ class IndexedWriter:
         if not self._bin.closed:
             self._bin.close()
         for tmp in (self._bin_tmp, getattr(self, "_idx_tmp", None)):
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
+            discard(tmp)
         if self._state != "finalized":
             self._state = "aborted"
 
@@ -805,14 +802,16 @@ def write_fairseq(
             writer.add_item(tokens)
 
 
-def merge(prefixes: Sequence[str | os.PathLike[str]], out_prefix: str | os.PathLike[str]) -> None:
+def merge(prefixes: Sequence[str | os.PathLike[str]], out_prefix: str | os.PathLike[str], *,
+          atomic: bool = True) -> None:
     """Concatenate indexed datasets (either flavour, same dtype) into one Megatron-flavoured store.
 
     Pointers are recomputed; document boundaries are kept (fairseq inputs: one document per sequence).
+    ``atomic`` as for :class:`IndexedWriter`.
     """
     if isinstance(prefixes, str | os.PathLike) or len(prefixes) == 0:
         raise InputError(f"prefixes must be a non-empty list of prefixes, got {short_repr(prefixes)}")
     dtype = IndexedReader(prefixes[0]).dtype
-    with IndexedWriter(out_prefix, dtype) as writer:
+    with IndexedWriter(out_prefix, dtype, atomic=atomic) as writer:
         for prefix in prefixes:
             writer.add_index(prefix)

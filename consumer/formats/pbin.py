@@ -1,4 +1,4 @@
-"""Modalities packed data ``.pbin`` (spec: ``reference/formats.md`` §4.1, §4.2, §5).
+"""Modalities packed data ``.pbin``: the byte layout below, the reader and the writer.
 
 Byte layout (current format, Modalities >= 2024-06-25)::
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 import io
 import os
 import pickle
-import secrets
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,8 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import FormatError, InputError, SampleIndexError, short_repr
-from ..fileio import stat_regular
+from ..fileio import discard, open_temp, stat_regular
+from ..validate import is_int
 
 __all__ = ["HEADER_SIZE", "TOKEN_WIDTHS", "PbinFile", "read_pbin", "write_pbin", "load_index_pickle"]
 
@@ -176,7 +176,7 @@ class PbinFile:
 
     def __getitem__(self, i: int) -> np.ndarray:
         n = len(self)
-        if isinstance(i, bool) or not isinstance(i, int | np.integer):
+        if not is_int(i):
             raise InputError(f"document index i must be an int, got {short_repr(i)}")
         if not -n <= i < n:
             raise SampleIndexError(f"document index i: expected -{n} <= i < {n}, got {i}")
@@ -247,23 +247,27 @@ def _as_tokens(tokens: object, width: int, i: int) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=_DTYPES[width])
 
 
-def write_pbin(path: str | os.PathLike[str], documents: Iterable[object], token_size_in_bytes: int) -> int:
+def write_pbin(path: str | os.PathLike[str], documents: Iterable[object], token_size_in_bytes: int,
+               *, atomic: bool = True) -> int:
     """Write ``documents`` (integer arrays) as a current-format ``.pbin``, atomically; returns data_len.
 
     Streams to a temporary file next to ``path`` (header, data, protocol-4 pickle index), patches
     data_len, fsyncs and renames over ``path``. Empty documents are kept as zero-length entries.
+    ``atomic=False`` writes ``path`` itself (created exclusively), for callers that commit a whole
+    store written under a temporary prefix.
     """
     width = token_size_in_bytes
     if isinstance(width, bool) or width not in TOKEN_WIDTHS:
         raise InputError(f"token_size_in_bytes must be one of {list(TOKEN_WIDTHS)}, got {short_repr(width)}")
     final = Path(path)
-    directory = final.parent if str(final.parent) else Path(".")
-    if not directory.is_dir():
-        raise InputError(f"path: directory does not exist: {directory}")
-    tmp = directory / f"{final.name}.{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    if atomic:
+        tmp, out = open_temp(final, "path")
+    else:
+        if not (final.parent if str(final.parent) else Path(".")).is_dir():
+            raise InputError(f"path: directory does not exist: {str(final.parent)!r}")
+        tmp, out = final, open(final, "xb")
     try:
-        with os.fdopen(fd, "wb") as f:
+        with out as f:
             f.write(struct.pack("<QI", 0, width))
             index: list[tuple[int, int]] = []
             offset = 0
@@ -277,11 +281,9 @@ def write_pbin(path: str | os.PathLike[str], documents: Iterable[object], token_
             f.write(struct.pack("<Q", offset))
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, final)
+        if atomic:
+            os.replace(tmp, final)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        discard(tmp)
         raise
     return offset

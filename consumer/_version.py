@@ -1,0 +1,3 @@
+"""The package version (one home: ``pyproject.toml`` reads it from here)."""
+
+__version__ = "0.2.0"

@@ -1,0 +1,181 @@
+"""The build pipeline: every way of making a dataset ends in one :class:`Built` value.
+
+``fps --normalise--> Corpus --stat--> file table --catalog/libmagic--> headers --> DocumentTable
+--sampling--> SampleIndex``, with the index cache in front (a hit skips libmagic, the documents and
+the index). The constructors of :class:`~consumer.Consumer` each call one function here and then
+attach the result; none of them sets state by hand:
+
+- :func:`build` — ``Consumer(fps, ...)``: files on disk, through the catalog and the index cache;
+- :func:`build_packed` — ``Consumer.from_packed(prefix, ...)``: a packed store's documents;
+- :func:`build_subset` — ``ds.where(...)``, ``ds.subset(...)``: some of a dataset's files, same tokens;
+- :func:`build_from_dict` — ``Consumer.from_dict(...)``: the dataset a ``get_dict(include_files=True)`` describes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._version import __version__
+from .cache import cache_key, check_cache_dir, file_table_sha256, load_entry, save_entry
+from .catalog import CATALOG_NAME, Catalog
+from .documents import DocumentTable, build_documents
+from .errors import FileChangedError, InputError, short_repr
+from .filemeta import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from, libmagic_version
+from .index import SampleIndex
+from .ir import ClassFiles, Corpus, normalise, stat_files
+from .spec import Metadata, Spec, check_class_to_id
+from .vocab import Vocab
+
+__all__ = ["Built", "build", "build_packed", "build_subset", "build_from_dict", "files_listing"]
+
+_DOC_ARRAYS = ("doc_class", "doc_size", "doc_header", "header_ptr", "header_tok")
+_INDEX_ARRAYS = ("seg_ptr", "seg_doc", "seg_start", "seg_len", "seg_col", "sample_class", "class_ptr")
+
+
+@dataclass
+class Built:
+    """A built dataset: resolved settings, corpus, documents, sample index, and how it was made.
+
+    ``info`` is ``Consumer.build_info``: ``cache`` ("hit", "miss", "off", "packed", "subset"), ``key``,
+    ``libmagic_calls``, ``seconds``. ``catalog`` is the catalog a build opened (reused by SQL), if any.
+    """
+
+    spec: Spec
+    corpus: Corpus
+    documents: DocumentTable
+    index: SampleIndex
+    cache_root: str | None
+    info: dict
+    catalog: Catalog | None = None
+
+
+def _index(spec: Spec, documents: DocumentTable, n_classes: int) -> SampleIndex:
+    return spec.sampling.build(documents.doc_len, documents.doc_class, n_classes, style=spec.style,
+                               seqlen=spec.seqlen, long_files=spec.long_files, seed=spec.seed)
+
+
+def _resolved(spec: Spec, index: SampleIndex, classes: list[str]) -> Spec:
+    return spec.replace(resolved_seqlen=index.seqlen, class_to_id=check_class_to_id(spec.class_to_id, classes))
+
+
+def _info(cache: str, key: str | None, magic_calls: int, t0: float) -> dict:
+    return {"cache": cache, "key": key, "libmagic_calls": magic_calls, "seconds": time.perf_counter() - t0}
+
+
+def build(fps: Any, spec: Spec, *, cache_dir: Any = None, verbose: bool = False) -> Built:
+    """Normalise ``fps``, stat every file, then load the sample index from the cache or build it (catalog,
+    libmagic on new or changed files only, documents, index) and cache it."""
+    t0 = time.perf_counter()
+    cache_root = check_cache_dir(cache_dir)
+    corpus = normalise(fps)
+    classes = corpus.class_names
+    spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, classes))
+    paths, cls_list = corpus.flat()
+    cls = np.asarray(cls_list, dtype=np.int64)
+    sizes, mtimes = stat_files(paths)
+    vocab = Vocab(spec.n_bytes)
+    key = None
+    if cache_root and not callable(spec.metadata):
+        key = cache_key({**spec.key_dict(), "max_header_bytes": MAX_HEADER_BYTES, "header_rules": HEADER_RULES_VERSION,
+                         "consumer_version": __version__, "classes": classes,
+                         "libmagic": libmagic_version() if spec.metadata else None,
+                         "files_sha256": file_table_sha256(paths, cls, sizes, mtimes)})
+    entry = load_entry(cache_root, key) if cache_root and key else None
+    if entry is not None:
+        arrays, desc = entry
+        documents = DocumentTable(
+            vocab=vocab, paths=paths, doc_class=arrays["doc_class"], doc_size=arrays["doc_size"],
+            doc_header=arrays["doc_header"], headers=desc["headers"], header_ptr=arrays["header_ptr"],
+            header_tok=arrays["header_tok"], with_header=spec.with_header, doc_mtime=mtimes)
+        index = SampleIndex(seqlen=int(desc["seqlen"]), **{k: arrays[k] for k in _INDEX_ARRAYS})
+        return Built(_resolved(spec, index, classes), corpus, documents, index, cache_root,
+                     _info("hit", key, 0, t0))
+    catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
+    want = {"file": ("description",), "mime": ("mime",)}.get(spec.metadata, ()) \
+        if isinstance(spec.metadata, str) else ()
+    descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose)
+    headers = headers_from(spec.metadata, paths, descriptions, mimes)
+    documents = build_documents(paths, cls, sizes, headers, vocab, with_header=spec.with_header, mtimes=mtimes)
+    index = _index(spec, documents, len(classes))
+    spec = _resolved(spec, index, classes)
+    if cache_root and key:
+        save_entry(cache_root, key, {**{k: getattr(documents, k) for k in _DOC_ARRAYS},
+                                     **{k: getattr(index, k) for k in _INDEX_ARRAYS}},
+                   {"spec": spec.key_dict(), "seqlen": index.seqlen, "headers": documents.headers,
+                    "files": len(documents), "samples": len(index)})
+    return Built(spec, corpus, documents, index, cache_root, _info("miss" if key else "off", key,
+                                                                    catalog.magic_calls, t0), catalog)
+
+
+def build_packed(prefix: Any, spec: Spec) -> Built:
+    """A dataset over the packed store at ``prefix``: its documents (tokens memory-mapped), the store's
+    ``n_bytes`` and header mode, ``spec.class_to_id`` or the store's."""
+    from .packed.open import open_store  # noqa: PLC0415  (the store modules load only when used)
+
+    t0 = time.perf_counter()
+    store, corpus, documents, metadata = open_store(prefix)
+    spec = spec.replace(n_bytes=store.vocab.n_bytes, metadata=metadata,
+                        class_to_id=store.sidecar["class_to_id"] if spec.class_to_id is None else spec.class_to_id)
+    spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, corpus.class_names))
+    index = _index(spec, documents, len(corpus.classes))
+    return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, None,
+                 _info("packed", None, 0, t0))
+
+
+def build_subset(parent: Built, file_ids: np.ndarray, catalog: Catalog | None = None) -> Built:
+    """A dataset over some of ``parent``'s files (sorted, unique ids): same settings and row width, the
+    same tokens (nothing is re-read or re-described), its own sample index. It shares ``catalog`` (the
+    parent's open catalog) if given."""
+    t0 = time.perf_counter()
+    docs = parent.documents
+    kept = np.unique(docs.doc_class[file_ids])
+    new_class = np.full(len(parent.corpus.classes), -1, dtype=np.int64)
+    new_class[kept] = np.arange(kept.size)
+    names = parent.corpus.class_names
+    paths = [docs.paths[i] for i in file_ids.tolist()]
+    owner = docs.doc_class[file_ids].tolist()
+    corpus = Corpus(classes=tuple(ClassFiles(name=names[c], paths=tuple(p for p, k in zip(paths, owner) if k == c))
+                                  for c in kept.tolist()), form=parent.corpus.form)
+    documents = docs.subset(file_ids, new_class)
+    spec = parent.spec.for_subset()
+    index = _index(spec, documents, len(corpus.classes))
+    return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, parent.cache_root,
+                 _info("subset", None, 0, t0), catalog or parent.catalog)
+
+
+def files_listing(documents: DocumentTable, classes: list[str]) -> list[list]:
+    """``[[path, size, class], ...]`` in corpus order (what ``get_dict(include_files=True)`` lists)."""
+    return [[p, int(s), classes[int(c)]] for p, s, c in zip(documents.paths, documents.doc_size, documents.doc_class)]
+
+
+def listing_sha256(listing: list[list]) -> str:
+    """The fingerprint of a file listing (``get_dict()["files_sha256"]``)."""
+    return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
+
+
+def build_from_dict(d: dict, *, cache_dir: Any = None, verbose: bool = False,
+                    metadata: Metadata | None = None) -> Built:
+    """The dataset a ``get_dict(include_files=True)`` (or its JSON) describes: the same files, classes and
+    settings, hence the same samples. FileChangedError when a file's size differs from the listing."""
+    if not isinstance(d, dict) or not isinstance(d.get("files"), list) or not d["files"]:
+        raise InputError("d must be a dict made by get_dict(include_files=True) (it lists the files), got "
+                         f"{short_repr(d)}")
+    grouped: dict[str, list[str]] = {}
+    for i, item in enumerate(d["files"]):
+        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[2], str)):
+            raise InputError(f"d['files'][{i}] must be [path, size, class], got {short_repr(item)}")
+        grouped.setdefault(item[2], []).append(item[0])
+    built = build(grouped, Spec.from_dict(d, metadata), cache_dir=cache_dir, verbose=verbose)
+    sizes = {p: s for p, s, _ in d["files"]}
+    docs = built.documents
+    for p, s in zip(docs.paths, docs.doc_size.tolist()):
+        if sizes.get(p) != s:
+            raise FileChangedError(f"{p!r}: size {s} bytes, the description says {sizes.get(p)}")
+    return built

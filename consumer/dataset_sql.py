@@ -1,0 +1,88 @@
+"""One dataset's SQL session: its catalog (opened when first needed) and its read-only ``files`` view.
+
+:class:`SQLSession` is what ``ds.sql()``, ``ds.where()`` and ``ds.catalog`` use. On the first query it
+brings the catalog rows of the dataset's files up to date for both libmagic columns (description and
+MIME type: a build computed only the one its headers needed), then opens a
+:class:`~consumer.sql.DatasetSQL` whose TEMP table holds the per-dataset facts (class, header,
+tokens, samples). A packed dataset never touches its source files: its rows come from the store's
+file table and headers, in an in-memory catalog.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import numpy as np
+
+from .catalog import CATALOG_NAME, Catalog, display_path, path_key
+from .documents import DocumentTable
+from .index import SampleIndex
+from .sql import DatasetSQL, Rows
+
+__all__ = ["SQLSession"]
+
+
+def _view_rows(docs: DocumentTable, index: SampleIndex, classes: list[str], class_to_id: dict[str, int]):
+    """A factory of the per-file rows of the SQL view (no reference back to the dataset)."""
+    per_doc_samples = np.bincount(index.seg_doc, minlength=len(docs))
+
+    def rows() -> Iterator[tuple]:
+        for i, (c, t, n) in enumerate(zip(docs.doc_class.tolist(), docs.doc_len.tolist(), per_doc_samples.tolist())):
+            path = docs.paths[i]
+            yield (i, path_key(path), display_path(path), classes[c], class_to_id[classes[c]], docs.header_text(i), t, n)
+
+    return rows
+
+
+class SQLSession:
+    """The catalog and the ``files`` view of one dataset (see the module docstring)."""
+
+    def __init__(self, documents: DocumentTable, index: SampleIndex, classes: list[str], class_to_id: dict[str, int],
+                 metadata: str | None, cache_root: str | None, catalog: Catalog | None = None):
+        self.documents = documents
+        self.index = index
+        self.classes = classes
+        self.class_to_id = class_to_id
+        self.metadata = metadata  # the header mode's name ("file", "mime", None or "callable")
+        self.cache_root = cache_root
+        self._catalog = catalog
+        self._sql: DatasetSQL | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        """The file catalog (SQLite under the cache directory, or in memory)."""
+        if self._catalog is None:
+            self._catalog = Catalog(os.path.join(self.cache_root, CATALOG_NAME) if self.cache_root else None)
+        return self._catalog
+
+    def query(self, statement: str, params=()) -> Rows:
+        """Run one read-only statement over the ``files`` view."""
+        if self._sql is None:
+            docs = self.documents
+            if docs.packed is not None:
+                self._catalog = Catalog(None)
+                headers = [docs.header_text(i) for i in range(len(docs))]
+                self._catalog.insert(docs.paths, docs.doc_size, docs.doc_mtime,
+                                     headers if self.metadata == "file" else None,
+                                     headers if self.metadata == "mime" else None)
+            else:
+                self.catalog.sync(docs.paths, docs.doc_size, docs.doc_mtime, want=("description", "mime"))
+            catalog = self.catalog
+            self._sql = DatasetSQL(catalog.path, None if catalog.path else catalog.connection,
+                                   _view_rows(docs, self.index, self.classes, self.class_to_id))
+        return self._sql.query(statement, params)
+
+    @property
+    def open_catalog(self) -> Catalog | None:
+        """The catalog if it is open (a subset dataset shares it rather than opening its own)."""
+        return self._catalog
+
+    def close(self) -> None:
+        """Close the SQL and catalog connections (reopened lazily when needed again)."""
+        if self._sql is not None:
+            self._sql.close()
+            self._sql = None
+        if self._catalog is not None:
+            self._catalog.close()
+            self._catalog = None

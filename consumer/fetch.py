@@ -1,0 +1,63 @@
+"""Fetching: sample ids -> numpy columns (the read + collate-free half of ``ds[...]``).
+
+A :class:`Fetcher` owns what one dataset's fetches need — its documents, its sample index, the class
+id of each class, the seed of its masks — and nothing else: no torch (``collate`` turns the columns
+into tensors), no selection parsing (``select``), no batch order (``sampler``). It is cheap to build
+and holds no open resources.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .documents import DocumentTable
+from .errors import InputError, short_repr
+from .index import SampleIndex
+from .queries import MaskConfig, build_columns, columns_of, mask_rng, needs_masking
+from .reader import packed_runs, read_rows, read_segments
+from .validate import is_int
+
+__all__ = ["Fetcher"]
+
+
+class Fetcher:
+    """Reads batches of one dataset: ``fetch(ids, query)`` -> ``{column: numpy array}``."""
+
+    def __init__(self, documents: DocumentTable, index: SampleIndex, class_ids: np.ndarray, seed: int):
+        self.documents = documents
+        self.index = index
+        self.class_ids = class_ids  # class index -> class id (class_to_id)
+        self.seed = seed
+        self._runs: np.ndarray | None = None  # packed stores: per-sample contiguous ranges, made on first use
+
+    def fetch(self, sample_ids: np.ndarray, query=None, *, mask: MaskConfig, epoch: int = 0,
+              width: int | None = None) -> dict[str, np.ndarray]:
+        """The columns of ``query`` for ``sample_ids`` (int64, in order). ``epoch`` varies the masks;
+        ``width`` (>= the longest selected sample) narrows the rows from ``seqlen``."""
+        cols = columns_of(query)
+        n = len(self.index)
+        if sample_ids.size and (sample_ids.min() < 0 or sample_ids.max() >= n):
+            raise InputError(f"sample_ids must be in [0, {n}), got {short_repr(sample_ids.tolist())}")
+        if width is not None and sample_ids.size and int(self.index.sample_tokens()[sample_ids].max()) > width:
+            raise InputError(f"width={width} is narrower than the longest selected sample "
+                             f"({int(self.index.sample_tokens()[sample_ids].max())} tokens)")
+        masking = needs_masking(cols)
+        if self.documents.packed is not None and self._runs is None:
+            self._runs = packed_runs(self.index, self.documents)
+        tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking, runs=self._runs,
+                                    width=width)
+        first_seg = self.index.seg_ptr[sample_ids]
+        return build_columns(
+            cols, tokens, content, vocab=self.documents.vocab, cfg=mask,
+            rng_factory=lambda: mask_rng(self.seed, epoch, sample_ids), sample_ids=sample_ids,
+            sample_class_ids=self.class_ids[self.index.sample_class[sample_ids]],
+            file_id=self.index.seg_doc[first_seg], offset=self.index.seg_start[first_seg])
+
+    def document_tokens(self, file_id: int) -> np.ndarray:
+        """The whole token stream of one file: header, SEP, content, EOF."""
+        docs = self.documents
+        if not is_int(file_id) or not 0 <= file_id < len(docs):
+            raise InputError(f"file_id must be an int in [0, {len(docs)}), got {short_repr(file_id)}")
+        n = int(docs.doc_len[file_id])
+        zero = np.zeros(1, dtype=np.int64)
+        return read_segments(docs, (1, n), zero, zero, np.array([file_id]), zero, np.array([n]))[0][0]

@@ -1,0 +1,15 @@
+"""Packed token stores: every document of a corpus written once, then served from memory maps.
+
+Split by job: :mod:`~consumer.packed.layout` (the on-disk format: files, sidecar, file table, each
+read and written there), :mod:`~consumer.packed.write` (:func:`pack`, :func:`merge_packed`, one commit
+path) and :mod:`~consumer.packed.open` (:func:`open_packed`, :func:`inspect_packed`, :func:`read_sidecar`).
+"""
+
+from __future__ import annotations
+
+from .layout import FORMATS, StoreFormat, store_dtype
+from .open import inspect_packed, open_packed, read_sidecar
+from .write import merge_packed, pack
+
+__all__ = ["FORMATS", "StoreFormat", "store_dtype", "pack", "merge_packed", "open_packed", "inspect_packed",
+           "read_sidecar"]

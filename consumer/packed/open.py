@@ -1,0 +1,185 @@
+"""Opening packed stores: validate every file against the sidecar, serve the tokens from memory maps.
+
+:func:`open_packed` returns the corpus and a :class:`~consumer.documents.DocumentTable` whose ``packed``
+field holds the memory-mapped tokens (:class:`~consumer.documents.PackedTokens`); :func:`inspect_packed`
+summarises a store for ``consumer inspect``. The byte layout is in :mod:`consumer.packed.layout`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..documents import DocumentTable, PackedTokens, tokenise_headers
+from ..errors import FormatError, InputError, short_repr
+from ..ir import ClassFiles, Corpus
+from ..validate import check_int
+from ..vocab import Vocab, decode_ids
+from .layout import FORMATS, as_prefix, check_file_sizes, read_sidecar_file, read_table, store_dtype
+
+__all__ = ["open_packed", "open_store", "read_sidecar", "inspect_packed", "load_store", "Store"]
+
+
+@dataclass(eq=False)
+class Store:
+    """A validated store, arrays in store order."""
+
+    prefix: Path
+    sidecar: dict
+    fmt: str
+    vocab: Vocab
+    paths: list[str]
+    doc_class: np.ndarray   # int64 [D]
+    doc_size: np.ndarray    # int64 [D]
+    doc_header: np.ndarray  # int64 [D]
+    lengths: np.ndarray     # int64 [D] tokens per document, from the store's own index
+    starts: np.ndarray      # int64 [D] first token of each document in ``tokens``
+    tokens: np.ndarray
+
+
+def load_store(prefix: Any) -> Store:
+    """Open and check the store at ``prefix``: sidecar, file sizes, the format's index, the file table."""
+    path = as_prefix(prefix)
+    side = read_sidecar_file(path)
+    files = check_file_sizes(path, side)
+    fmt = side["store"]
+    tokens, starts, lengths = FORMATS[fmt].open(path, files, side, store_dtype(fmt, side["vocab_size"]),
+                                                side["documents"])
+    if int(lengths.sum()) != side["tokens"]:
+        raise FormatError(f"{path}: token count expected {side['tokens']} (sidecar 'tokens'), got "
+                          f"{int(lengths.sum())} in the store")
+    paths, doc_class, doc_size, doc_header = read_table(files["table"], side)
+    return Store(path, side, fmt, Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header,
+                 lengths, np.asarray(starts, dtype=np.int64), tokens)
+
+
+def _corpus_order(paths: list[str], doc_class: np.ndarray, classes: list[str], where: Path) -> np.ndarray:
+    """Permutation putting store documents into corpus order (class, then path); checks for duplicates."""
+    order = np.argsort(doc_class, kind="stable")
+    bounds = np.searchsorted(doc_class[order], np.arange(len(classes) + 1))
+    for c in range(len(classes)):
+        lo, hi = int(bounds[c]), int(bounds[c + 1])
+        if lo == hi:
+            raise FormatError(f"{where}: class {classes[c]!r}: expected at least one document, got none")
+        part = order[lo:hi]
+        sub = [paths[i] for i in part.tolist()]
+        perm = sorted(range(len(sub)), key=sub.__getitem__)  # O(n) on sorted runs (timsort)
+        order[lo:hi] = part[perm]
+    if len(set(paths)) != len(paths):
+        seen: set[str] = set()
+        dup = next(p for p in paths if p in seen or seen.add(p))
+        raise FormatError(f"{where}: file table: expected each path once, got {dup!r} more than once")
+    return order
+
+
+def _open(prefix: Any) -> tuple[Store, Corpus, DocumentTable]:
+    """The store, its corpus and its documents (corpus order, tokens memory-mapped)."""
+    store = load_store(prefix)
+    side = store.sidecar
+    classes: list[str] = side["classes"]
+    order = _corpus_order(store.paths, store.doc_class, classes, store.prefix)
+    paths = [store.paths[i] for i in order.tolist()]
+    doc_class = store.doc_class[order]
+    header_ptr, header_tok = tokenise_headers(side["headers"], store.vocab, side["with_header"])
+    docs = DocumentTable(
+        vocab=store.vocab, paths=paths, doc_class=doc_class, doc_size=store.doc_size[order],
+        doc_header=store.doc_header[order], headers=list(side["headers"]), header_ptr=header_ptr,
+        header_tok=header_tok, with_header=side["with_header"],
+        packed=PackedTokens(tokens=store.tokens, doc_ptr=store.starts[order], store=store.fmt,
+                            prefix=str(store.prefix)))
+    actual = store.lengths[order]
+    bad = docs.doc_len != actual
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise FormatError(
+            f"{store.prefix}: document {int(order[i])} of the store ({paths[i]!r}): length expected "
+            f"{int(docs.doc_len[i])} tokens (from its size {int(docs.doc_size[i])} bytes and header), got "
+            f"{int(actual[i])} in the store")
+    bounds = np.searchsorted(doc_class, np.arange(len(classes) + 1))
+    corpus = Corpus(classes=tuple(ClassFiles(name=c, paths=tuple(paths[int(bounds[k]):int(bounds[k + 1])]))
+                                  for k, c in enumerate(classes)), form="packed")
+    return store, corpus, docs
+
+
+def open_packed(prefix) -> tuple[Corpus, DocumentTable, str | None]:
+    """Open and validate the packed store at ``prefix``: ``(corpus, documents, metadata)``.
+
+    The format (``.bin/.idx`` or ``.pbin``) is the one the sidecar names, and its files must be present
+    with the exact sizes it recorded. Checked: sidecar fields, dtype, document count, one sequence per
+    document, the file table, and every document's length against the ``DocumentTable``'s ``doc_len``
+    (FormatError naming the first bad document, expected vs actual). ``corpus`` and ``documents`` are
+    in corpus order (classes by name, paths sorted) whatever the store order (merged stores), and
+    ``documents.packed`` holds zero-copy memory-mapped tokens (:class:`PackedTokens`). ``metadata`` is
+    the header mode recorded at pack time (``"file"``, ``"mime"``, ``None`` or ``"callable"``).
+    Source files are never opened. InputError if there is no store at ``prefix`` at all.
+    """
+    store, corpus, docs = _open(prefix)
+    return corpus, docs, store.sidecar["metadata"]
+
+
+def _stored_header(path: str) -> str:
+    """Stands for the header callable a store was packed with: its headers are in the store already."""
+    raise InputError(f"metadata: the headers of this packed store came from a callable that is not available "
+                     f"(asked for {path!r})")
+
+
+def open_store(prefix: Any) -> tuple[Store, Corpus, DocumentTable, Any]:
+    """:func:`open_packed` plus the validated store (sidecar included), with the header mode as a
+    ``Spec`` accepts it (a store packed with a callable gets a stand-in that is never called)."""
+    store, corpus, docs = _open(prefix)
+    metadata = store.sidecar["metadata"]
+    return store, corpus, docs, _stored_header if metadata == "callable" else metadata
+
+
+def read_sidecar(prefix) -> dict:
+    """The checked sidecar of the store at ``prefix`` (a dict, see :mod:`consumer.packed.layout`), without
+    opening the store itself: e.g. ``read_sidecar(p)["class_to_id"]`` to reuse the packing run's ids.
+    Raises like :func:`open_packed` for a missing or malformed sidecar."""
+    return read_sidecar_file(as_prefix(prefix))
+
+
+def inspect_packed(prefix, preview_tokens: int = 64) -> dict:
+    """A validated summary of the store at ``prefix``, for ``consumer inspect``.
+
+    Keys: prefix, format, dtype, documents, tokens, n_bytes, vocab_size, metadata, with_header,
+    classes (``{class: documents}``), class_to_id, files (``{kind: {name, size}}``), consumer_version
+    (of the writer) and ``preview``: the first document in corpus order (path, class, header, token
+    count, its first ``preview_tokens`` ids and their decoding with ``<SEP>``-style tags).
+    """
+    check_int("preview_tokens", preview_tokens, 0)
+    store, corpus, docs = _open(prefix)
+    side = store.sidecar
+    n = min(int(docs.doc_len[0]), int(preview_tokens))
+    packed = docs.packed
+    if packed is None:
+        raise FormatError(f"{store.prefix}: opened without tokens")
+    start = int(packed.doc_ptr[0])
+    ids = np.asarray(packed.tokens[start:start + n], dtype=np.int64)
+    text = decode_ids(ids, docs.vocab, specials="tags").decode("utf-8", errors="backslashreplace")
+    return {
+        "prefix": str(store.prefix),
+        "format": store.fmt,
+        "dtype": side["dtype"],
+        "documents": len(docs),
+        "tokens": side["tokens"],
+        "n_bytes": side["n_bytes"],
+        "vocab_size": side["vocab_size"],
+        "metadata": side["metadata"],
+        "with_header": side["with_header"],
+        "classes": {c.name: len(c.paths) for c in corpus.classes},
+        "class_to_id": dict(side["class_to_id"]),
+        "files": {k: dict(v) for k, v in side["files"].items()},
+        "consumer_version": side.get("consumer_version"),
+        "spec": side.get("spec"),
+        "preview": {
+            "path": docs.paths[0],
+            "class": corpus.classes[int(docs.doc_class[0])].name,
+            "header": docs.header_text(0) if docs.with_header else None,
+            "tokens": int(docs.doc_len[0]),
+            "ids": ids.tolist(),
+            "text": text,
+        },
+    }

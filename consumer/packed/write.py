@@ -1,0 +1,256 @@
+"""Writing packed stores: :func:`pack` (a dataset's documents) and :func:`merge_packed` (stores into one).
+
+Both write every file under a temporary prefix in the target directory (hidden ``.name.<hex>.tmp``
+names, each file fsynced) and share one commit: remove an older sidecar, rename the data files and the
+table into place, then write the sidecar last. A write killed part-way leaves only hidden temporary
+files, which :func:`~consumer.packed.open.open_packed` never mistakes for a store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from ..documents import DocumentTable
+from ..errors import InputError, short_repr
+from ..fileio import atomic_write_bytes, discard, fsync_dir, temp_path
+from ..filemeta import MAX_HEADER_BYTES
+from ..formats.mmidx import merge
+from ..progress import progress_bar
+from ..reader import read_segments
+from ..spec import Spec, metadata_name
+from ..validate import check_bool, check_choice, check_int
+from .layout import (FORMATS, SIDECAR_SUFFIX, TABLE_SUFFIX, as_prefix, make_sidecar, store_dtype, store_suffixes,
+                     with_suffix, write_table)
+from .open import Store, load_store
+
+__all__ = ["pack", "merge_packed", "DEFAULT_CHUNK_TOKENS"]
+
+DEFAULT_CHUNK_TOKENS = 1 << 22  # ~4M tokens (32 MB of int64) per read_segments call while packing
+
+
+def _chunks(doc_len: np.ndarray, chunk_tokens: int) -> list[tuple[int, int]]:
+    """Consecutive document ranges ``[s, e)`` of at most ``chunk_tokens`` tokens (one document if longer)."""
+    ends = np.cumsum(doc_len)
+    out, s, n = [], 0, doc_len.size
+    while s < n:
+        base = int(ends[s - 1]) if s else 0
+        e = max(int(np.searchsorted(ends, base + chunk_tokens, side="right")), s + 1)
+        out.append((s, e))
+        s = e
+    return out
+
+
+def _document_chunks(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar):
+    """Yield ``(tokens, local_ptr)`` per chunk: the chunk's documents back to back in ``dtype``,
+    read with one :func:`read_segments` call per chunk, and each document's start in it (+ end)."""
+    doc_len = docs.doc_len
+    for s, e in _chunks(doc_len, chunk_tokens):
+        lens = doc_len[s:e]
+        ptr = np.zeros(lens.size + 1, dtype=np.int64)
+        np.cumsum(lens, out=ptr[1:])
+        zeros = np.zeros(lens.size, dtype=np.int64)
+        rows, _ = read_segments(docs, (1, int(ptr[-1])), zeros, ptr[:-1], np.arange(s, e, dtype=np.int64),
+                                zeros, lens)
+        tokens = rows[0].astype(dtype)
+        yield tokens, ptr
+        bar.update(tokens.nbytes)
+
+
+def _documents(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar) -> Iterator[np.ndarray]:
+    """Every document's tokens in ``dtype``, in order, read chunk by chunk."""
+    for tokens, ptr in _document_chunks(docs, dtype, chunk_tokens, bar):
+        for lo, hi in zip(ptr[:-1].tolist(), ptr[1:].tolist()):
+            yield tokens[lo:hi]
+
+
+def _commit(tmp: Path, prefix: Path, fmt: str, sidecar: dict) -> dict[str, dict]:
+    """Rename the temporary store files into place, then write the sidecar (last); returns its ``files``."""
+    kinds = store_suffixes(fmt)
+    files = {}
+    for kind, suffix in kinds.items():
+        files[kind] = {"name": prefix.name + suffix, "size": os.stat(with_suffix(tmp, suffix)).st_size}
+    sidecar = dict(sidecar, files=files)
+    text = json.dumps(sidecar, indent=1, sort_keys=False).encode("utf-8")
+    with_suffix(prefix, SIDECAR_SUFFIX).unlink(missing_ok=True)  # an old sidecar never describes new data
+    fsync_dir(prefix.parent)
+    for suffix in kinds.values():
+        os.replace(with_suffix(tmp, suffix), with_suffix(prefix, suffix))
+    fsync_dir(prefix.parent)
+    atomic_write_bytes(with_suffix(prefix, SIDECAR_SUFFIX), text)
+    return files
+
+
+def _write_store(final: Path, fmt: str, write, sidecar: dict) -> dict[str, dict]:
+    """Run ``write(tmp_prefix)`` (which writes the store's files under a temporary prefix), then commit;
+    on any failure (or a kill signal turned into an exception) remove every temporary file."""
+    tmp = temp_path(final)
+    try:
+        write(tmp)
+        return _commit(tmp, final, fmt, sidecar)
+    except BaseException:
+        for suffix in store_suffixes(fmt).values():
+            discard(with_suffix(tmp, suffix))
+        raise
+
+
+def _summary(prefix: Path, fmt: str, dtype: np.dtype, files: dict, documents: int, tokens: int,
+             source_bytes: int, seconds: float) -> dict:
+    return {
+        "prefix": str(prefix),
+        "format": fmt,
+        "dtype": dtype.name,
+        "documents": int(documents),
+        "tokens": int(tokens),
+        "source_bytes": int(source_bytes),
+        "bytes": int(sum(f["size"] for f in files.values())),
+        "files": {kind: str(prefix.parent / f["name"]) for kind, f in files.items()}
+        | {"sidecar": str(with_suffix(prefix, SIDECAR_SUFFIX))},
+        "seconds": seconds,
+    }
+
+
+def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, format: str = "megatron",
+         verbose: bool = False, *, chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> dict:
+    """Write every document of ``documents`` to a packed store at ``prefix`` (``Consumer.pack`` calls this).
+
+    One document per source file, in ``documents`` order (corpus order), with exactly the tokens the
+    raw reader produces. ``format="megatron"`` writes ``prefix.bin/.idx`` (Megatron-LM's
+    ``IndexedDataset`` layout), ``"modalities"`` writes ``prefix.pbin``; both add
+    ``prefix.consumer.npz`` (file table) and ``prefix.consumer.json`` (sidecar: ``classes``, ``spec``'s
+    header mode and ``class_to_id``); see :mod:`consumer.packed.layout`. Tokens are read in chunks of
+    about ``chunk_tokens`` tokens (many documents per read). Atomic: a pack that fails or is killed while
+    writing leaves the final names untouched (a previous store there stays valid; a kill leaves only
+    hidden ``.tmp`` files). Only a failure during the final renames (microseconds) can leave a mix of
+    old and new files, which ``open_packed`` refuses by their recorded sizes or the missing sidecar.
+    ``verbose`` reports the packed size and shows a progress bar (bytes); otherwise nothing is
+    printed. Returns a summary: prefix, format, dtype, documents, tokens, source and store bytes, the
+    files written and the wall time.
+    """
+    check_choice("format", format, sorted(FORMATS))
+    check_bool("verbose", verbose)
+    chunk_tokens = check_int("chunk_tokens", chunk_tokens, 1)
+    if len(documents) == 0:
+        raise InputError("documents: the dataset has no documents to pack")
+    final = as_prefix(prefix, create=True)
+    dtype = store_dtype(format, documents.vocab.size)
+    tokens = int(documents.doc_len.sum())
+    packed_bytes = tokens * dtype.itemsize
+    t0 = time.perf_counter()
+    bar = progress_bar(packed_bytes, verbose, f"pack {final.name} ({format}, {dtype.name})", unit="B",
+                       announce=f"consumer pack: {len(documents)} documents, {tokens} tokens -> {packed_bytes} "
+                                f"bytes of {dtype.name} tokens ({format}) at {final}")
+    class_to_id = spec.class_to_id if spec.class_to_id is not None else {c: i for i, c in enumerate(classes)}
+    sidecar = make_sidecar(format, dtype, spec.n_bytes, metadata_name(spec.metadata), documents.with_header,
+                           MAX_HEADER_BYTES, documents.headers, list(classes), dict(class_to_id), len(documents),
+                           tokens, spec=spec)
+
+    def write(tmp: Path) -> None:
+        FORMATS[format].write(tmp, _documents(documents, dtype, chunk_tokens, bar), dtype)
+        write_table(with_suffix(tmp, TABLE_SUFFIX), documents.paths, documents.doc_class, documents.doc_size,
+                    documents.doc_header)
+
+    try:
+        files = _write_store(final, format, write, sidecar)
+    finally:
+        bar.close()
+    return _summary(final, format, dtype, files, len(documents), tokens, int(documents.doc_size.sum()),
+                    time.perf_counter() - t0)
+
+
+def _same(stores: list[Store], key: str) -> None:
+    first = stores[0]
+    for other in stores[1:]:
+        if other.sidecar[key] != first.sidecar[key]:
+            raise InputError(
+                f"prefixes: every store must have the same {key}: {str(first.prefix)!r} has "
+                f"{first.sidecar[key]!r}, {str(other.prefix)!r} has {other.sidecar[key]!r}")
+
+
+def _merged_class_to_id(stores: list[Store], classes: list[str]) -> dict[str, int]:
+    """Union of the inputs' ``class_to_id`` when consistent, else the default 0..C-1 by name."""
+    out: dict[str, int] = {}
+    for s in stores:
+        for c, i in s.sidecar["class_to_id"].items():
+            if c in classes and out.setdefault(c, i) != i:
+                return {c: k for k, c in enumerate(classes)}
+    if set(out) != set(classes) or len(set(out.values())) != len(out):
+        return {c: k for k, c in enumerate(classes)}
+    return {c: out[c] for c in classes}
+
+
+def merge_packed(prefixes: Sequence, out_prefix) -> dict:
+    """Combine Megatron packed stores (e.g. made on different machines) into one store at ``out_prefix``.
+
+    All inputs are fully validated first and must share ``n_bytes``, the metadata mode and the
+    header cap (InputError naming both values otherwise). ``.bin/.idx`` are concatenated with
+    :func:`consumer.formats.mmidx.merge` (a byte copy); header texts and classes are unioned and
+    re-numbered; file tables are concatenated (a path present in two stores is an InputError naming
+    it). ``.pbin`` stores are refused (InputError): convert them by opening and re-packing.
+    :func:`open_packed` sorts the merged table back into corpus order. Returns a summary like
+    :func:`pack` (plus ``inputs``).
+    """
+    if isinstance(prefixes, (str, bytes, os.PathLike)) or not isinstance(prefixes, Sequence) or not prefixes:
+        raise InputError(f"prefixes must be a non-empty list of store prefixes, got {short_repr(prefixes)}")
+    final = as_prefix(out_prefix, "out_prefix", create=True)
+    t0 = time.perf_counter()
+    stores = [load_store(p) for p in prefixes]
+    for s in stores:
+        if s.fmt != "megatron":
+            raise InputError(f"prefixes: merge_packed supports megatron stores only, {str(s.prefix)!r} is a "
+                             f"{s.fmt!r} store (open it with Consumer.from_packed and pack it as megatron)")
+        if s.prefix == final:
+            raise InputError(f"out_prefix {str(final)!r} is also an input; write the merge to a new prefix")
+    seen_inputs: dict[Path, int] = {}
+    for k, s in enumerate(stores):
+        if s.prefix in seen_inputs:
+            raise InputError(f"prefixes: {str(s.prefix)!r} given twice (positions {seen_inputs[s.prefix]} and {k})")
+        seen_inputs[s.prefix] = k
+    for key in ("n_bytes", "metadata", "max_header_bytes"):
+        _same(stores, key)
+    first = stores[0].sidecar
+    with_header = first["with_header"]
+    headers = sorted({h for s in stores for h in s.sidecar["headers"]}) if with_header else [""]
+    classes = sorted({c for s in stores for c in s.sidecar["classes"]})
+    h_lookup = {h: i for i, h in enumerate(headers)}
+    c_lookup = {c: i for i, c in enumerate(classes)}
+    paths: list[str] = []
+    owner: dict[str, int] = {}
+    parts_class, parts_size, parts_header = [], [], []
+    for k, s in enumerate(stores):
+        for p in s.paths:
+            j = owner.setdefault(p, k)
+            if j != k:
+                raise InputError(f"prefixes: file {p!r} is in two stores: {str(stores[j].prefix)!r} and "
+                                 f"{str(s.prefix)!r}; each file may be packed once")
+        paths.extend(s.paths)
+        hmap = np.array([h_lookup[h] for h in s.sidecar["headers"]], dtype=np.int64) if with_header \
+            else np.zeros(1, dtype=np.int64)
+        cmap = np.array([c_lookup[c] for c in s.sidecar["classes"]], dtype=np.int64)
+        parts_class.append(cmap[s.doc_class])
+        parts_size.append(s.doc_size)
+        parts_header.append(hmap[s.doc_header])
+    documents = len(paths)
+    tokens = int(sum(int(s.lengths.sum()) for s in stores))
+    vocab = stores[0].vocab
+    dtype = store_dtype("megatron", vocab.size)
+    sidecar = make_sidecar("megatron", dtype, vocab.n_bytes, first["metadata"], with_header,
+                           first["max_header_bytes"], headers, classes, _merged_class_to_id(stores, classes),
+                           documents, tokens)
+
+    def write(tmp: Path) -> None:
+        merge([str(s.prefix) for s in stores], str(tmp), atomic=False)
+        write_table(with_suffix(tmp, TABLE_SUFFIX), paths, np.concatenate(parts_class), np.concatenate(parts_size),
+                    np.concatenate(parts_header))
+
+    files = _write_store(final, "megatron", write, sidecar)
+    out = _summary(final, "megatron", dtype, files, documents, tokens,
+                   int(sum(int(s.doc_size.sum()) for s in stores)), time.perf_counter() - t0)
+    out["inputs"] = [str(s.prefix) for s in stores]
+    return out
+

@@ -1,0 +1,160 @@
+"""The dataset settings: one frozen, validated value (:class:`Spec`) that every part reads.
+
+A :class:`Spec` holds everything that decides which samples a dataset serves: ``style``, ``n_bytes``,
+``seqlen`` (as requested, and as resolved once the documents are known), ``metadata`` (the header
+mode), ``long_files``, ``sampling``, ``class_to_id`` and ``seed``. It is validated once, when made;
+:meth:`Spec.resolve` fills in what depends on the corpus (the resolved ``seqlen``, the default
+``class_to_id``). The cache key (:meth:`Spec.key_dict`), ``get_dict``/``to_json``
+(:meth:`Spec.to_dict`), the packed sidecar and ``inspect`` all read it, and :meth:`Spec.from_dict`
+reads back what :meth:`Spec.to_dict` wrote.
+
+It is a frozen dataclass rather than a pydantic model on purpose: pydantic wraps errors raised in
+validators into its own ``ValidationError``, while every bad argument must raise
+:class:`~consumer.errors.InputError` naming the argument and echoing the value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Union
+
+import numpy as np
+
+from .errors import InputError, short_repr
+from .filemeta import check_metadata
+from .index import LONG_FILES, STYLES, resolve_seqlen
+from .sampling import ConsumerSampling, MegatronSampling, Sampling, parse_sampling
+from .validate import check_choice, check_int, is_int
+from .vocab import Vocab
+
+__all__ = ["Spec", "Metadata", "metadata_name", "check_class_to_id"]
+
+Metadata = Union[str, None, Callable[[str], str]]
+
+
+def metadata_name(metadata: Metadata) -> str | None:
+    """The JSON form of a header mode: its name, ``None``, or ``"callable"``."""
+    return metadata if metadata is None or isinstance(metadata, str) else "callable"
+
+
+def check_class_to_id(class_to_id: Any, classes: list[str], where: str = "class_to_id") -> dict[str, int]:
+    """``class_to_id`` checked against ``classes`` (every class, distinct ids >= 0; extra classes allowed),
+    or the default (sorted class names get ``0 .. C-1``) when it is None."""
+    if class_to_id is None:
+        return {c: i for i, c in enumerate(classes)}
+    if not isinstance(class_to_id, dict):
+        raise InputError(f"{where} must be a dict {{class: int}}, got {short_repr(class_to_id)}")
+    missing = [c for c in classes if c not in class_to_id]
+    if missing:
+        raise InputError(f"{where} misses class(es) {missing}; it has {short_repr(sorted(map(str, class_to_id)))}")
+    out: dict[str, int] = {}
+    for c, i in class_to_id.items():
+        if not is_int(i) or i < 0 or i > np.iinfo(np.int64).max:
+            raise InputError(f"{where}[{c!r}] must be an int >= 0, got {short_repr(i)}")
+        out[c] = int(i)
+    ids = [out[c] for c in classes]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise InputError(f"{where} gives the same id to several classes: duplicate ids {dup}")
+    return out
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Every setting of a dataset (see the module docstring); construct it with keyword arguments."""
+
+    style: str = "diff"
+    n_bytes: int = 2
+    seqlen: int | str = "auto"
+    metadata: Metadata = "file"
+    long_files: str = "truncate"
+    sampling: Sampling = field(default_factory=ConsumerSampling)
+    class_to_id: dict[str, int] | None = None
+    seed: int = 4
+    resolved_seqlen: int | None = None
+
+    def __post_init__(self) -> None:
+        check_choice("style", self.style, sorted(STYLES))
+        object.__setattr__(self, "n_bytes", Vocab(self.n_bytes).n_bytes)
+        if isinstance(self.seqlen, str):
+            if self.seqlen != "auto":
+                raise InputError(f"seqlen must be a positive int or 'auto', got {short_repr(self.seqlen)}")
+        else:
+            object.__setattr__(self, "seqlen", resolve_seqlen(self.seqlen, None))
+        check_metadata(self.metadata)
+        check_choice("long_files", self.long_files, LONG_FILES)
+        object.__setattr__(self, "seed", check_int("seed", self.seed, 0))
+        sampling = parse_sampling(self.sampling)
+        sampling.check(self.style, self.seqlen)
+        object.__setattr__(self, "sampling", sampling)
+        if self.class_to_id is not None and not isinstance(self.class_to_id, dict):
+            raise InputError(f"class_to_id must be a dict {{class: int}}, got {short_repr(self.class_to_id)}")
+        if self.resolved_seqlen is not None:
+            object.__setattr__(self, "resolved_seqlen", check_int("resolved_seqlen", self.resolved_seqlen, 1))
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def vocab(self) -> Vocab:
+        """The vocabulary of ``n_bytes``."""
+        return Vocab(self.n_bytes)
+
+    @property
+    def megatron(self) -> bool:
+        """Whether samples follow Megatron's GPT order (``sampling="megatron"``)."""
+        return isinstance(self.sampling, MegatronSampling)
+
+    @property
+    def with_header(self) -> bool:
+        """Whether documents carry ``[header] SEP``."""
+        return self.metadata is not None
+
+    def replace(self, **changes: Any) -> "Spec":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def resolve(self, doc_len: np.ndarray, classes: list[str]) -> "Spec":
+        """The spec with ``resolved_seqlen`` (rows' width for these documents) and a checked, complete
+        ``class_to_id`` (the default when none was given)."""
+        return self.replace(resolved_seqlen=self.sampling.row_width(self.seqlen, doc_len),
+                            class_to_id=check_class_to_id(self.class_to_id, classes))
+
+    def for_subset(self) -> "Spec":
+        """The spec of a dataset over some of this one's files: same settings and row width."""
+        if self.megatron or self.resolved_seqlen is None:
+            return self
+        return self.replace(seqlen=self.resolved_seqlen)
+
+    # ------------------------------------------------------------------ JSON
+    def key_dict(self) -> dict:
+        """The settings that decide a sample index, as JSON (part of the cache key)."""
+        return {"style": self.style, "n_bytes": self.n_bytes, "seqlen": self.seqlen, "long_files": self.long_files,
+                "sampling": self.sampling.to_dict(), "seed": self.seed if self.megatron else None,
+                "metadata": metadata_name(self.metadata),
+                "class_to_id": None if self.class_to_id is None else dict(self.class_to_id)}
+
+    def to_dict(self) -> dict:
+        """Every setting as JSON: ``seqlen`` is the resolved width (the request if not resolved yet)."""
+        return {"style": self.style, "n_bytes": self.n_bytes,
+                "seqlen": self.seqlen if self.resolved_seqlen is None else self.resolved_seqlen,
+                "seqlen_requested": self.seqlen, "long_files": self.long_files,
+                "sampling": self.sampling.to_dict(), "metadata": metadata_name(self.metadata), "seed": self.seed,
+                "class_to_id": None if self.class_to_id is None else dict(self.class_to_id)}
+
+    @classmethod
+    def from_dict(cls, d: dict, metadata: Metadata | None = None) -> "Spec":
+        """The spec :meth:`to_dict` described (``get_dict()`` output works too). A ``"callable"`` header mode
+        cannot be stored: pass the callable as ``metadata``."""
+        if not isinstance(d, dict):
+            raise InputError(f"spec must be a dict made by to_dict()/get_dict(), got {short_repr(d)}")
+        missing = [k for k in ("style", "n_bytes", "seqlen", "long_files", "sampling", "metadata", "seed") if k not in d]
+        if missing:
+            raise InputError(f"spec misses {missing}; pass a dict made by to_dict()/get_dict()")
+        mode = d["metadata"]
+        if mode == "callable":
+            if metadata is None or not callable(metadata):
+                raise InputError("spec: the dataset used a metadata callable; pass it again as metadata=")
+            mode = metadata
+        return cls(style=d["style"], n_bytes=d["n_bytes"], seqlen=d.get("seqlen_requested", d["seqlen"]),
+                   metadata=mode, long_files=d["long_files"], sampling=d["sampling"],
+                   class_to_id=d.get("class_to_id"), seed=d["seed"])
