@@ -125,7 +125,8 @@ def bench_style(root: str, style: str, batches: int) -> dict:
     ds = Consumer(root, style=style, n_bytes=2, seqlen=L)
     ds.create_batches(B, seed=0)
     ds.get_next_batch()  # imports torch outside the timing
-    ids_list = [ds._batcher.batches(1)[i % ds._batcher.batches_per_epoch] for i in range(batches)]
+    epoch = ds.batches(1)
+    ids_list = [epoch[i % len(epoch)] for i in range(batches)]
     for ids in ids_list[:5]:
         assert (naive_rows(ds, ids) == ds.fetch_numpy(ids)["input_array"]).all(), "naive reader disagrees"
     t0 = time.perf_counter()

@@ -7,7 +7,6 @@ short call into the module that does the job (``fetch``, ``select``, ``sampler``
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -16,11 +15,11 @@ from .build import Built, build, build_from_dict, build_packed, build_subset
 from .catalog import Catalog
 from .collate import to_tensors
 from .dataset_sql import SQLSession
-from .errors import InputError, QueryError, SelectionError, short_repr
-from .export import dataset_dict
+from .errors import InputError, short_repr
+from .export import dataset_dict, dump_json, load_json
 from .fetch import Fetcher
 from .queries import MaskConfig
-from .sampler import Batcher, EpochBatcher, TokenBudgetBatcher, batcher_from_state
+from .sampler import BatchCursor, EpochBatcher, TokenBudgetBatcher
 from .seeds import generator
 from .select import resolve, split_key
 from .spec import Metadata, Spec, metadata_name
@@ -50,6 +49,10 @@ class Consumer:
         long_files: diff style: ``"truncate"`` long files to ``seqlen`` or serve them as ``"windows"``.
         sampling: ``"consumer"`` (the styles) or ``"megatron"`` / ``MegatronSampling(...)``: Megatron-LM's
             GPT order (concat style, an int ``seqlen``; sample ``k`` is Megatron's item ``k``).
+
+    Attributes: ``spec`` (every setting), ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``,
+    ``seqlen`` (resolved), ``files`` (paths; ``file_id`` indexes it), ``corpus``, ``documents``, ``index``,
+    ``build_info`` and the settings ``style``, ``seed``, ``long_files``, ``sampling``, ``metadata``.
     """
 
     def __init__(self, fps: Any, *, style: str = "diff", n_bytes: int = 2, seqlen: int | str = "auto",
@@ -75,6 +78,7 @@ class Consumer:
         self.vocab: Vocab = s.vocab
         self.seqlen: int = built.index.seqlen
         self.classes: list[str] = built.corpus.class_names
+        self.n_classes, self.files = len(self.classes), built.documents.paths
         self.class_to_id: dict[str, int] = dict(s.class_to_id or {})
         self.id_to_class: dict[int, str] = {self.class_to_id[c]: c for c in self.classes}
         class_ids = np.array([self.class_to_id[c] for c in self.classes], dtype=np.int64)
@@ -84,9 +88,8 @@ class Consumer:
         self._select_rng = generator(s.seed, "select")
         self._mask = MaskConfig()
         self._default_query: str | None = None
-        self._batcher: Batcher | None = None
+        self._cursor = BatchCursor(len(built.index), s.seed, built.index.sample_tokens())
 
-    # ----------------------------------------------------------------- constructors
     @classmethod
     def from_packed(cls, prefix: Any, *, style: str = "diff", seqlen: int | str = "auto",
                     class_to_id: dict | None = None, seed: int = 4, long_files: str = "truncate",
@@ -106,9 +109,7 @@ class Consumer:
     @classmethod
     def from_json(cls, text_or_path: Any, **kwargs: Any) -> "Consumer":
         """:meth:`from_dict` of a ``to_json(include_files=True)`` string or file."""
-        text = text_or_path if isinstance(text_or_path, str) and text_or_path.lstrip().startswith("{") \
-            else open(text_or_path, encoding="utf-8").read()
-        return cls.from_dict(json.loads(text), **kwargs)
+        return cls.from_dict(load_json(text_or_path), **kwargs)
 
     def subset(self, file_ids: Any) -> "Consumer":
         """A dataset over some of this one's files (``file_id`` values): same settings, tokens and row width."""
@@ -120,35 +121,15 @@ class Consumer:
 
     def where(self, condition: str, params: Any = ()) -> "Consumer":
         """A new dataset over the files matching an SQL condition on the ``files`` view (see :meth:`sql`)."""
-        if not isinstance(condition, str) or not condition.strip():
-            raise QueryError(f"condition must be a non-empty SQL expression, got {short_repr(condition)}")
-        rows = self.sql(f"SELECT file_id FROM files WHERE ({condition}) ORDER BY file_id", params)
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
-        if not ids.size:
-            raise SelectionError(f"where({condition!r}) matched no file")
-        if ids.min() < 0 or ids.max() >= len(self.documents) or np.any(np.diff(ids) <= 0):
-            raise QueryError(f"where({condition!r}) did not select file_id values of this dataset")
-        return self.subset(ids)
+        return self.subset(self._session.file_ids_where(condition, params))
 
-    # ----------------------------------------------------------------- sizes and names
     def __len__(self) -> int:
         return len(self.index)
-
-    @property
-    def n_classes(self) -> int:
-        """Number of classes."""
-        return len(self.classes)
-
-    @property
-    def files(self) -> list[str]:
-        """Absolute paths of every file, in corpus order (``file_id`` indexes this list)."""
-        return self.documents.paths
 
     def samples_per_class(self) -> dict[str, int]:
         """Number of samples of each class."""
         return dict(zip(self.classes, self.index.samples_per_class().tolist()))
 
-    # ----------------------------------------------------------------- modes
     def set_supervised_mode(self) -> None:
         """Make ``"supervised"`` the default query of bare selections and ``get_next_batch()``."""
         self._default_query = "supervised"
@@ -165,19 +146,13 @@ class Consumer:
         self.set_unsupervised_mode(mask_frequency, add_cls, mask_rule)
         self._default_query = "mlm"
 
-    # ----------------------------------------------------------------- fetching
     def __getitem__(self, key: Any) -> dict:
         selection, query, given = split_key(key)
         query = query if given else self._default_query
         if selection is not None:
             return to_tensors(self.fetch_numpy(resolve(selection, len(self), self.index.class_ptr, self.classes,
                                                        self._select_rng), query))
-        if self._batcher is None:
-            self.create_batches(1)  # gperc's I0 served one sample at a time
-        ids, epoch = self._batcher.next()  # type: ignore[union-attr]
-        width = None
-        if isinstance(self._batcher, TokenBudgetBatcher):
-            width = int(self.index.sample_tokens()[ids].max()) if ids.size else 0
+        ids, epoch, width = self._cursor.next()
         return to_tensors(self.fetch_numpy(ids, query, epoch=epoch, width=width))
 
     def fetch(self, sample_ids: Any, query: Any = None, *, epoch: int = 0) -> dict:
@@ -199,12 +174,12 @@ class Consumer:
         """Bytes of a token sequence (one row): specials skipped or rendered as ``<EOF>``-style tags."""
         return decode_ids(ids, self.vocab, specials=specials)
 
-    # ----------------------------------------------------------------- batches
     def create_batches(self, batch_size: int, drop_last: bool = False, seed: int | None = None,
                        shuffle: bool = True) -> None:
         """Batches for ``ds[None]`` / :meth:`get_next_batch`: epoch ``e`` is the permutation of
         ``(seed, e)`` (``seed=None``: ``ds.seed``; ``shuffle=False``: sample order); epochs follow each other."""
-        self._batcher = EpochBatcher(len(self), batch_size, drop_last, self.seed if seed is None else seed, shuffle)
+        self._cursor.batcher = EpochBatcher(len(self), batch_size, drop_last, self.seed if seed is None else seed,
+                                            shuffle)
 
     def create_token_batches(self, max_tokens: int, max_sentences: int | None = None,
                              required_batch_size_multiple: int = 1, seed: int | None = None,
@@ -212,12 +187,12 @@ class Consumer:
         """fairseq's token-budget batches (``batch size x longest sample <= max_tokens``); ``ds[None]`` then
         returns rows only as wide as the batch's longest sample. Batch order is shuffled per epoch."""
         lengths = self.index.sample_tokens() + int(self._mask.add_cls)  # a CLS column counts too
-        self._batcher = TokenBudgetBatcher(lengths, max_tokens, max_sentences, required_batch_size_multiple,
-                                           self.seed if seed is None else seed, shuffle)
+        self._cursor.batcher = TokenBudgetBatcher(lengths, max_tokens, max_sentences, required_batch_size_multiple,
+                                                  self.seed if seed is None else seed, shuffle)
 
     def batches(self, epoch: int) -> list[np.ndarray]:
         """The sample ids of every batch of ``epoch``, in serving order (after ``create_*batches``)."""
-        return self._require_batches("batches").batches(epoch)
+        return self._cursor.require("batches").batches(epoch)
 
     def get_next_batch(self, query: Any = _DEFAULT) -> dict:
         """The next batch (see :meth:`create_batches`); ``query`` defaults to the mode's query."""
@@ -225,21 +200,12 @@ class Consumer:
 
     def state_dict(self) -> dict:
         """JSON-able position of the batch iterator (epoch, batches served), for exact resumption."""
-        return self._require_batches("state_dict").state_dict()
+        return self._cursor.require("state_dict").state_dict()
 
     def load_state_dict(self, state: dict) -> None:
         """Continue the batch iterator from a :meth:`state_dict` taken on an identical dataset."""
-        batcher = batcher_from_state(state, self.index.sample_tokens())
-        if batcher.n_samples != len(self):
-            raise InputError(f"state['n_samples']={batcher.n_samples} does not match this dataset ({len(self)})")
-        self._batcher = batcher
+        self._cursor.load(state)
 
-    def _require_batches(self, what: str) -> Batcher:
-        if self._batcher is None:
-            raise InputError(f"{what}: no batches yet, call create_batches(batch_size) first")
-        return self._batcher
-
-    # ----------------------------------------------------------------- SQL, export, packing
     @property
     def catalog(self) -> Catalog:
         """The file catalog (SQLite under ``cache_dir``, or in memory with ``cache_dir=False``)."""
@@ -264,16 +230,11 @@ class Consumer:
         """Everything needed to reproduce this dataset: settings, classes, counts, vocab, versions, and the
         file list (``include_files``) or its sha256 fingerprint."""
         return dataset_dict(self._built, mode=self._default_query, mask=self._mask, include_files=include_files,
-                            batches=None if self._batcher is None else self._batcher.state_dict())
+                            batches=None if self._cursor.batcher is None else self._cursor.batcher.state_dict())
 
     def to_json(self, fp: Any = None, include_files: bool = False) -> str | None:
         """:meth:`get_dict` as indented JSON; written to ``fp`` (a path) and ``None`` returned if given."""
-        text = json.dumps(self.get_dict(include_files=include_files), indent=2)
-        if fp is None:
-            return text
-        with open(fp, "w", encoding="utf-8") as f:
-            f.write(text)
-        return None
+        return dump_json(self.get_dict(include_files=include_files), fp)
 
     def pack(self, prefix: Any, format: str = "megatron", *, verbose: bool | None = None, **options: Any) -> dict:
         """Write every file's document to a packed store at ``prefix`` (``"megatron"``: ``.bin/.idx``;

@@ -17,6 +17,7 @@ import numpy as np
 
 from .catalog import CATALOG_NAME, Catalog, display_path, path_key
 from .documents import DocumentTable
+from .errors import QueryError, SelectionError, short_repr
 from .index import SampleIndex
 from .sql import DatasetSQL, Rows
 
@@ -72,6 +73,18 @@ class SQLSession:
             self._sql = DatasetSQL(catalog.path, None if catalog.path else catalog.connection,
                                    _view_rows(docs, self.index, self.classes, self.class_to_id))
         return self._sql.query(statement, params)
+
+    def file_ids_where(self, condition: str, params=()) -> np.ndarray:
+        """The sorted ``file_id`` values of the files matching an SQL condition on the ``files`` view."""
+        if not isinstance(condition, str) or not condition.strip():
+            raise QueryError(f"condition must be a non-empty SQL expression, got {short_repr(condition)}")
+        rows = self.query(f"SELECT file_id FROM files WHERE ({condition}) ORDER BY file_id", params)
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        if not ids.size:
+            raise SelectionError(f"where({condition!r}) matched no file")
+        if ids.min() < 0 or ids.max() >= len(self.documents) or np.any(np.diff(ids) <= 0):
+            raise QueryError(f"where({condition!r}) did not select file_id values of this dataset")
+        return ids
 
     @property
     def open_catalog(self) -> Catalog | None:

@@ -7,6 +7,10 @@ the versions and the file listing (or its fingerprint).
 
 from __future__ import annotations
 
+import json
+import os
+from typing import Any
+
 import numpy as np
 
 from ._version import __version__
@@ -14,7 +18,7 @@ from .build import Built, files_listing, listing_sha256
 from .filemeta import MAX_HEADER_BYTES, libmagic_version
 from .queries import MaskConfig
 
-__all__ = ["dataset_dict"]
+__all__ = ["dataset_dict", "dump_json", "load_json"]
 
 
 def dataset_dict(built: Built, *, mode: str | None, mask: MaskConfig, batches: dict | None,
@@ -55,3 +59,21 @@ def dataset_dict(built: Built, *, mode: str | None, mask: MaskConfig, batches: d
     if include_files:
         out["files"] = listing
     return out
+
+
+def dump_json(d: dict, fp: Any = None) -> str | None:
+    """``d`` as indented JSON text, or written to the file ``fp`` (then ``None`` is returned)."""
+    text = json.dumps(d, indent=2)
+    if fp is None:
+        return text
+    with open(fp, "w", encoding="utf-8") as f:
+        f.write(text)
+    return None
+
+
+def load_json(text_or_path: Any) -> dict:
+    """A JSON object from a string holding it or from a file path."""
+    if isinstance(text_or_path, str) and text_or_path.lstrip().startswith("{"):
+        return json.loads(text_or_path)
+    with open(os.fspath(text_or_path), encoding="utf-8") as f:
+        return json.load(f)

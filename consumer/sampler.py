@@ -18,7 +18,7 @@ from .errors import InputError, short_repr
 from .seeds import generator
 from .validate import check_bool, check_int
 
-__all__ = ["EpochBatcher", "TokenBudgetBatcher", "Batcher", "epoch_permutation", "batcher_from_state"]
+__all__ = ["EpochBatcher", "TokenBudgetBatcher", "Batcher", "BatchCursor", "epoch_permutation", "batcher_from_state"]
 
 STATE_VERSION = 1
 
@@ -203,3 +203,36 @@ def batcher_from_state(state: dict, lengths: np.ndarray) -> Batcher:
     if isinstance(state, dict) and state.get("kind") == TokenBudgetBatcher.kind:
         return TokenBudgetBatcher.from_state_dict(state, lengths)
     return EpochBatcher.from_state_dict(state)
+
+
+class BatchCursor:
+    """A dataset's batch order for ``ds[None]`` / ``get_next_batch``: the current batcher, if any."""
+
+    def __init__(self, n_samples: int, seed: int, lengths: np.ndarray):
+        self.n_samples = n_samples
+        self.seed = seed
+        self.lengths = lengths  # real tokens of each sample (token batches size rows by them)
+        self.batcher: Batcher | None = None
+
+    def require(self, what: str) -> Batcher:
+        """The batcher, or InputError naming ``what`` when no batches were made."""
+        if self.batcher is None:
+            raise InputError(f"{what}: no batches yet, call create_batches(batch_size) first")
+        return self.batcher
+
+    def next(self) -> tuple[np.ndarray, int, int | None]:
+        """The next batch: sample ids, epoch, and the row width (token batches only; else None).
+        Without batches it serves one sample at a time in the dataset's seeded order, as gperc did."""
+        if self.batcher is None:
+            self.batcher = EpochBatcher(self.n_samples, 1, False, self.seed)
+        ids, epoch = self.batcher.next()
+        if isinstance(self.batcher, TokenBudgetBatcher):
+            return ids, epoch, int(self.lengths[ids].max()) if ids.size else 0
+        return ids, epoch, None
+
+    def load(self, state: dict) -> None:
+        """Continue from a ``state_dict()`` taken on an identical dataset."""
+        batcher = batcher_from_state(state, self.lengths)
+        if batcher.n_samples != self.n_samples:
+            raise InputError(f"state['n_samples']={batcher.n_samples} does not match this dataset ({self.n_samples})")
+        self.batcher = batcher
