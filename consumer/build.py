@@ -33,9 +33,9 @@ from .ir import ClassFiles, Corpus, normalise, stat_files
 from .spec import Metadata, Spec, check_class_to_id
 from .vocab import Vocab
 
-__all__ = ["Built", "build", "build_packed", "build_subset", "build_from_dict", "files_listing"]
+__all__ = ["Built", "build", "build_packed", "build_subset", "build_from_dict", "restore", "files_listing"]
 
-_DOC_ARRAYS = ("doc_class", "doc_size", "doc_header", "header_ptr", "header_tok")
+_DOC_ARRAYS = ("doc_class", "doc_size", "doc_header", "header_ptr", "header_tok", "doc_mtime")
 _INDEX_ARRAYS = ("seg_ptr", "seg_doc", "seg_start", "seg_len", "seg_col", "sample_class", "class_ptr")
 
 
@@ -54,6 +54,7 @@ class Built:
     cache_root: str | None
     info: dict
     catalog: Catalog | None = None
+    recipe: tuple = ()  # how to make it again in another process (see restore)
 
 
 def _index(spec: Spec, documents: DocumentTable, n_classes: int) -> SampleIndex:
@@ -87,16 +88,9 @@ def build(fps: Any, spec: Spec, *, cache_dir: Any = None, verbose: bool = False)
                          "consumer_version": __version__, "classes": classes,
                          "libmagic": libmagic_version() if spec.metadata else None,
                          "files_sha256": file_table_sha256(paths, cls, sizes, mtimes)})
-    entry = load_entry(cache_root, key) if cache_root and key else None
+    entry = load_entry(cache_root, key, skip=("paths",)) if cache_root and key else None
     if entry is not None:
-        arrays, desc = entry
-        documents = DocumentTable(
-            vocab=vocab, paths=paths, doc_class=arrays["doc_class"], doc_size=arrays["doc_size"],
-            doc_header=arrays["doc_header"], headers=desc["headers"], header_ptr=arrays["header_ptr"],
-            header_tok=arrays["header_tok"], with_header=spec.with_header, doc_mtime=mtimes)
-        index = SampleIndex(seqlen=int(desc["seqlen"]), **{k: arrays[k] for k in _INDEX_ARRAYS})
-        return Built(_resolved(spec, index, classes), corpus, documents, index, cache_root,
-                     _info("hit", key, 0, t0))
+        return _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
     catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
     want = {"file": ("description",), "mime": ("mime",)}.get(spec.metadata, ()) \
         if isinstance(spec.metadata, str) else ()
@@ -105,13 +99,62 @@ def build(fps: Any, spec: Spec, *, cache_dir: Any = None, verbose: bool = False)
     documents = build_documents(paths, cls, sizes, headers, vocab, with_header=spec.with_header, mtimes=mtimes)
     index = _index(spec, documents, len(classes))
     spec = _resolved(spec, index, classes)
+    built = Built(spec, corpus, documents, index, cache_root, _info("miss" if key else "off", key,
+                                                                     catalog.magic_calls, t0), catalog)
     if cache_root and key:
         save_entry(cache_root, key, {**{k: getattr(documents, k) for k in _DOC_ARRAYS},
-                                     **{k: getattr(index, k) for k in _INDEX_ARRAYS}},
+                                     **{k: getattr(index, k) for k in _INDEX_ARRAYS},
+                                     "paths": _path_blob(paths)},
                    {"spec": spec.key_dict(), "seqlen": index.seqlen, "headers": documents.headers,
-                    "files": len(documents), "samples": len(index)})
-    return Built(spec, corpus, documents, index, cache_root, _info("miss" if key else "off", key,
-                                                                    catalog.magic_calls, t0), catalog)
+                    "classes": classes, "form": corpus.form, "files": len(documents), "samples": len(index)})
+        built.recipe = ("cached", cache_root, key, spec)
+    else:
+        built.recipe = ("arrays", spec, corpus, documents, index)
+    return built
+
+
+def _path_blob(paths: list[str]) -> np.ndarray:
+    return np.frombuffer(b"\0".join(os.fsencode(p) for p in paths), dtype=np.uint8)
+
+
+def _from_entry(entry: tuple[dict, dict], spec: Spec, corpus: Corpus, paths: list[str], cache_root: str, key: str,
+                t0: float) -> Built:
+    arrays, desc = entry
+    documents = DocumentTable(
+        vocab=Vocab(spec.n_bytes), paths=paths, doc_class=arrays["doc_class"], doc_size=arrays["doc_size"],
+        doc_header=arrays["doc_header"], headers=desc["headers"], header_ptr=arrays["header_ptr"],
+        header_tok=arrays["header_tok"], with_header=spec.with_header, doc_mtime=arrays["doc_mtime"])
+    index = SampleIndex(seqlen=int(desc["seqlen"]), **{k: arrays[k] for k in _INDEX_ARRAYS})
+    spec = _resolved(spec, index, corpus.class_names)
+    return Built(spec, corpus, documents, index, cache_root, _info("hit", key, 0, t0),
+                 recipe=("cached", cache_root, key, spec))
+
+
+def restore(recipe: tuple) -> Built:
+    """The dataset a :attr:`Built.recipe` describes, made again (e.g. in a DataLoader worker): from the index
+    cache entry (no stat, no libmagic), the packed store, the parent's recipe plus the file ids, or the
+    pickled arrays themselves (datasets that were never cached)."""
+    kind, *args = recipe
+    t0 = time.perf_counter()
+    if kind == "cached":
+        cache_root, key, spec = args
+        entry = load_entry(cache_root, key)
+        if entry is None:
+            raise InputError(f"cache_dir: the index cache entry {key[:16]}... under {cache_root!r} was removed or "
+                             "damaged while the dataset was in use; build the dataset again")
+        arrays, desc = entry
+        paths = os.fsdecode(arrays["paths"].tobytes()).split("\0")
+        bounds = np.searchsorted(arrays["doc_class"], np.arange(len(desc["classes"]) + 1))
+        corpus = Corpus(classes=tuple(ClassFiles(name=c, paths=tuple(paths[int(bounds[k]):int(bounds[k + 1])]))
+                                      for k, c in enumerate(desc["classes"])), form=desc["form"])
+        return _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
+    if kind == "packed":
+        return build_packed(*args)
+    if kind == "subset":
+        parent, file_ids = args
+        return build_subset(restore(parent), file_ids)
+    spec, corpus, documents, index = args
+    return Built(spec, corpus, documents, index, None, _info("off", None, 0, t0), recipe=recipe)
 
 
 def build_packed(prefix: Any, spec: Spec) -> Built:
@@ -124,9 +167,10 @@ def build_packed(prefix: Any, spec: Spec) -> Built:
     spec = spec.replace(n_bytes=store.vocab.n_bytes, metadata=metadata,
                         class_to_id=store.sidecar["class_to_id"] if spec.class_to_id is None else spec.class_to_id)
     spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, corpus.class_names))
+    requested = spec
     index = _index(spec, documents, len(corpus.classes))
     return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, None,
-                 _info("packed", None, 0, t0))
+                 _info("packed", None, 0, t0), recipe=("packed", str(store.prefix), requested))
 
 
 def build_subset(parent: Built, file_ids: np.ndarray, catalog: Catalog | None = None) -> Built:
@@ -147,7 +191,7 @@ def build_subset(parent: Built, file_ids: np.ndarray, catalog: Catalog | None = 
     spec = parent.spec.for_subset()
     index = _index(spec, documents, len(corpus.classes))
     return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, parent.cache_root,
-                 _info("subset", None, 0, t0), catalog or parent.catalog)
+                 _info("subset", None, 0, t0), catalog or parent.catalog, ("subset", parent.recipe, file_ids))
 
 
 def files_listing(documents: DocumentTable, classes: list[str]) -> list[list]:

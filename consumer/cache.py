@@ -129,8 +129,9 @@ def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load_entry(root: str, key: str) -> tuple[dict[str, np.ndarray], dict] | None:
-    """The entry's arrays (read-only memory maps) and description, or None if missing or damaged."""
+def load_entry(root: str, key: str, skip: tuple[str, ...] = ()) -> tuple[dict[str, np.ndarray], dict] | None:
+    """The entry's arrays (read-only memory maps) and description, or None if missing or damaged.
+    Arrays named in ``skip`` are neither read nor verified (a caller that does not need them)."""
     folder = _entry_dir(root, key)
     try:
         with open(os.path.join(folder, "description.json"), encoding="utf-8") as f:
@@ -139,6 +140,8 @@ def load_entry(root: str, key: str) -> tuple[dict[str, np.ndarray], dict] | None
             return None
         arrays = {}
         for name, meta in desc["arrays"].items():
+            if name in skip:
+                continue
             path = os.path.join(folder, meta["file"])
             if os.path.getsize(path) != meta["bytes"] or sha256_file(path) != meta["sha256"]:
                 return None

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .build import Built, build, build_from_dict, build_packed, build_subset
+from .build import Built, build, build_from_dict, build_packed, build_subset, restore
 from .catalog import Catalog
 from .collate import to_tensors
 from .dataset_sql import SQLSession
@@ -243,6 +243,16 @@ class Consumer:
 
         return pack(self.documents, self.classes, self.spec, prefix, format,
                     self.verbose if verbose is None else verbose, **options)
+
+    def __getstate__(self) -> dict:
+        """Pickled: how to rebuild (cache key, store prefix or small arrays), never connections or handles."""
+        return {"recipe": self._built.recipe, "verbose": self.verbose, "query": self._default_query,
+                "mask": self._mask, "batcher": self._cursor.batcher, "select": self._select_rng}
+
+    def __setstate__(self, state: dict) -> None:
+        self._attach(restore(state["recipe"]), state["verbose"])
+        self._default_query, self._mask, self._select_rng = state["query"], state["mask"], state["select"]
+        self._cursor.batcher = state["batcher"]
 
     def __repr__(self) -> str:
         return (f"Consumer(style={self.style!r}, n_bytes={self.vocab.n_bytes}, seqlen={self.seqlen}, "
