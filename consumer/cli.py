@@ -370,8 +370,8 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
                         "(default: $CONSUMER_CACHE_DIR, else ~/.cache/consumer)")
     loud = p.add_mutually_exclusive_group()
     loud.add_argument("--quiet", action="store_true",
-                      help="no progress bar and no summary line (default: off; the bar shows only when stderr "
-                           "is a terminal)")
+                      help="no progress bar and no summary line; warnings and errors still show (default: off; "
+                           "the bar shows only when stderr is a terminal)")
     loud.add_argument("--verbose", action="store_true",
                       help="progress bars even when stderr is not a terminal, e.g. in a log (default: off)")
 
@@ -450,12 +450,16 @@ def _report_warnings(caught: list[warnings.WarningMessage]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 ok, 2 bad input, 1 other failure)."""
+    """Run the command line; returns the exit code (0 ok, 2 bad input, 1 other failure).
+
+    A failure is one line on stderr; the library's warnings are shown (one line each) only when the
+    command succeeded, so that an error stays the only thing said.
+    """
     args = build_parser().parse_args(argv)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConsumerWarning)
         try:
-            return args.func(args)
+            code = args.func(args)
         except ConsumerError as e:
             print(f"consumer: error: {e}", file=sys.stderr)
             return 2
@@ -465,8 +469,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # noqa: BLE001  (a bug: still one line, with its type, and exit 1)
             print(f"consumer: internal error: {type(e).__name__}: {e}", file=sys.stderr)
             return 1
-        finally:
-            _report_warnings(caught)
+    _report_warnings(caught)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -95,7 +95,7 @@ def check_seqlen(seqlen) -> int | str:
 def resolve_seqlen(seqlen, doc_len: np.ndarray | None) -> int:
     """``seqlen`` as an int: ``"auto"`` is the longest document in tokens, ``"auto:pNN"`` the ``NN``-th
     percentile of the document lengths (the smallest length at least ``NN`` % of documents fit in,
-    ``numpy.percentile(..., method="higher")``); ints must be >= 1."""
+    ``numpy.percentile(..., method="inverted_cdf")``); ints must be >= 1."""
     checked = check_seqlen(seqlen)
     if isinstance(checked, int):
         return checked
@@ -106,7 +106,7 @@ def resolve_seqlen(seqlen, doc_len: np.ndarray | None) -> int:
     q = _AUTO.fullmatch(checked).group(1)
     if q is None:
         return int(doc_len.max())
-    return max(1, int(np.percentile(doc_len, float(q), method="higher")))
+    return max(1, int(np.percentile(doc_len, float(q), method="inverted_cdf")))
 
 
 def padding_share(index: SampleIndex) -> float:
@@ -127,7 +127,7 @@ def warn_if_padded(requested, style: str, index: SampleIndex, *, stacklevel: int
     share = padding_share(index)
     if style == "diff" and isinstance(requested, str) and share > PADDING_WARN_SHARE:
         lengths = index.sample_tokens()
-        p95 = int(np.percentile(lengths, 95, method="higher")) if lengths.size else 1
+        p95 = int(np.percentile(lengths, 95, method="inverted_cdf")) if lengths.size else 1
         warnings.warn(
             f"seqlen={requested!r} resolved to {index.seqlen} tokens, so {share:.0%} of every row is PAD "
             f"on average (the median sample has {int(np.median(lengths))} tokens); choose seqlen= an int "

@@ -18,10 +18,13 @@ from pathlib import Path
 import pytest
 
 import consumer
+import consumer.consumer as facade
 from consumer.cli import build_parser, main
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 ENV = {**os.environ, "PYTHONPATH": ROOT}
+needs_facade = pytest.mark.skipif("warn_if_padded" not in open(facade.__file__, encoding="utf-8").read(),
+                                  reason="Consumer does not call warn_if_padded yet")
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -154,8 +157,8 @@ def test_progress_bar_on_a_terminal_for_a_cold_info_and_summary(corpus_dir, tmp_
     assert code == 0, term
     assert "top MIME types" in out and "libmagic" not in out  # the bar never goes to stdout
     assert "libmagic: 100%" in term and "17/17" in term  # tqdm's bar over the 17 files, completed
-    last = term.replace("\r", "").rstrip("\n").splitlines()[-1]
-    assert last.startswith("consumer: 17 files, ") and "index cache miss" in last and "libmagic calls 34" in last
+    summary = [line for line in term.replace("\r", "").splitlines() if line.startswith("consumer: 17 files, ")]
+    assert len(summary) == 1 and "index cache miss" in summary[0] and "libmagic calls 34" in summary[0]
     # a warm cache: no libmagic, so no bar; the summary says hit
     code, out, term = _run_in_pty(["info", corpus_dir, "--cache-dir", str(tmp_path / "cache")], str(tmp_path))
     assert code == 0 and "%|" not in term
@@ -165,14 +168,15 @@ def test_progress_bar_on_a_terminal_for_a_cold_info_and_summary(corpus_dir, tmp_
 @pytest.mark.parametrize("command", [["info"], ["sql", "SELECT count(*) FROM files"], ["pack", "OUT"]])
 def test_quiet_is_silent_on_a_terminal(corpus_dir, tmp_path, command):
     argv = [command[0], corpus_dir, *[str(tmp_path / "p") if a == "OUT" else a for a in command[1:]]]
-    code, out, term = _run_in_pty([*argv, "--cache-dir", str(tmp_path / "cache"), "--quiet"], str(tmp_path))
+    code, out, term = _run_in_pty([*argv, "--cache-dir", str(tmp_path / "cache"), "--quiet", "--seqlen", "64"],
+                                  str(tmp_path))
     assert code == 0 and out.strip()
     assert term == ""
 
 
 def test_no_bar_when_stderr_is_not_a_terminal_unless_verbose(corpus_dir, tmp_path):
     res = subprocess.run([sys.executable, "-m", "consumer", "sql", corpus_dir, "SELECT count(*) FROM files",
-                          "--cache-dir", str(tmp_path / "c1")], capture_output=True, text=True, env=ENV,
+                          "--seqlen", "64", "--cache-dir", str(tmp_path / "c1")], capture_output=True, text=True, env=ENV,
                          timeout=120, check=False)
     assert res.returncode == 0 and res.stdout.splitlines()[-1].strip() == "17"
     assert "%|" not in res.stderr and res.stderr.startswith("consumer: 17 files, ")
@@ -181,7 +185,7 @@ def test_no_bar_when_stderr_is_not_a_terminal_unless_verbose(corpus_dir, tmp_pat
                           "--cache-dir", str(tmp_path / "c2")], capture_output=True, text=True, env=ENV,
                          timeout=120, check=False)
     assert res.returncode == 0 and "libmagic: 100%" in res.stderr and "pack p (megatron" in res.stderr
-    assert res.stderr.rstrip().splitlines()[-1].startswith("consumer: 17 files, ")
+    assert any(line.startswith("consumer: 17 files, ") for line in res.stderr.splitlines())
 
 
 def test_index_prints_the_summary_on_stdout(corpus_dir, tmp_path, capsys):
@@ -213,8 +217,21 @@ def test_sql_formats(corpus_dir, tmp_path, capsys):
 
 
 def test_summary_goes_to_stderr_after_the_output(corpus_dir, tmp_path, capsys):
-    assert main(["sql", corpus_dir, "SELECT count(*) AS n FROM files", "--format", "csv",
+    assert main(["sql", corpus_dir, "SELECT count(*) AS n FROM files", "--format", "csv", "--seqlen", "64",
                  "--cache-dir", str(tmp_path / "c")]) == 0
     cap = capsys.readouterr()
     assert cap.out == "n\n17\n"
     assert cap.err.startswith("consumer: 17 files, ") and "index cache miss" in cap.err and cap.err.endswith(" s\n")
+    assert cap.err.count("\n") == 1
+
+
+@needs_facade
+def test_library_warnings_are_one_line_and_only_on_success(corpus_dir, tmp_path, capsys):
+    assert main(["info", corpus_dir, "--cache-dir", "off", "--quiet"]) == 0  # diff style, seqlen auto: mostly PAD
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("consumer: warning: seqlen='auto' resolved to ")
+    assert "long_files='windows'" in err[0]
+    assert main(["info", corpus_dir, "--cache-dir", "off", "--quiet", "--seqlen", "auto:p50"]) == 0
+    assert capsys.readouterr().err == ""  # the median: no warning (it pads less than half)
+    assert main(["sql", corpus_dir, "DELETE FROM files", "--cache-dir", "off"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1  # an error is the only line
