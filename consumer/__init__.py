@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 from .consumer import Consumer  # noqa: E402
 from .errors import (  # noqa: E402
     ConsumerError,
+    ConsumerWarning,
     FileChangedError,
     FormatError,
     InputError,
@@ -43,6 +44,7 @@ __all__ = [
     "QUERY_PRESETS",
     "COLUMNS",
     "ConsumerError",
+    "ConsumerWarning",
     "InputError",
     "SelectionError",
     "SampleIndexError",

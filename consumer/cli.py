@@ -99,7 +99,8 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"{'class':<10} {'id':>3} {'files':>6} {'bytes':>10} {'tokens':>10} {'samples':>8}")
     for c in ds.classes:
         pc = info["per_class"][c]
-        print(f"{c:<10} {ds.class_to_id[c]:>3} {pc['files']:>6} {pc['bytes']:>10} {pc['tokens']:>10} {pc['samples']:>8}")
+        print(f"{c:<10} {ds.class_to_id[c]:>3} {pc['files']:>6} {pc['bytes']:>10} {pc['tokens']:>10} "
+              f"{pc['samples']:>8}")
     ds.create_batches(args.batch_size, seed=ds.seed)
     query = ["input_array", "attention_mask", "class", "file_id", "offset"]
     ds.fetch([0], query)  # the first fetch imports torch: keep that out of the timing

@@ -176,8 +176,8 @@ def test_quiet_is_silent_on_a_terminal(corpus_dir, tmp_path, command):
 
 def test_no_bar_when_stderr_is_not_a_terminal_unless_verbose(corpus_dir, tmp_path):
     res = subprocess.run([sys.executable, "-m", "consumer", "sql", corpus_dir, "SELECT count(*) FROM files",
-                          "--seqlen", "64", "--cache-dir", str(tmp_path / "c1")], capture_output=True, text=True, env=ENV,
-                         timeout=120, check=False)
+                          "--seqlen", "64", "--cache-dir", str(tmp_path / "c1")], capture_output=True, text=True,
+                         env=ENV, timeout=120, check=False)
     assert res.returncode == 0 and res.stdout.splitlines()[-1].strip() == "17"
     assert "%|" not in res.stderr and res.stderr.startswith("consumer: 17 files, ")
     assert res.stderr.count("\n") == 1
