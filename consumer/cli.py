@@ -34,6 +34,7 @@ from collections import defaultdict
 import numpy as np
 
 from . import __version__
+from .display import human_bytes as _human
 from .errors import ConsumerError, ConsumerWarning, InputError
 from .index import check_seqlen
 
@@ -188,14 +189,6 @@ def _table(header: list[str], rows: list[tuple]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def _human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
 
 
 def _info(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-__all__ = ["repr_html", "text_repr", "MAX_CLASS_ROWS", "MAX_REPR_CLASSES"]
+__all__ = ["repr_html", "text_repr", "human_bytes", "MAX_CLASS_ROWS", "MAX_REPR_CLASSES"]
 
 MAX_CLASS_ROWS = 50   # class rows shown in the HTML table (the total row always covers every class)
 MAX_REPR_CLASSES = 6  # class names listed in repr(); more classes are shown as a count
@@ -41,7 +41,8 @@ def _num(n: int) -> str:
     return f"{int(n):,}"
 
 
-def _human(n: float) -> str:
+def human_bytes(n: float) -> str:
+    """A byte count for people: ``512 B``, ``1.5 KB``, ``48.2 MB`` (powers of 1024)."""
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1024 or unit == "TB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -94,7 +95,7 @@ def repr_html(ds: Any) -> str:
     total = {k: sum(p[k] for p in per.values()) for k in ("files", "bytes", "tokens", "samples")}
     out = ['<div class="consumer-repr">',
            f"<p><strong>{escape(type(ds).__name__)}</strong>: {_num(info['n_classes'])} classes, "
-           f"{_num(total['files'])} files ({escape(_human(total['bytes']))}), {_num(info['total_samples'])} "
+           f"{_num(total['files'])} files ({escape(human_bytes(total['bytes']))}), {_num(info['total_samples'])} "
            f"samples of {_num(info['seqlen'])} tokens</p>",
            '<table class="consumer-settings"><caption>settings</caption><tbody>']
     out += [_kv(k, v) for k, v in _settings(info, getattr(ds, "build_info", None))]
