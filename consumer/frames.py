@@ -8,7 +8,9 @@ with the ``dataframes`` extra). :func:`files_table` gives the dataset's ``files`
 DataFrame.
 
 Column types come from the values SQLite returned: INTEGER columns become int64 (or float64 / nullable
-where NULLs occur, as each library decides), TEXT becomes strings, BLOBs become bytes / binary.
+where NULLs occur, as each library decides), TEXT becomes strings, BLOBs become bytes / binary. SQLite
+lets one column mix types (``SELECT 1 UNION ALL SELECT 'a'``): pandas keeps such a column as objects,
+polars as strings, and pyarrow refuses it with a :class:`~consumer.errors.QueryError` asking for a CAST.
 """
 
 from __future__ import annotations
@@ -49,7 +51,13 @@ def rows_to_pandas(rows: Sequence[tuple], columns: Sequence[str]):
 def rows_to_arrow(rows: Sequence[tuple], columns: Sequence[str]):
     """``rows`` with ``columns`` as a ``pyarrow.Table`` (types inferred per column; all-NULL columns are null)."""
     pa = _require("pyarrow", "pyarrow", "to_arrow()")
-    arrays = [pa.array(values) for values in _columns(rows, columns)]
+    arrays = []
+    for name, values in zip(columns, _columns(rows, columns)):
+        try:
+            arrays.append(pa.array(values))
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:  # SQLite lets one column hold several types
+            raise QueryError(f"to_arrow(): column {name!r} mixes value types ({e}); give it one type in SQL, "
+                             f"e.g. CAST({name} AS TEXT)") from None
     return pa.Table.from_arrays(arrays, names=list(columns))
 
 

@@ -33,6 +33,7 @@ def test_to_pandas(ds):
     assert df["missing"].isna().all()
     empty = ds.sql("SELECT file_id, path FROM files WHERE size < 0").to_pandas()
     assert empty.shape == (0, 2) and list(empty.columns) == ["file_id", "path"]
+    assert ds.sql("SELECT 1 AS v UNION ALL SELECT 'a'").to_pandas()["v"].tolist() == [1, "a"]
     dup = ds.sql("SELECT 1 AS a, 2 AS a").to_pandas()
     assert dup.shape == (1, 2) and dup.values.tolist() == [[1, 2]]
 
@@ -47,6 +48,10 @@ def test_to_arrow(ds):
     assert table.to_pylist() == rows.as_dicts()
     empty = ds.sql("SELECT file_id FROM files WHERE size < 0").to_arrow()
     assert empty.num_rows == 0 and empty.column_names == ["file_id"]
+    with pytest.raises(QueryError, match=r"to_arrow\(\): column 'v' mixes value types .*CAST\(v AS TEXT\)"):
+        ds.sql("SELECT 1 AS v UNION ALL SELECT 'a'").to_arrow()
+    assert ds.sql("SELECT CAST(v AS TEXT) AS v FROM (SELECT 1 AS v UNION ALL SELECT 'a')").to_arrow()[
+        "v"].to_pylist() == ["1", "a"]
 
 
 def test_to_polars(ds):
@@ -57,6 +62,7 @@ def test_to_polars(ds):
     assert df["size"].dtype == pl.Int64 and df["size"].to_list() == [r[2] for r in rows]
     assert df.rows() == list(rows)
     assert ds.sql("SELECT file_id FROM files WHERE size < 0").to_polars().shape == (0, 1)
+    assert ds.sql("SELECT 1 AS v UNION ALL SELECT 'a'").to_polars()["v"].to_list() == ["1", "a"]
     with pytest.raises(QueryError, match=r"column names must be unique, got duplicate\(s\) \['a'\]; name them with AS"):
         ds.sql("SELECT 1 AS a, 2 AS a").to_polars()
 
