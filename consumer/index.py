@@ -118,21 +118,23 @@ def padding_share(index: SampleIndex) -> float:
 
 
 def warn_if_padded(requested, style: str, index: SampleIndex, *, stacklevel: int = 4) -> float:
-    """Warn (:class:`~consumer.errors.ConsumerWarning`) when an ``"auto"`` ``seqlen`` in ``diff`` style
-    makes more than half of the rows PAD, i.e. more than half of an average batch. Returns the share.
+    """Warn (:class:`~consumer.errors.ConsumerWarning`) when ``seqlen="auto"`` (the longest document) in
+    ``diff`` style makes more than half of the rows PAD, i.e. more than half of an average batch.
+    Returns the share. An int or an ``"auto:pNN"`` is the user's choice and never warns.
 
     ``stacklevel`` 4 points the warning at the caller of ``Consumer(...)`` when called from the
     facade's build step.
     """
     share = padding_share(index)
-    if style == "diff" and isinstance(requested, str) and share > PADDING_WARN_SHARE:
+    if style == "diff" and requested == "auto" and share > PADDING_WARN_SHARE:
         lengths = index.sample_tokens()
         p95 = int(np.percentile(lengths, 95, method="inverted_cdf")) if lengths.size else 1
         warnings.warn(
             f"seqlen={requested!r} resolved to {index.seqlen} tokens, so {share:.0%} of every row is PAD "
             f"on average (the median sample has {int(np.median(lengths))} tokens); choose seqlen= an int "
             f"(the 95th percentile here is {p95}) with long_files='windows' so no byte is lost, "
-            f"or seqlen='auto:p95'", ConsumerWarning, stacklevel=stacklevel)
+            f"or seqlen='auto:p95'; create_token_batches(max_tokens=...) also cuts rows to each batch's "
+            f"longest sample", ConsumerWarning, stacklevel=stacklevel)
     return share
 
 

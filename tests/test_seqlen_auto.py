@@ -75,7 +75,7 @@ def test_auto_warns_when_most_of_every_row_is_padding():
     text = str(record[0].message)
     assert "seqlen='auto' resolved to 1000 tokens, so 74% of every row is PAD" in text
     assert "median sample has 13 tokens" in text and "95th percentile here is 1000" in text
-    for advice in ("seqlen= an int", "long_files='windows'", "seqlen='auto:p95'"):
+    for advice in ("seqlen= an int", "long_files='windows'", "seqlen='auto:p95'", "create_token_batches"):
         assert advice in text
     assert record[0].filename == __file__  # stacklevel points at the caller
 
@@ -84,6 +84,8 @@ def test_auto_warns_when_most_of_every_row_is_padding():
     (1000, "diff", [10, 12, 14, 1000]),      # an int the user chose: no advice
     ("auto", "concat", [10, 12, 14, 1000]),  # concat rows are full except a class's last window
     ("auto", "diff", [900, 950, 1000, 990]),  # padding below half
+    ("auto:p100", "diff", [10, 12, 14, 1000]),  # a percentile is a deliberate choice
+    ("auto:p50", "diff", [10, 12, 14, 1000]),
 ])
 def test_no_warning(requested, style, lengths):
     doc_len = np.array(lengths, dtype=np.int64)
