@@ -3,7 +3,8 @@
 - ``consumer demo``: a :class:`~consumer.Consumer` over files every machine with Python has (the
   standard library, grouped by file type): a summary and a decoded batch;
 - ``consumer index DIR``: build or refresh the catalog and the sample index (with progress);
-- ``consumer info DIR``: classes, files, bytes, samples, top MIME types, file-size distribution;
+- ``consumer info DIR``: classes, files, bytes, samples, the share of PAD in the rows, top MIME types,
+  file-size distribution;
 - ``consumer sql DIR "SELECT ..."``: a table, or ``--format csv|json``;
 - ``consumer pack DIR PREFIX --format megatron|modalities``: a packed store of every file's tokens;
 - ``consumer inspect PREFIX``: counts, dtype, classes and a decoded document of a packed store;
@@ -36,7 +37,7 @@ import numpy as np
 from . import __version__
 from .display import human_bytes as _human
 from .errors import ConsumerError, ConsumerWarning, InputError
-from .index import check_seqlen
+from .index import check_seqlen, padding_share
 
 __all__ = ["main", "stdlib_corpus"]
 
@@ -202,6 +203,7 @@ def _info(args: argparse.Namespace) -> int:
     rows.append(("(all)", "", len(ds.files), _human(sum(p["bytes"] for p in per.values())),
                  sum(p["tokens"] for p in per.values()), len(ds)))
     print(_table(["class", "id", "files", "bytes", "tokens", "samples"], rows))
+    print(f"\nrows: {len(ds)} samples of {ds.seqlen} tokens, {padding_share(ds.index):.0%} of all row tokens are PAD")
     mimes = ds.sql("SELECT mime, count(*) AS files, sum(size) AS bytes FROM files GROUP BY mime "
                    "ORDER BY files DESC, mime LIMIT ?", (args.top,))
     print("\ntop MIME types\n" + _table(["mime", "files", "bytes"], [(m, n, _human(b)) for m, n, b in mimes]))
@@ -399,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     i = _subparser(sub, "index", "build or refresh the catalog and the sample index of a directory")
     _add_corpus_options(i)
     i.set_defaults(func=_index)
-    n = _subparser(sub, "info", "classes, files, bytes, samples, top MIME types and file sizes of a directory")
+    n = _subparser(sub, "info", "classes, files, bytes, samples, padding, top MIME types and file sizes of a directory")
     _add_corpus_options(n)
     n.add_argument("--top", type=_int_at_least(1), default=10, help="MIME types shown (default: %(default)s)")
     n.set_defaults(func=_info)

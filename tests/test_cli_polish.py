@@ -235,3 +235,15 @@ def test_library_warnings_are_one_line_and_only_on_success(corpus_dir, tmp_path,
     assert capsys.readouterr().err == ""  # a percentile is a deliberate choice: no warning
     assert main(["sql", corpus_dir, "DELETE FROM files", "--cache-dir", "off"]) == 2
     assert capsys.readouterr().err.count("\n") == 1  # an error is the only line
+
+
+def test_info_reports_the_padding_share(corpus_dir, capsys):
+    from consumer import Consumer
+    from consumer.index import padding_share
+
+    assert main(["info", corpus_dir, "--cache-dir", "off", "--quiet", "--seqlen", "32"]) == 0
+    out = capsys.readouterr().out
+    ds = Consumer(corpus_dir, seqlen=32, cache_dir=False)
+    share = padding_share(ds.index)
+    assert 0 < share < 1
+    assert f"rows: {len(ds)} samples of 32 tokens, {share:.0%} of all row tokens are PAD" in out
