@@ -299,7 +299,7 @@ _EXAMPLES = {
               "builds the catalog and the sample index of corpus/ (sub-folders are classes); the next run "
               "with the same settings is a cache hit"),
     "info": ("consumer info corpus/ --style concat --seqlen 2048 --top 5",
-             "classes, files, bytes, tokens and samples, the 5 most frequent MIME types, file sizes"),
+             "classes, files, bytes, tokens, samples and % PAD, the 5 most frequent MIME types, file sizes"),
     "sql": ('consumer sql corpus/ "SELECT class, count(*) AS files, sum(size) AS bytes FROM files '
             'GROUP BY class" --format csv',
             "files and bytes per class as CSV (the view `files` has file_id, path, class, class_id, size, "
