@@ -21,6 +21,7 @@ from .cache import list_entries as list_cache_entries
 from .consumer import Consumer
 from .errors import (
     ConsumerError,
+    ConsumerWarning,
     FileChangedError,
     FormatError,
     InputError,
@@ -59,6 +60,7 @@ __all__ = [
     "list_cache_entries",
     "clear_cache",
     "ConsumerError",
+    "ConsumerWarning",
     "InputError",
     "SelectionError",
     "SampleIndexError",

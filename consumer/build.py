@@ -28,7 +28,7 @@ from .catalog import CATALOG_NAME, Catalog
 from .documents import DocumentTable, build_documents
 from .errors import FileChangedError, InputError, short_repr
 from .filemeta import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from, libmagic_version
-from .index import SampleIndex
+from .index import SampleIndex, warn_if_padded
 from .ir import ClassFiles, Corpus, normalise, stat_files
 from .spec import Metadata, Spec, check_class_to_id
 from .vocab import Vocab
@@ -72,7 +72,14 @@ def _info(cache: str, key: str | None, magic_calls: int, t0: float) -> dict:
 
 def build(fps: Any, spec: Spec, *, cache_dir: Any = None, verbose: bool = False) -> Built:
     """Normalise ``fps``, stat every file, then load the sample index from the cache or build it (catalog,
-    libmagic on new or changed files only, documents, index) and cache it."""
+    libmagic on new or changed files only, documents, index) and cache it. Warns (``ConsumerWarning``)
+    when ``seqlen="auto"`` pads most of every row."""
+    built = _build(fps, spec, cache_dir, verbose)
+    warn_if_padded(spec.seqlen, spec.style, built.index)
+    return built
+
+
+def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool) -> Built:
     t0 = time.perf_counter()
     cache_root = check_cache_dir(cache_dir)
     corpus = normalise(fps)
@@ -169,6 +176,7 @@ def build_packed(prefix: Any, spec: Spec) -> Built:
     spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, corpus.class_names))
     requested = spec
     index = _index(spec, documents, len(corpus.classes))
+    warn_if_padded(spec.seqlen, spec.style, index)
     return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, None,
                  _info("packed", None, 0, t0), recipe=("packed", str(store.prefix), requested))
 

@@ -3,28 +3,41 @@
 - ``consumer demo``: a :class:`~consumer.Consumer` over files every machine with Python has (the
   standard library, grouped by file type): a summary and a decoded batch;
 - ``consumer index DIR``: build or refresh the catalog and the sample index (with progress);
-- ``consumer info DIR``: classes, files, bytes, samples, top MIME types, file-size distribution;
-- ``consumer sql DIR "SELECT ..."``: a table, or ``--json``;
+- ``consumer info DIR``: classes, files, bytes, samples, the share of PAD in the rows, top MIME types,
+  file-size distribution;
+- ``consumer sql DIR "SELECT ..."``: a table, or ``--format csv|json``;
 - ``consumer pack DIR PREFIX --format megatron|modalities``: a packed store of every file's tokens;
 - ``consumer inspect PREFIX``: counts, dtype, classes and a decoded document of a packed store;
 - ``consumer cache list|clear``.
 
 Exit codes: 0 ok, 2 bad input (one line on stderr), 1 a system error (one line on stderr).
+
+Every option's help shows its default and every subcommand's ``--help`` ends with a worked example.
+``index``, ``info``, ``sql`` and ``pack`` show a progress bar on stderr while libmagic runs (only when
+stderr is a terminal; ``--quiet`` turns it off, ``--verbose`` forces it) and end with a one-line
+summary (files, bytes, index cache hit or miss, libmagic calls, time). Warnings of the library
+(e.g. ``seqlen="auto"`` padding most of every row) are printed as one ``consumer: warning:`` line.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
+import platform
 import sys
 import sysconfig
 import time
+import warnings
 from collections import defaultdict
 
 import numpy as np
 
-from .errors import ConsumerError
+from . import __version__
+from .display import human_bytes as _human
+from .errors import ConsumerError, ConsumerWarning, InputError
+from .index import check_seqlen, padding_share
 
 __all__ = ["main", "stdlib_corpus"]
 
@@ -77,9 +90,10 @@ def _printable(raw: bytes) -> str:
 def _demo(args: argparse.Namespace) -> int:
     from . import Consumer  # noqa: PLC0415
 
-    fps = args.dir if args.dir else stdlib_corpus(args.max_files)
+    fps = _check_dir(args.dir, "--dir") if args.dir else stdlib_corpus(args.max_files)
     t0 = time.perf_counter()
-    ds = Consumer(fps, style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen, verbose=args.verbose)
+    ds = Consumer(fps, style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen, long_files=args.long_files,
+                  verbose=args.verbose)
     build = time.perf_counter() - t0
     print(f"{ds!r}  built in {build:.2f} s")
     print(f"vocab: size {ds.vocab.size}, specials {ds.vocab.specials}")
@@ -87,7 +101,8 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"{'class':<10} {'id':>3} {'files':>6} {'bytes':>10} {'tokens':>10} {'samples':>8}")
     for c in ds.classes:
         pc = info["per_class"][c]
-        print(f"{c:<10} {ds.class_to_id[c]:>3} {pc['files']:>6} {pc['bytes']:>10} {pc['tokens']:>10} {pc['samples']:>8}")
+        print(f"{c:<10} {ds.class_to_id[c]:>3} {pc['files']:>6} {pc['bytes']:>10} {pc['tokens']:>10} "
+              f"{pc['samples']:>8}")
     ds.create_batches(args.batch_size, seed=ds.seed)
     query = ["input_array", "attention_mask", "class", "file_id", "offset"]
     ds.fetch([0], query)  # the first fetch imports torch: keep that out of the timing
@@ -108,20 +123,64 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open(args: argparse.Namespace, verbose: bool = False):
+def _check_dir(path: str, name: str = "DIR") -> str:
+    """``path`` if it is a directory; otherwise an :class:`InputError` saying "not found" with the path."""
+    if not os.path.exists(path):
+        raise InputError(f"{name}: directory not found: {path}")
+    if not os.path.isdir(path):
+        raise InputError(f"{name}: not a directory: {path} (give a folder of files or of class folders)")
+    return path
+
+
+def _show_progress(args: argparse.Namespace) -> bool:
+    """Progress bars: never with ``--quiet``, always with ``--verbose``, else only when stderr is a terminal."""
+    if getattr(args, "quiet", False):
+        return False
+    return bool(getattr(args, "verbose", False)) or sys.stderr.isatty()
+
+
+def _open(args: argparse.Namespace):
     from . import Consumer  # noqa: PLC0415
 
-    return Consumer(args.dir, style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen,
-                    metadata=None if args.metadata == "none" else args.metadata,
-                    cache_dir=False if args.cache_dir == "off" else args.cache_dir, verbose=verbose)
+    return Consumer(_check_dir(args.dir), style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen,
+                    long_files=args.long_files, metadata=None if args.metadata == "none" else args.metadata,
+                    cache_dir=False if args.cache_dir == "off" else args.cache_dir, verbose=_show_progress(args))
+
+
+def _describe_all(ds, args: argparse.Namespace) -> int:
+    """Compute libmagic's description and MIME type of every file lacking one (what the first SQL query
+    needs), with a progress bar like the build's; returns the number of libmagic calls made."""
+    from .ir import stat_files  # noqa: PLC0415
+
+    if ds.documents.packed is not None:
+        return 0
+    sizes, mtimes = stat_files(ds.files)
+    before = ds.catalog.magic_calls
+    ds.catalog.sync(ds.files, sizes, mtimes, want=("description", "mime"), verbose=_show_progress(args))
+    return ds.catalog.magic_calls - before
+
+
+def _summary(ds, seconds: float, extra_calls: int = 0) -> str:
+    """One line: files, bytes, index cache hit or miss, libmagic calls, wall time."""
+    info = ds.build_info
+    return (f"{len(ds.files)} files, {_human(float(ds.documents.doc_size.sum()))}, index cache {info['cache']}, "
+            f"libmagic calls {info['libmagic_calls'] + extra_calls}, {seconds:.2f} s")
+
+
+def _finish(ds, args: argparse.Namespace, t0: float, extra_calls: int = 0) -> None:
+    """The summary line on stderr (not with ``--quiet``), after the command's output."""
+    sys.stdout.flush()
+    if not args.quiet:
+        print(f"consumer: {_summary(ds, time.perf_counter() - t0, extra_calls)}", file=sys.stderr)
 
 
 def _index(args: argparse.Namespace) -> int:
-    ds = _open(args, verbose=not args.quiet)
-    info = ds.build_info
+    t0 = time.perf_counter()
+    ds = _open(args)
     print(f"{ds!r}")
-    print(f"index cache {info['cache']} ({info['key'] or 'not cached'}), libmagic calls {info['libmagic_calls']}, "
-          f"{info['seconds']:.2f} s")
+    print(_summary(ds, time.perf_counter() - t0))
+    if ds.build_info["key"]:
+        print(f"cache key {ds.build_info['key']}")
     return 0
 
 
@@ -133,16 +192,10 @@ def _table(header: list[str], rows: list[tuple]) -> str:
     return "\n".join(lines)
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
 def _info(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
     ds = _open(args)
+    calls = _describe_all(ds, args)
     per = ds.get_dict()["per_class"]
     print(f"{ds!r}\n")
     rows = [(c, ds.class_to_id[c], per[c]["files"], _human(per[c]["bytes"]), per[c]["tokens"], per[c]["samples"])
@@ -150,6 +203,7 @@ def _info(args: argparse.Namespace) -> int:
     rows.append(("(all)", "", len(ds.files), _human(sum(p["bytes"] for p in per.values())),
                  sum(p["tokens"] for p in per.values()), len(ds)))
     print(_table(["class", "id", "files", "bytes", "tokens", "samples"], rows))
+    print(f"\nrows: {len(ds)} samples of {ds.seqlen} tokens, {padding_share(ds.index):.0%} of all row tokens are PAD")
     mimes = ds.sql("SELECT mime, count(*) AS files, sum(size) AS bytes FROM files GROUP BY mime "
                    "ORDER BY files DESC, mime LIMIT ?", (args.top,))
     print("\ntop MIME types\n" + _table(["mime", "files", "bytes"], [(m, n, _human(b)) for m, n, b in mimes]))
@@ -157,16 +211,29 @@ def _info(args: argparse.Namespace) -> int:
     q = [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1]
     print("\nfile sizes\n" + _table(["min", "p10", "p25", "median", "p75", "p90", "p99", "max"],
                                      [tuple(_human(float(np.quantile(sizes, x))) for x in q)]))
+    _finish(ds, args, t0, calls)
     return 0
 
 
+def _cell(value):
+    """A value for CSV / JSON output: bytes (BLOBs) as hex, everything else as it is."""
+    return value.hex() if isinstance(value, bytes) else value
+
+
 def _sql(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
     ds = _open(args)
+    calls = _describe_all(ds, args)
     rows = ds.sql(args.statement)
-    if args.json:
-        print(json.dumps(rows.as_dicts(), indent=1, default=lambda v: v.hex() if isinstance(v, bytes) else str(v)))
+    if args.format == "json":
+        print(json.dumps([{k: _cell(v) for k, v in r.items()} for r in rows.as_dicts()], indent=1, default=str))
+    elif args.format == "csv":
+        out = csv.writer(sys.stdout, lineterminator="\n")
+        out.writerow(rows.columns)
+        out.writerows([_cell(v) for v in r] for r in rows)
     else:
         print(_table(rows.columns, list(rows)))
+    _finish(ds, args, t0, calls)
     return 0
 
 
@@ -191,13 +258,15 @@ def _cache(args: argparse.Namespace) -> int:
 
 
 def _pack(args: argparse.Namespace) -> int:
-    ds = _open(args, verbose=args.verbose)
-    summary = ds.pack(args.prefix, format=args.format, verbose=args.verbose)
+    t0 = time.perf_counter()
+    ds = _open(args)
+    summary = ds.pack(args.prefix, format=args.format, verbose=_show_progress(args))
     print(f"packed {summary['documents']} documents, {summary['tokens']} tokens ({summary['dtype']}) "
           f"from {_human(summary['source_bytes'])} of files into {_human(summary['bytes'])} "
           f"in {summary['seconds']:.2f} s:")
     for kind, path in summary["files"].items():
         print(f"  {kind:<8} {path}")
+    _finish(ds, args, t0)
     return 0
 
 
@@ -221,81 +290,183 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_dataset_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", help="the corpus directory (sub-folders are classes)")
-    p.add_argument("--style", default="diff", choices=["diff", "concat"])
-    p.add_argument("--n-bytes", type=int, default=2, choices=[1, 2, 3])
-    p.add_argument("--seqlen", type=_seqlen, default="auto")
-    p.add_argument("--metadata", default="file", choices=["file", "mime", "none"])
-    p.add_argument("--cache-dir", default=None, help="cache directory (default: $CONSUMER_CACHE_DIR or "
-                   "~/.cache/consumer; 'off' keeps everything in memory)")
+_SEQLEN_HELP = ("tokens per sample: an int, 'auto' (the longest document) or 'auto:pNN' (the NN-th percentile "
+                "of document lengths, e.g. auto:p95)")
+_EXAMPLES = {
+    "demo": ("consumer demo --style concat --seqlen 1024 --n-bytes 1",
+             "a Consumer over the Python standard library (one class per file type) and a decoded batch"),
+    "index": ("consumer index corpus/ --seqlen 2048 --long-files windows",
+              "builds the catalog and the sample index of corpus/ (sub-folders are classes); the next run "
+              "with the same settings is a cache hit"),
+    "info": ("consumer info corpus/ --style concat --seqlen 2048 --top 5",
+             "classes, files, bytes, tokens, samples and % PAD, the 5 most frequent MIME types, file sizes"),
+    "sql": ('consumer sql corpus/ "SELECT class, count(*) AS files, sum(size) AS bytes FROM files '
+            'GROUP BY class" --format csv',
+            "files and bytes per class as CSV (the view `files` has file_id, path, class, class_id, size, "
+            "mtime_ns, extension, description, mime, header, sha256, tokens, samples)"),
+    "pack": ("consumer pack corpus/ packed/corpus --format megatron",
+             "writes packed/corpus.bin and .idx (Megatron-LM) plus packed/corpus.consumer.json/.npz; "
+             "open it with Consumer.from_packed('packed/corpus', ...)"),
+    "inspect": ("consumer inspect packed/corpus --tokens 32",
+                "counts, dtype, classes and the first 32 tokens of the first document of the store"),
+    "cache": ("consumer cache list --cache-dir /data/cache",
+              "the cached indexes (key, style, n_bytes, files, samples, size, date) and the catalog size"),
+}
+
+
+def _example(command: str) -> str:
+    line, what = _EXAMPLES[command]
+    return f"example:\n  {line}\n      {what}"
 
 
 def _seqlen(text: str):
-    return text if text == "auto" else int(text)
+    """argparse type of ``--seqlen``: a positive int, ``auto`` or ``auto:pNN`` (argparse names the option)."""
+    try:
+        return check_seqlen(int(text) if text.lstrip("+-").isdigit() else text)
+    except InputError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer, 'auto' or 'auto:pNN' (e.g. auto:p95), got {text!r}") from None
+
+
+def _int_at_least(low: int):
+    """argparse type of an integer option that must be >= ``low``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {text!r}")
+        return value
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+def _add_dataset_options(p: argparse.ArgumentParser, seqlen_default: int | str = "auto") -> None:
+    p.add_argument("--style", default="diff", choices=["diff", "concat"],
+                   help="diff: one padded sample per file; concat: per class one token stream cut into exact "
+                        "windows (default: %(default)s)")
+    p.add_argument("--n-bytes", type=int, default=2, choices=[1, 2, 3],
+                   help="bytes per token (default: %(default)s)")
+    p.add_argument("--seqlen", type=_seqlen, default=seqlen_default, help=_SEQLEN_HELP + " (default: %(default)s)")
+    p.add_argument("--long-files", default="truncate", choices=["truncate", "windows"],
+                   help="diff style: serve the first seqlen tokens of a long file, or all of it as consecutive "
+                        "windows (default: %(default)s)")
+
+
+def _add_corpus_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", help="the corpus directory: each sub-folder is a class (a folder without "
+                               "sub-folders is one class, 'null')")
+    _add_dataset_options(p)
+    p.add_argument("--metadata", default="file", choices=["file", "mime", "none"],
+                   help="header in front of each file: the libmagic description, the MIME type, or none "
+                        "(default: %(default)s)")
+    p.add_argument("--cache-dir", default=None,
+                   help="where the catalog and the index cache live; 'off' keeps everything in memory "
+                        "(default: $CONSUMER_CACHE_DIR, else ~/.cache/consumer)")
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument("--quiet", action="store_true",
+                      help="no progress bar and no summary line; warnings and errors still show (default: off; "
+                           "the bar shows only when stderr is a terminal)")
+    loud.add_argument("--verbose", action="store_true",
+                      help="progress bars even when stderr is not a terminal, e.g. in a log (default: off)")
+
+
+def _subparser(sub, name: str, help_text: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".",
+                          epilog=_example(name), formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``consumer`` command."""
-    p = argparse.ArgumentParser(prog="consumer", description="Training batches from the raw bytes of files.")
-    sub = p.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("demo", help="build a Consumer over the Python standard library and show a batch")
-    d.add_argument("--dir", help="use this directory (sub-folders = classes) instead of the standard library")
-    d.add_argument("--style", default="diff", choices=["diff", "concat"])
-    d.add_argument("--n-bytes", type=int, default=2, choices=[1, 2, 3])
-    d.add_argument("--seqlen", type=_seqlen, default=512)
-    d.add_argument("--max-files", type=int, default=200, help="files per class at most (default 200)")
-    d.add_argument("--batch-size", type=int, default=8)
-    d.add_argument("--show", type=int, default=3, help="rows to decode")
-    d.add_argument("--chars", type=int, default=240, help="decoded bytes shown per row")
-    d.add_argument("--verbose", action="store_true", help="progress bar while libmagic runs")
+    p = argparse.ArgumentParser(prog="consumer", description="Training batches from the raw bytes of files.",
+                                epilog="Run 'consumer COMMAND --help' for a command's options and an example.")
+    p.add_argument("--version", action="version",
+                   version=f"consumer {__version__} (Python {platform.python_version()})",
+                   help="show the version and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    d = _subparser(sub, "demo", "build a Consumer over the Python standard library and show a batch")
+    d.add_argument("--dir", default=None,
+                   help="use this directory (sub-folders = classes) instead of the standard library "
+                        "(default: the standard library)")
+    _add_dataset_options(d, seqlen_default=512)
+    d.add_argument("--max-files", type=_int_at_least(1), default=200,
+                   help="files per class at most (default: %(default)s)")
+    d.add_argument("--batch-size", type=_int_at_least(1), default=8, help="rows of the batch (default: %(default)s)")
+    d.add_argument("--show", type=_int_at_least(0), default=3, help="rows to decode (default: %(default)s)")
+    d.add_argument("--chars", type=_int_at_least(0), default=240,
+                   help="decoded bytes shown per row (default: %(default)s)")
+    d.add_argument("--verbose", action="store_true", help="progress bar while libmagic runs (default: off)")
     d.set_defaults(func=_demo)
-    i = sub.add_parser("index", help="build or refresh the catalog and the sample index of a directory")
-    _add_dataset_options(i)
-    i.add_argument("--quiet", action="store_true", help="no progress bar")
+    i = _subparser(sub, "index", "build or refresh the catalog and the sample index of a directory")
+    _add_corpus_options(i)
     i.set_defaults(func=_index)
-    n = sub.add_parser("info", help="classes, files, bytes, samples, top MIME types, file sizes")
-    _add_dataset_options(n)
-    n.add_argument("--top", type=int, default=10, help="MIME types shown")
+    n = _subparser(sub, "info", "classes, files, bytes, samples, padding, top MIME types and file sizes of a directory")
+    _add_corpus_options(n)
+    n.add_argument("--top", type=_int_at_least(1), default=10, help="MIME types shown (default: %(default)s)")
     n.set_defaults(func=_info)
-    q = sub.add_parser("sql", help="run a read-only SQL statement over the files view")
-    _add_dataset_options(q)
-    q.add_argument("statement", help='e.g. "SELECT class, count(*), sum(size) FROM files GROUP BY class"')
-    q.add_argument("--json", action="store_true", help="rows as JSON objects")
+    q = _subparser(sub, "sql", "run a read-only SQL statement over the files view of a directory")
+    _add_corpus_options(q)
+    q.add_argument("statement", help='one SELECT statement over the view files, e.g. '
+                                     '"SELECT class, count(*), sum(size) FROM files GROUP BY class"')
+    q.add_argument("--format", default="table", choices=["table", "csv", "json"],
+                   help="output: an aligned table, CSV with a header row, or a JSON list of objects "
+                        "(default: %(default)s)")
+    q.add_argument("--json", dest="format", action="store_const", const="json",
+                   help="the same as --format json (default: off)")
     q.set_defaults(func=_sql)
-    k = sub.add_parser("pack", help="pack every file's tokens into a Megatron .bin/.idx or Modalities .pbin store")
-    _add_dataset_options(k)
-    k.add_argument("prefix", help="output prefix: PREFIX.bin/.idx or PREFIX.pbin, plus PREFIX.consumer.*")
-    k.add_argument("--format", default="megatron", choices=["megatron", "modalities"])
-    k.add_argument("--verbose", action="store_true", help="progress bars")
+    k = _subparser(sub, "pack", "pack every file's tokens into a Megatron .bin/.idx or Modalities .pbin store")
+    _add_corpus_options(k)
+    k.add_argument("prefix", help="output prefix: PREFIX.bin/.idx or PREFIX.pbin, plus PREFIX.consumer.json/.npz")
+    k.add_argument("--format", default="megatron", choices=["megatron", "modalities"],
+                   help="megatron: .bin/.idx readable by Megatron-LM; modalities: .pbin (default: %(default)s)")
     k.set_defaults(func=_pack)
-    t = sub.add_parser("inspect", help="counts, dtype, classes and a decoded document of a packed store")
-    t.add_argument("prefix")
-    t.add_argument("--tokens", type=int, default=64, help="tokens of the first document shown")
-    t.add_argument("--json", action="store_true")
+    t = _subparser(sub, "inspect", "counts, dtype, classes and a decoded document of a packed store")
+    t.add_argument("prefix", help="the prefix given to 'consumer pack' (PREFIX.bin/.idx or PREFIX.pbin)")
+    t.add_argument("--tokens", type=_int_at_least(0), default=64,
+                   help="tokens of the first document shown (default: %(default)s)")
+    t.add_argument("--json", action="store_true", help="the summary as JSON (default: off)")
     t.set_defaults(func=_inspect)
-    c = sub.add_parser("cache", help="list or clear cached indexes")
-    c.add_argument("action", choices=["list", "clear"])
-    c.add_argument("--cache-dir", default=None)
-    c.add_argument("--catalog", action="store_true", help="clear: also delete the file catalog")
+    c = _subparser(sub, "cache", "list or clear cached indexes")
+    c.add_argument("action", choices=["list", "clear"], help="list the cached indexes, or clear them")
+    c.add_argument("--cache-dir", default=None,
+                   help="the cache directory (default: $CONSUMER_CACHE_DIR, else ~/.cache/consumer)")
+    c.add_argument("--catalog", action="store_true", help="clear: also delete the file catalog (default: off)")
     c.set_defaults(func=_cache)
     return p
 
 
+def _report_warnings(caught: list[warnings.WarningMessage]) -> None:
+    """The library's own warnings as one ``consumer: warning:`` line each; others as Python shows them."""
+    for w in caught:
+        if issubclass(w.category, ConsumerWarning):
+            print(f"consumer: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 ok, 2 bad input, 1 other failure)."""
+    """Run the command line; returns the exit code (0 ok, 2 bad input, 1 other failure).
+
+    A failure is one line on stderr; the library's warnings are shown (one line each) only when the
+    command succeeded, so that an error stays the only thing said.
+    """
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except ConsumerError as e:
-        print(f"consumer: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"consumer: error: {e}", file=sys.stderr)
-        return 1
-    except Exception as e:  # noqa: BLE001  (a bug: still one line, with its type, and exit 1)
-        print(f"consumer: internal error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConsumerWarning)
+        try:
+            code = args.func(args)
+        except ConsumerError as e:
+            print(f"consumer: error: {e}", file=sys.stderr)
+            return 2
+        except OSError as e:
+            print(f"consumer: error: {e}", file=sys.stderr)
+            return 1
+        except Exception as e:  # noqa: BLE001  (a bug: still one line, with its type, and exit 1)
+            print(f"consumer: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+            return 1
+    _report_warnings(caught)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,7 +17,9 @@ from .collate import to_tensors
 from .dataset_sql import SQLSession
 from .errors import InputError, short_repr
 from .export import dataset_dict, dump_json, load_json
+from .display import repr_html, text_repr
 from .fetch import Fetcher
+from .frames import files_table
 from .queries import MaskConfig
 from .sampler import BatchCursor, EpochBatcher, TokenBudgetBatcher
 from .seeds import generator
@@ -52,7 +54,8 @@ class Consumer:
 
     Attributes: ``spec`` (every setting), ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``,
     ``seqlen`` (resolved), ``files`` (paths; ``file_id`` indexes it), ``corpus``, ``documents``, ``index``,
-    ``build_info`` and the settings ``style``, ``seed``, ``long_files``, ``sampling``, ``metadata``.
+    ``build_info``, ``mode`` (the default query set by ``set_*_mode``) and the settings ``style``, ``seed``,
+    ``long_files``, ``sampling``, ``metadata``.
     """
 
     def __init__(self, fps: Any, *, style: str = "diff", n_bytes: int = 2, seqlen: int | str = "auto",
@@ -87,7 +90,7 @@ class Consumer:
                                    metadata_name(s.metadata), built.cache_root, built.catalog)
         self._select_rng = generator(s.seed, "select")
         self._mask = MaskConfig()
-        self._default_query: str | None = None
+        self.mode: str | None = None
         self._cursor = BatchCursor(len(built.index), s.seed, built.index.sample_tokens())
 
     @classmethod
@@ -132,23 +135,23 @@ class Consumer:
 
     def set_supervised_mode(self) -> None:
         """Make ``"supervised"`` the default query of bare selections and ``get_next_batch()``."""
-        self._default_query = "supervised"
+        self.mode = "supervised"
 
     def set_unsupervised_mode(self, mask_frequency: float = 0.15, add_cls: bool = False,
                               mask_rule: str = "bert") -> None:
         """Masking settings (fraction, ``"bert"`` 80/10/10 or ``"mask"`` rule, CLS prefix); default query
         ``"unsupervised"``. Explicit queries keep working whatever the mode."""
         self._mask = MaskConfig(frequency=mask_frequency, rule=mask_rule, add_cls=add_cls)
-        self._default_query = "unsupervised"
+        self.mode = "unsupervised"
 
     def set_mlm_mode(self, mask_frequency: float = 0.15, add_cls: bool = False, mask_rule: str = "bert") -> None:
         """Like :meth:`set_unsupervised_mode`, with ``"mlm"`` (input, attention mask, labels) as default."""
         self.set_unsupervised_mode(mask_frequency, add_cls, mask_rule)
-        self._default_query = "mlm"
+        self.mode = "mlm"
 
     def __getitem__(self, key: Any) -> dict:
         selection, query, given = split_key(key)
-        query = query if given else self._default_query
+        query = query if given else self.mode
         if selection is not None:
             return to_tensors(self.fetch_numpy(resolve(selection, len(self), self.index.class_ptr, self.classes,
                                                        self._select_rng), query))
@@ -196,7 +199,7 @@ class Consumer:
 
     def get_next_batch(self, query: Any = _DEFAULT) -> dict:
         """The next batch (see :meth:`create_batches`); ``query`` defaults to the mode's query."""
-        return self[None, self._default_query if query is _DEFAULT else query]
+        return self[None, self.mode if query is _DEFAULT else query]
 
     def state_dict(self) -> dict:
         """JSON-able position of the batch iterator (epoch, batches served), for exact resumption."""
@@ -229,7 +232,7 @@ class Consumer:
     def get_dict(self, include_files: bool = False) -> dict:
         """Everything needed to reproduce this dataset: settings, classes, counts, vocab, versions, and the
         file list (``include_files``) or its sha256 fingerprint."""
-        return dataset_dict(self._built, mode=self._default_query, mask=self._mask, include_files=include_files,
+        return dataset_dict(self._built, mode=self.mode, mask=self._mask, include_files=include_files,
                             batches=None if self._cursor.batcher is None else self._cursor.batcher.state_dict())
 
     def to_json(self, fp: Any = None, include_files: bool = False) -> str | None:
@@ -246,14 +249,20 @@ class Consumer:
 
     def __getstate__(self) -> dict:
         """Pickled: how to rebuild (cache key, store prefix or small arrays), never connections or handles."""
-        return {"recipe": self._built.recipe, "verbose": self.verbose, "query": self._default_query,
+        return {"recipe": self._built.recipe, "verbose": self.verbose, "query": self.mode,
                 "mask": self._mask, "batcher": self._cursor.batcher, "select": self._select_rng}
 
     def __setstate__(self, state: dict) -> None:
         self._attach(restore(state["recipe"]), state["verbose"])
-        self._default_query, self._mask, self._select_rng = state["query"], state["mask"], state["select"]
+        self.mode, self._mask, self._select_rng = state["query"], state["mask"], state["select"]
         self._cursor.batcher = state["batcher"]
 
     def __repr__(self) -> str:
-        return (f"Consumer(style={self.style!r}, n_bytes={self.vocab.n_bytes}, seqlen={self.seqlen}, "
-                f"classes={self.n_classes}, files={len(self.documents)}, samples={len(self)})")
+        return text_repr(self)
+
+    def _repr_html_(self) -> str:
+        return repr_html(self)
+
+    def files_table(self) -> Any:
+        """The ``files`` view (see :meth:`sql`) as a pandas DataFrame (needs pandas)."""
+        return files_table(self)

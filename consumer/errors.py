@@ -13,6 +13,9 @@ against plain Python containers::
      ├── FileChangedError(OSError)       a source file changed between build and read
      └── MissingDependencyError(ImportError)  an optional dependency (or libmagic) is missing
 
+    ConsumerWarning(UserWarning)         a setting that works but is probably not what was meant
+                                         (e.g. ``seqlen="auto"`` padding most of every batch)
+
 Every message names the argument and echoes the bad value (see ``docs/design.md``).
 """
 
@@ -27,6 +30,7 @@ __all__ = [
     "FormatError",
     "FileChangedError",
     "MissingDependencyError",
+    "ConsumerWarning",
     "short_repr",
 ]
 
@@ -64,6 +68,10 @@ class FileChangedError(ConsumerError, OSError):
 
 class MissingDependencyError(ConsumerError, ImportError):
     """A dependency (python package or system library) needed for this feature is not installed."""
+
+
+class ConsumerWarning(UserWarning):
+    """A setting that works but is probably not what was meant; the message says what to choose instead."""
 
 
 def short_repr(value: object, limit: int = 80) -> str:

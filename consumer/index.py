@@ -20,14 +20,16 @@ Everything is vectorised (cumsum / repeat / searchsorted): no Python loop per sa
 
 from __future__ import annotations
 
+import re
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-from .errors import InputError, short_repr
+from .errors import ConsumerWarning, InputError, short_repr
 
-__all__ = ["SampleIndex", "STYLES", "LONG_FILES", "build_index", "resolve_seqlen"]
+__all__ = ["SampleIndex", "STYLES", "LONG_FILES", "build_index", "check_seqlen", "resolve_seqlen", "warn_if_padded"]
 
 LONG_FILES = ("truncate", "windows")
 
@@ -71,15 +73,69 @@ class SampleIndex:
         return np.repeat(starts, counts) + offsets, rows
 
 
-def resolve_seqlen(seqlen, doc_len: np.ndarray | None) -> int:
-    """``seqlen`` as an int: ``"auto"`` is the longest document in tokens; ints must be >= 1."""
-    if isinstance(seqlen, str) and doc_len is not None:
-        if seqlen != "auto":
-            raise InputError(f"seqlen must be a positive int or 'auto', got {short_repr(seqlen)}")
-        return int(doc_len.max()) if doc_len.size else 1
+_AUTO = re.compile(r"auto(?::p(\d+(?:\.\d+)?))?")
+SEQLEN_FORMS = ("a positive int, 'auto' (the longest document) or 'auto:pNN' (the NN-th percentile of document "
+                "lengths, 0 < NN <= 100)")
+PADDING_WARN_SHARE = 0.5  # warn when more than this share of the rows' tokens would be PAD
+
+
+def check_seqlen(seqlen) -> int | str:
+    """Validate a requested ``seqlen``: a positive int (returned as a plain int), ``"auto"`` or
+    ``"auto:pNN"`` (returned as given)."""
+    if isinstance(seqlen, str):
+        m = _AUTO.fullmatch(seqlen)
+        if m is None or (m.group(1) is not None and not 0 < float(m.group(1)) <= 100):
+            raise InputError(f"seqlen must be {SEQLEN_FORMS}, got {short_repr(seqlen)}")
+        return seqlen
     if isinstance(seqlen, bool) or not isinstance(seqlen, (int, np.integer)) or seqlen < 1:
-        raise InputError(f"seqlen must be a positive int or 'auto', got {short_repr(seqlen)}")
+        raise InputError(f"seqlen must be {SEQLEN_FORMS}, got {short_repr(seqlen)}")
     return int(seqlen)
+
+
+def resolve_seqlen(seqlen, doc_len: np.ndarray | None) -> int:
+    """``seqlen`` as an int: ``"auto"`` is the longest document in tokens, ``"auto:pNN"`` the ``NN``-th
+    percentile of the document lengths (the smallest length at least ``NN`` % of documents fit in,
+    ``numpy.percentile(..., method="inverted_cdf")``); ints must be >= 1."""
+    checked = check_seqlen(seqlen)
+    if isinstance(checked, int):
+        return checked
+    if doc_len is None:
+        raise InputError(f"seqlen={checked!r} needs the document lengths to be resolved")
+    if not doc_len.size:
+        return 1
+    q = _AUTO.fullmatch(checked).group(1)
+    if q is None:
+        return int(doc_len.max())
+    return max(1, int(np.percentile(doc_len, float(q), method="inverted_cdf")))
+
+
+def padding_share(index: SampleIndex) -> float:
+    """Share of PAD among all tokens of all rows (``len(index) * seqlen`` tokens); 0.0 without samples."""
+    n = len(index)
+    if not n:
+        return 0.0
+    return 1.0 - float(index.sample_tokens().sum()) / (n * index.seqlen)
+
+
+def warn_if_padded(requested, style: str, index: SampleIndex, *, stacklevel: int = 4) -> float:
+    """Warn (:class:`~consumer.errors.ConsumerWarning`) when ``seqlen="auto"`` (the longest document) in
+    ``diff`` style makes more than half of the rows PAD, i.e. more than half of an average batch.
+    Returns the share. An int or an ``"auto:pNN"`` is the user's choice and never warns.
+
+    ``stacklevel`` 4 points the warning at the caller of ``Consumer(...)`` when called from the
+    facade's build step.
+    """
+    share = padding_share(index)
+    if style == "diff" and requested == "auto" and share > PADDING_WARN_SHARE:
+        lengths = index.sample_tokens()
+        p95 = int(np.percentile(lengths, 95, method="inverted_cdf")) if lengths.size else 1
+        warnings.warn(
+            f"seqlen={requested!r} resolved to {index.seqlen} tokens, so {share:.0%} of every row is PAD "
+            f"on average (the median sample has {int(np.median(lengths))} tokens); choose seqlen= an int "
+            f"(the 95th percentile here is {p95}) with long_files='windows' so no byte is lost, "
+            f"or seqlen='auto:p95'; create_token_batches(max_tokens=...) also cuts rows to each batch's "
+            f"longest sample", ConsumerWarning, stacklevel=stacklevel)
+    return share
 
 
 def _pieces(doc_start: np.ndarray, doc_len: np.ndarray, seqlen: int):

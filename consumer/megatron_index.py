@@ -24,8 +24,8 @@ Megatron's ``len(dataset)``.
 Classes. Megatron samples cross documents, hence classes, and are not grouped by class, so no class
 owns a contiguous range of samples. ``sample_class`` is the class of each sample's first document
 (the ``class`` column), and ``class_ptr`` is all zeros (length ``n_classes + 1``): every class owns
-the empty range, so ``{class: n}`` selections raise ``SelectionError`` ("it has 0") and
-``{class: [i]}`` raises ``SampleIndexError`` instead of silently serving samples of other classes;
+the empty range, so ``{class: n}`` and ``{class: [i]}`` selections raise ``SelectionError`` ("class
+selections ... are not supported with sampling='megatron'") instead of silently serving samples of other classes;
 ``samples_per_class()`` is all zeros. Select by sample id (ints, slices, lists) or ``ds[None]``.
 """
 

@@ -92,6 +92,11 @@ def resolve(selection, n: int, class_ptr: np.ndarray, class_names: list[str], rn
             raise InputError(f"ds[{selection.start}:{selection.stop}:0]: slice step cannot be zero")
         return np.arange(*selection.indices(n), dtype=np.int64)
     if isinstance(selection, dict):
+        if n and not class_ptr[-1]:  # samples exist but no class owns any: Megatron's order crosses classes
+            raise SelectionError(
+                f"class selections such as {short_repr(selection)} are not supported with sampling='megatron' "
+                "(its samples cross files and classes, so no class owns a sample); select by sample id "
+                "(an int, a slice, a list) or ds[None], or use sampling='consumer'")
         return _resolve_dict(selection, class_ptr, class_names, rng)
     if isinstance(selection, (list, tuple, np.ndarray)) or hasattr(selection, "detach"):
         arr = _int_array(selection, "ds[[...]]")

@@ -23,7 +23,7 @@ import numpy as np
 
 from .errors import InputError, short_repr
 from .filemeta import check_metadata
-from .index import LONG_FILES, STYLES, resolve_seqlen
+from .index import LONG_FILES, STYLES, check_seqlen
 from .sampling import ConsumerSampling, MegatronSampling, Sampling, parse_sampling
 from .validate import check_choice, check_int, is_int
 from .vocab import Vocab
@@ -77,11 +77,7 @@ class Spec:
     def __post_init__(self) -> None:
         check_choice("style", self.style, sorted(STYLES))
         object.__setattr__(self, "n_bytes", Vocab(self.n_bytes).n_bytes)
-        if isinstance(self.seqlen, str):
-            if self.seqlen != "auto":
-                raise InputError(f"seqlen must be a positive int or 'auto', got {short_repr(self.seqlen)}")
-        else:
-            object.__setattr__(self, "seqlen", resolve_seqlen(self.seqlen, None))
+        object.__setattr__(self, "seqlen", check_seqlen(self.seqlen))
         check_metadata(self.metadata)
         check_choice("long_files", self.long_files, LONG_FILES)
         object.__setattr__(self, "seed", check_int("seed", self.seed, 0))

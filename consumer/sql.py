@@ -38,6 +38,24 @@ class Rows(list):
         """The rows as ``{column: value}`` dicts."""
         return [dict(zip(self.columns, r)) for r in self]
 
+    def to_pandas(self):
+        """The rows as a ``pandas.DataFrame`` (needs pandas: ``pip install "consumer[dataframes]"``)."""
+        from .frames import rows_to_pandas  # noqa: PLC0415  (optional libraries load only when asked)
+
+        return rows_to_pandas(self, self.columns)
+
+    def to_arrow(self):
+        """The rows as a ``pyarrow.Table`` (needs pyarrow: ``pip install "consumer[dataframes]"``)."""
+        from .frames import rows_to_arrow  # noqa: PLC0415
+
+        return rows_to_arrow(self, self.columns)
+
+    def to_polars(self):
+        """The rows as a ``polars.DataFrame`` (needs polars: ``pip install "consumer[dataframes]"``)."""
+        from .frames import rows_to_polars  # noqa: PLC0415
+
+        return rows_to_polars(self, self.columns)
+
 
 def _authorize(action, arg1, arg2, db, trigger):  # noqa: ANN001 (sqlite3 callback signature)
     return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY

@@ -43,7 +43,7 @@ def test_sql_table_and_json(corpus_dir, cache, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["sql", "{dir}", "DELETE FROM files"], "DELETE FROM files"),
     (["sql", "{dir}", "SELECT x FROM nowhere"], "no such table: nowhere"),
-    (["info", "/definitely/not/here"], "a single path must be a directory"),
+    (["info", "/definitely/not/here"], "DIR: directory not found: /definitely/not/here"),
     (["index", "{dir}", "--cache-dir", "{file}"], "cache_dir must be a directory"),
 ])
 def test_bad_input_is_one_line_and_exit_2(corpus_dir, cache, tmp_path, capsys, argv, message):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from consumer import Consumer
-from consumer.errors import InputError, SampleIndexError, SelectionError
+from consumer.errors import InputError, SelectionError
 from consumer.formats import build_gpt_indices
 from consumer.megatron_index import megatron_sample_index
 from consumer.reader import read_rows
@@ -123,10 +123,10 @@ def test_classes_are_not_ranges(ds: Consumer) -> None:
     first_doc = [DOC_INDEX_1[SAMPLE_INDEX_1[i][0]] for i in SHUFFLE_1]
     assert idx.sample_class.tolist() == [d // 2 for d in first_doc]
     rng = np.random.default_rng(0)
-    with pytest.raises(SelectionError, match="it has 0"):
-        resolve({"a": 1}, len(idx), idx.class_ptr, ds.classes, rng)
-    with pytest.raises(SampleIndexError, match="class 'b'"):
-        resolve({"b": [0]}, len(idx), idx.class_ptr, ds.classes, rng)
+    for sel in ({"a": 1}, {"b": [0]}, {"a": 0}):
+        with pytest.raises(SelectionError, match="class selections such as .* are not supported with "
+                                                 "sampling='megatron'"):
+            resolve(sel, len(idx), idx.class_ptr, ds.classes, rng)
     np.testing.assert_array_equal(resolve(slice(2, 5), len(idx), idx.class_ptr, ds.classes, rng), [2, 3, 4])
 
 
@@ -183,6 +183,9 @@ def test_consumer_megatron_sampling_matches_megatron(corpus_dir, tmp_path):
     assert len(ds) == len(expected) and all(np.array_equal(g, e) for g, e in zip(got, expected))
     ds.create_batches(4, shuffle=False)
     assert ds.get_next_batch(["sample_id"])["sample_id"].tolist() == [0, 1, 2, 3]  # Megatron's order
+    with pytest.raises(SelectionError, match=r"class selections such as \{'cat': 2\} are not supported with "
+                                             r"sampling='megatron'"):
+        ds[{"cat": 2}, "supervised"]
     again = Consumer(corpus_dir, style="concat", seqlen=30, sampling="megatron", seed=1234, cache_dir=tmp_path / "c")
     assert again.build_info["cache"] == "hit" and np.array_equal(again.fetch_numpy(np.arange(3))["input_array"],
                                                                 got[:3])
