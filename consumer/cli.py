@@ -26,7 +26,7 @@ import numpy as np
 
 from .errors import ConsumerError
 
-__all__ = ["main", "stdlib_corpus"]
+__all__ = ["main", "stdlib_corpus", "content_summary"]
 
 
 # file types of the demo corpus: class name -> extensions (every CPython install has most of them)
@@ -158,6 +158,41 @@ def _info(args: argparse.Namespace) -> int:
     print("\nfile sizes\n" + _table(["min", "p10", "p25", "median", "p75", "p90", "p99", "max"],
                                      [tuple(_human(float(np.quantile(sizes, x))) for x in q)]))
     return 0
+
+
+def content_summary(rows, groups, *, top: int = 5) -> str:
+    """The content part of ``consumer info``: per class the 10th, 50th and 90th percentiles of entropy
+    (bits per byte) and of the printable fraction (as %), then the duplicate summary.
+
+    ``rows``: ``(class, entropy, printable)`` per file, e.g.
+    ``ds.sql("SELECT class, entropy, printable FROM files")`` (rows with NULLs are skipped);
+    ``groups``: :class:`~consumer.duplicates.DuplicateGroup` list (``find_duplicates``); at most
+    ``top`` cross-class groups are listed.
+    """
+    per: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for cls, ent, prn in rows:
+        if ent is not None and prn is not None:
+            per[cls].append((ent, prn))
+    q = [0.1, 0.5, 0.9]
+    table = []
+    for cls in sorted(per):
+        vals = np.array(per[cls], dtype=np.float64)
+        ent = np.quantile(vals[:, 0], q)
+        prn = np.quantile(vals[:, 1], q) * 100
+        table.append((cls, len(vals), *(f"{v:.2f}" for v in ent), *(f"{v:.1f}" for v in prn)))
+    out = ["content (entropy in bits/byte, printable in %)",
+           _table(["class", "files", "entropy p10", "p50", "p90", "printable p10", "p50", "p90"], table)]
+    copies = sum(len(g.members) - 1 for g in groups)
+    wasted = sum(g.size * (len(g.members) - 1) for g in groups)
+    cross = [g for g in groups if g.cross_class]
+    out.append(f"\nduplicates: {len(groups)} groups of equal content, {copies} redundant copies "
+               f"({_human(wasted)}), {len(cross)} groups across classes")
+    for g in cross[:top]:
+        members = ", ".join(f"{m.path} [{m.cls}]" for m in g.members)
+        out.append(f"  {g.sha256[:12]} {_human(g.size)}: {members}")
+    if len(cross) > top:
+        out.append(f"  ... and {len(cross) - top} more cross-class groups")
+    return "\n".join(out)
 
 
 def _sql(args: argparse.Namespace) -> int:

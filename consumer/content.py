@@ -40,17 +40,28 @@ import re
 import stat
 import threading
 from collections import deque
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import numpy as np
 
 from .errors import FileChangedError, InputError, short_repr
 from .progress import progress_bar
 
-__all__ = ["CONTENT_COLUMNS", "READ_CHUNK", "ContentStats", "content_stats", "compute_content", "entropy_bits",
-           "printable_fraction", "zeros_fraction", "encode_histogram", "decode_histogram", "named_content_columns"]
+__all__ = [
+    "CONTENT_COLUMNS",
+    "READ_CHUNK",
+    "ContentStats",
+    "compute_content",
+    "content_stats",
+    "decode_histogram",
+    "encode_histogram",
+    "entropy_bits",
+    "named_content_columns",
+    "printable_fraction",
+    "zeros_fraction",
+]
 
 CONTENT_COLUMNS = ("sha256", "entropy", "printable", "zeros", "histogram")
 READ_CHUNK = 1 << 20  # bytes per read

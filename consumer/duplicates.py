@@ -17,14 +17,15 @@ only files that have a copy become Python objects.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from .errors import InputError, short_repr
 
-__all__ = ["DuplicateMember", "DuplicateGroup", "DedupePlan", "find_duplicates", "dedupe_plan"]
+__all__ = ["DedupePlan", "DuplicateGroup", "DuplicateMember", "dedupe_plan", "find_duplicates"]
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 

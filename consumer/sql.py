@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from .content import named_content_columns
 from .errors import QueryError, short_repr
 from .sqlfuncs import FunctionErrors, register_functions
 
-__all__ = ["Rows", "DatasetSQL", "content_completer"]
+__all__ = ["DatasetSQL", "Rows", "content_completer"]
 
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from .content import decode_histogram, entropy_bits
 from .errors import ConsumerError, InputError, short_repr
 
-__all__ = ["FUNCTIONS", "FunctionErrors", "register_functions", "js_distance", "l1_distance"]
+__all__ = ["FUNCTIONS", "FunctionErrors", "js_distance", "l1_distance", "register_functions"]
 
 
 class FunctionErrors:

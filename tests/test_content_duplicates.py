@@ -1,0 +1,138 @@
+"""Exact duplicates and the dedupe plan on a corpus with planted copies (within and across classes)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from consumer import Consumer
+from consumer.catalog import Catalog
+from consumer.cli import content_summary
+from consumer.duplicates import dedupe_plan, find_duplicates
+from consumer.errors import InputError
+
+
+def identity(paths):
+    st = [os.stat(p) for p in paths]
+    return np.array([s.st_size for s in st], dtype=np.int64), np.array([s.st_mtime_ns for s in st], dtype=np.int64)
+
+
+@pytest.fixture
+def planted(tmp_path):
+    """Three classes of unique random files, plus planted copies:
+    - ``ant/a03`` copied to ``bee/zz_from_ant`` (cross class) and to ``cow/c_from_ant`` (cross class);
+    - ``bee/b01`` copied to ``bee/b01_copy`` (same class);
+    - ``cow/c05`` copied to ``ant/a00_from_cow`` (cross class; the copy sorts first: it is kept);
+    - two empty files in ``cow`` (equal content too)."""
+    rng = np.random.default_rng(11)
+    root = tmp_path / "corpus"
+    for cls, n in (("ant", 6), ("bee", 5), ("cow", 7)):
+        (root / cls).mkdir(parents=True)
+        for i in range(n):
+            size = int(rng.integers(50, 3000))
+            (root / cls / f"{cls[0]}{i:02d}").write_bytes(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
+    copies = {"ant/a03": ["bee/zz_from_ant", "cow/c_from_ant"], "bee/b01": ["bee/b01_copy"],
+              "cow/c05": ["ant/a00_from_cow"]}
+    for src, dsts in copies.items():
+        for dst in dsts:
+            shutil.copyfile(root / src, root / dst)
+    (root / "cow" / "empty1").write_bytes(b"")
+    (root / "cow" / "empty2").write_bytes(b"")
+    return root
+
+
+def _sha(paths):
+    return [hashlib.sha256(open(p, "rb").read()).hexdigest() for p in paths]
+
+
+def test_find_duplicates_groups_in_corpus_order(planted):
+    ds = Consumer(str(planted), cache_dir=False, metadata=None)
+    paths = ds.files
+    classes = [ds.classes[c] for c in ds.documents.doc_class]
+    sizes, _ = identity(paths)
+    groups = find_duplicates(paths, classes, _sha(paths), sizes)
+    rel = [[(os.path.relpath(m.path, planted), m.cls) for m in g.members] for g in groups]
+    assert rel == [
+        [("ant/a00_from_cow", "ant"), ("cow/c05", "cow")],
+        [("ant/a03", "ant"), ("bee/zz_from_ant", "bee"), ("cow/c_from_ant", "cow")],
+        [("bee/b01", "bee"), ("bee/b01_copy", "bee")],
+        [("cow/empty1", "cow"), ("cow/empty2", "cow")],
+    ]
+    assert [g.cross_class for g in groups] == [True, True, False, False]
+    assert groups[1].classes == ["ant", "bee", "cow"]
+    assert all(paths[m.file_id] == m.path for g in groups for m in g.members)
+    assert groups[1].size == os.path.getsize(planted / "ant" / "a03") and groups[3].size == 0
+    assert groups[1].as_dict()["members"][1] == {"file_id": groups[1].members[1].file_id,
+                                                 "path": str(planted / "bee" / "zz_from_ant"), "class": "bee"}
+    # input order does not matter: the rule is (class, path), not position
+    perm = np.random.default_rng(0).permutation(len(paths)).tolist()
+    shuffled = find_duplicates([paths[i] for i in perm], [classes[i] for i in perm], [_sha(paths)[i] for i in perm])
+    assert [[m.path for m in g.members] for g in shuffled] == [[m.path for m in g.members] for g in groups]
+
+
+@pytest.mark.parametrize("style", ["diff", "concat"])
+def test_dedupe_drops_exactly_the_later_copies(planted, tmp_path, style):
+    ds = Consumer(str(planted), cache_dir=tmp_path / "cache", style=style, seqlen=64)
+    paths = ds.files
+    classes = [ds.classes[c] for c in ds.documents.doc_class]
+    sizes, mtimes = identity(paths)
+    cat = Catalog(str(tmp_path / "cache" / "catalog.sqlite"))
+    cat.ensure_content(paths, sizes, mtimes)
+    sha = [r[0] for r in cat.content_rows(paths, sizes, mtimes)]
+    assert sha == _sha(paths)
+    plan = dedupe_plan(paths, classes, sha, sizes)
+    dropped = sorted(os.path.relpath(paths[i], planted) for i in plan.drop)
+    assert dropped == ["bee/b01_copy", "bee/zz_from_ant", "cow/c05", "cow/c_from_ant", "cow/empty2"]
+    report = plan.report()
+    assert report["dropped_files"] == 5 and report["kept"] == len(paths) - 5 and report["files"] == len(paths)
+    assert report["dropped_bytes"] == sum(os.path.getsize(planted / d) for d in dropped)
+    assert report["groups"] == 4 and report["cross_class_groups"] == 2
+    assert {(os.path.relpath(d["path"], planted), os.path.relpath(d["kept"], planted)) for d in report["dropped"]} == {
+        ("bee/b01_copy", "bee/b01"), ("bee/zz_from_ant", "ant/a03"), ("cow/c_from_ant", "ant/a03"),
+        ("cow/c05", "ant/a00_from_cow"), ("cow/empty2", "cow/empty1")}
+    assert np.array_equal(np.sort(np.concatenate([plan.keep, plan.drop])), np.arange(len(paths)))
+    assert len({sha[i] for i in plan.keep}) == plan.keep.size  # no content twice among the kept
+    # the surviving dataset serves the same samples as a corpus built without the copies
+    survivors = ds.where(f"file_id IN ({','.join(map(str, plan.keep.tolist()))})")
+    for d in dropped:
+        os.remove(planted / d)
+    clean = Consumer(str(planted), cache_dir=False, style=style, seqlen=64)
+    assert survivors.files == clean.files and len(survivors) == len(clean)
+    query = ["input_array", "class", "attention_mask"]
+    got, want = survivors.fetch_numpy(np.arange(len(survivors)), query), clean.fetch_numpy(np.arange(len(clean)), query)
+    for k in query:
+        assert np.array_equal(got[k], want[k]), k
+
+
+def test_no_duplicates_and_bad_inputs(tmp_path):
+    paths = [str(tmp_path / f"f{i}") for i in range(3)]
+    sha = [hashlib.sha256(bytes([i])).hexdigest() for i in range(3)]
+    assert find_duplicates(paths, ["a"] * 3, sha) == []
+    plan = dedupe_plan(paths, ["a"] * 3, sha, [1, 1, 1])
+    assert plan.keep.tolist() == [0, 1, 2] and plan.drop.size == 0
+    assert plan.report() == {"files": 3, "kept": 3, "dropped_files": 0, "dropped_bytes": 0, "groups": 0,
+                             "cross_class_groups": 0, "dropped": []}
+    assert find_duplicates([], [], []) == []
+    with pytest.raises(InputError, match=r"sha256s\[1\].*f1.*None"):
+        find_duplicates(paths, ["a"] * 3, [sha[0], None, sha[2]])
+    with pytest.raises(InputError, match="one entry per file"):
+        dedupe_plan(paths, ["a"] * 2, sha, [1, 1, 1])
+
+
+def test_info_content_summary(planted):
+    ds = Consumer(str(planted), cache_dir=False, metadata=None)
+    paths, classes = ds.files, [ds.classes[c] for c in ds.documents.doc_class]
+    sizes, mtimes = identity(paths)
+    ds.catalog.ensure_content(paths, sizes, mtimes)
+    rows = ds.sql("SELECT class, entropy, printable FROM files")
+    text = content_summary(rows, find_duplicates(paths, classes, _sha(paths), sizes), top=1)
+    lines = text.splitlines()
+    ant = next(line for line in lines if line.startswith("ant "))
+    ent = [float(r[1]) for r in rows if r[0] == "ant"]
+    assert ant.split()[1] == str(len(ent)) and ant.split()[3] == f"{np.quantile(ent, 0.5):.2f}"
+    assert "4 groups of equal content, 5 redundant copies" in text and "2 groups across classes" in text
+    assert "... and 1 more cross-class groups" in text and "a00_from_cow [ant]" in text
