@@ -66,8 +66,9 @@ __all__ = [
 CONTENT_COLUMNS = ("sha256", "entropy", "printable", "zeros", "histogram")
 READ_CHUNK = 1 << 20  # bytes per read
 _MIN_CHUNK = 4096
+_PAIR_MIN = 1 << 16  # from this many bytes on, count byte pairs (see _byte_counts)
 _FILES_PER_TASK = 32  # files handed to a thread at a time: one future per task, not per file
-_PARALLEL_MIN_FILES = 8  # below this a thread pool costs more than it saves
+_PARALLEL_MIN_FILES = 2  # a few large files are worth two threads too
 _WIDTHS = ((np.dtype("<u2"), 0xFFFF), (np.dtype("<u4"), 0xFFFFFFFF), (np.dtype("<u8"), None))
 _BY_LENGTH = {256 * dt.itemsize: dt for dt, _ in _WIDTHS}
 
@@ -82,7 +83,9 @@ class ContentStats:
     """The content statistics of one version of one file (see the module docstring).
 
     ``size`` is the number of bytes read and ``mtime_ns`` the file's mtime while it was read: the
-    identity of the version the statistics describe.
+    identity of the version the statistics describe. ``entropy``, ``printable`` and ``zeros`` are
+    exactly what :func:`entropy_bits`, :func:`printable_fraction` and :func:`zeros_fraction` give for
+    ``histogram``.
     """
 
     path: str
@@ -90,21 +93,9 @@ class ContentStats:
     mtime_ns: int
     sha256: str
     histogram: np.ndarray
-
-    @property
-    def entropy(self) -> float:
-        """Shannon entropy of the byte histogram, bits per byte (0..8; 0 for an empty file)."""
-        return entropy_bits(self.histogram)
-
-    @property
-    def printable(self) -> float:
-        """Fraction of printable bytes (0x20..0x7E and 9..13); 0 for an empty file."""
-        return printable_fraction(self.histogram)
-
-    @property
-    def zeros(self) -> float:
-        """Fraction of 0x00 bytes; 0 for an empty file."""
-        return zeros_fraction(self.histogram)
+    entropy: float
+    printable: float
+    zeros: float
 
     def histogram_blob(self) -> bytes:
         """The histogram in the blob layout of the catalog (see :func:`encode_histogram`)."""
@@ -118,30 +109,36 @@ def _as_histogram(hist, what: str = "histogram") -> np.ndarray:
     return h.astype(np.uint64, copy=False)
 
 
+def _columns(hists: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Entropy (bits per byte), printable and zeros fractions of a ``(k, 256)`` stack of histograms,
+    vectorised. The one implementation behind every entropy and fraction in the package, so that a
+    value computed per file, per batch or by an SQL function is the same float."""
+    h = hists.astype(np.float64)  # exact: counts stay far below 2**53
+    total = h.sum(axis=1)
+    safe = np.where(total > 0, total, 1.0)[:, None]
+    p = h / safe
+    occurs = p > 0
+    terms = np.where(occurs, p * np.log2(np.where(occurs, p, 1.0)), 0.0)
+    entropy = np.clip(-terms.sum(axis=1), 0.0, 8.0) + 0.0  # rounding never leaves [0, 8]; no -0.0
+    printable = h[:, PRINTABLE_BYTES].sum(axis=1) / safe[:, 0]
+    zeros = h[:, 0] / safe[:, 0]
+    return entropy, printable, zeros
+
+
 def entropy_bits(hist) -> float:
     """Shannon entropy in bits per byte of a 256-count byte histogram: ``-sum(p log2 p)`` over the
     values that occur, ``p = count / total``. 0.0 for an empty histogram."""
-    h = _as_histogram(hist)
-    total = float(h.sum(dtype=np.float64))
-    if total == 0:
-        return 0.0
-    p = h[h > 0].astype(np.float64) / total
-    value = float(-(p * np.log2(p)).sum())
-    return min(8.0, max(0.0, value))  # rounding must not leave [0, 8] (nor give -0.0)
+    return float(_columns(_as_histogram(hist)[None])[0][0])
 
 
 def printable_fraction(hist) -> float:
     """Fraction of bytes in 0x20..0x7E or 9..13 (``\\t \\n \\x0b \\x0c \\r``); 0.0 for an empty histogram."""
-    h = _as_histogram(hist)
-    total = int(h.sum(dtype=np.uint64))
-    return float(int(h[PRINTABLE_BYTES].sum(dtype=np.uint64)) / total) if total else 0.0
+    return float(_columns(_as_histogram(hist)[None])[1][0])
 
 
 def zeros_fraction(hist) -> float:
     """Fraction of 0x00 bytes; 0.0 for an empty histogram."""
-    h = _as_histogram(hist)
-    total = int(h.sum(dtype=np.uint64))
-    return float(int(h[0]) / total) if total else 0.0
+    return float(_columns(_as_histogram(hist)[None])[2][0])
 
 
 def encode_histogram(hist) -> bytes:
@@ -170,6 +167,25 @@ def _check_chunk(chunk) -> int:
     return int(chunk)
 
 
+def _byte_counts(data: np.ndarray) -> np.ndarray:
+    """The 256 byte counts (int64) of a uint8 array.
+
+    Large inputs are counted as little-endian uint16 pairs into 65,536 bins, folded back (a byte
+    value ``v`` occurs ``row v + column v`` times in the 256 x 256 pair table): half the increments of
+    a plain ``bincount`` and fewer collisions on repeated bytes, about 1.5-2x faster on 1 MiB chunks.
+    Small inputs use a plain ``bincount`` (the 65,536 bins would cost more than they save).
+    """
+    n = data.size
+    if n < _PAIR_MIN:
+        return np.bincount(data, minlength=256)
+    even = n & ~1
+    pairs = np.bincount(data[:even].view("<u2"), minlength=65536).reshape(256, 256)
+    counts = pairs.sum(axis=0) + pairs.sum(axis=1)
+    if even != n:
+        counts[data[-1]] += 1
+    return counts
+
+
 def _identity(st: os.stat_result) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
@@ -184,6 +200,11 @@ def content_stats(path: str, *, chunk: int = READ_CHUNK, buffer: np.ndarray | No
     chunk = _check_chunk(chunk)
     if buffer is None or buffer.dtype != np.uint8 or buffer.size < chunk:
         buffer = np.empty(chunk, dtype=np.uint8)
+    return _finish([_read(path, chunk, buffer)])[0]
+
+
+def _read(path: str, chunk: int, buffer: np.ndarray) -> tuple[str, int, int, str, np.ndarray]:
+    """One streaming read of a file: (path, bytes read, mtime_ns, sha256 hex, uint64 histogram)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -206,7 +227,7 @@ def content_stats(path: str, *, chunk: int = READ_CHUNK, buffer: np.ndarray | No
             if n == 0:
                 break
             digest.update(view[:n])
-            counts += np.bincount(buffer[:n], minlength=256)
+            counts += _byte_counts(buffer[:n])
             total += n
         after = os.fstat(fd)
     finally:
@@ -214,8 +235,16 @@ def content_stats(path: str, *, chunk: int = READ_CHUNK, buffer: np.ndarray | No
     if _identity(before) != _identity(after) or total != after.st_size:
         raise FileChangedError(f"paths: {path!r} changed while its content was read "
                                f"(size {before.st_size} -> {after.st_size}, {total} bytes read)")
-    return ContentStats(path=path, size=total, mtime_ns=after.st_mtime_ns, sha256=digest.hexdigest(),
-                        histogram=counts.astype(np.uint64))
+    return path, total, after.st_mtime_ns, digest.hexdigest(), counts.astype(np.uint64)
+
+
+def _finish(raw: list[tuple[str, int, int, str, np.ndarray]]) -> list[ContentStats]:
+    """ContentStats of read files (path, size, mtime_ns, sha256, histogram), columns computed at once."""
+    if not raw:
+        return []
+    ent, prn, zer = (a.tolist() for a in _columns(np.stack([r[4] for r in raw])))
+    return [ContentStats(path=p, size=n, mtime_ns=t, sha256=d, histogram=h, entropy=e, printable=q, zeros=z)
+            for (p, n, t, d, h), e, q, z in zip(raw, ent, prn, zer)]
 
 
 def compute_content(paths: Sequence[str], *, verbose: bool = False, workers: int | None = None,
@@ -223,7 +252,8 @@ def compute_content(paths: Sequence[str], *, verbose: bool = False, workers: int
     """:class:`ContentStats` of each path, in order (a generator, so a caller can store results while
     later files are still being read).
 
-    Runs in ``workers`` threads (default: the number of cores), ``files_per_task`` files per task,
+    Runs in ``workers`` threads (default: the number of cores), at most ``files_per_task`` files per
+    task (fewer when there are few files, so that every thread gets work),
     with at most two tasks per thread in flight (memory stays bounded whatever the number of files),
     each thread reading through its own ``chunk``-byte buffer. One progress bar when ``verbose``.
     """
@@ -238,10 +268,12 @@ def compute_content(paths: Sequence[str], *, verbose: bool = False, workers: int
         buf = getattr(local, "buffer", None)
         if buf is None:
             buf = local.buffer = np.empty(chunk, dtype=np.uint8)
-        return [content_stats(p, chunk=chunk, buffer=buf) for p in part]
+        return _finish([_read(p, chunk, buf) for p in part])
 
     n_workers = workers or os.cpu_count() or 1
-    parts = [paths[i:i + files_per_task] for i in range(0, len(paths), files_per_task)]
+    # a few large files must still spread over the threads: at least ~4 tasks per thread when possible
+    per_task = max(1, min(files_per_task, -(-len(paths) // (4 * n_workers))))
+    parts = [paths[i:i + per_task] for i in range(0, len(paths), per_task)]
     bar = progress_bar(len(paths), verbose, "content")
     try:
         if n_workers == 1 or len(paths) < _PARALLEL_MIN_FILES:

@@ -22,6 +22,8 @@ from consumer.content import (
     encode_histogram,
     entropy_bits,
     named_content_columns,
+    printable_fraction,
+    zeros_fraction,
 )
 from consumer.errors import FileChangedError, InputError
 
@@ -105,6 +107,17 @@ def test_any_bytes_any_chunk(data, chunk):
         check(content_stats(write(os.path.join(d, "f"), data), chunk=chunk), data)
 
 
+@pytest.mark.parametrize("size", [65535, 65536, 65537, 131074, 200001])
+@pytest.mark.parametrize("chunk", [65536, 65537, 1 << 20])
+def test_large_chunks_counted_as_byte_pairs(tmp_path, size, chunk):
+    """Chunks of 64 KiB and more are counted as uint16 pairs: odd and even chunk lengths, odd tails."""
+    rng = np.random.default_rng(size + chunk)
+    data = rng.integers(0, 256, size, dtype=np.uint8)
+    data[: size // 2] = rng.integers(97, 100, size // 2)  # long runs of few values
+    raw = data.tobytes()
+    check(content_stats(write(tmp_path / "f", raw), chunk=chunk), raw)
+
+
 def test_a_reused_buffer_carries_nothing_over(tmp_path):
     buf = np.empty(4096, dtype=np.uint8)
     a = write(tmp_path / "a", b"\xff" * 4096)
@@ -141,6 +154,9 @@ def test_parallel_pass_keeps_order_and_matches_serial(tmp_path):
     assert [s.path for s in parallel] == paths
     for s, t, data in zip(parallel, serial, datas):
         check(s, data)
+        # computed in a batch, the columns are the very floats of the one-histogram functions
+        assert (s.entropy, s.printable, s.zeros) == (entropy_bits(s.histogram), printable_fraction(s.histogram),
+                                                     zeros_fraction(s.histogram))
         assert s.sha256 == t.sha256 and s.histogram.tolist() == t.histogram.tolist()
 
 
