@@ -204,7 +204,7 @@ def content_stats(path: str, *, chunk: int = READ_CHUNK, buffer: np.ndarray | No
 
 
 def _read(path: str, chunk: int, buffer: np.ndarray) -> tuple[str, int, int, str, np.ndarray]:
-    """One streaming read of a file: (path, bytes read, mtime_ns, sha256 hex, uint64 histogram)."""
+    """One streaming read of a file: (path, bytes read, mtime_ns, sha256 hex, int64 histogram)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -217,7 +217,7 @@ def _read(path: str, chunk: int, buffer: np.ndarray) -> tuple[str, int, int, str
             raise InputError(f"paths: {path!r} is not a regular file, refused")
         view = memoryview(buffer)[:chunk]
         digest = hashlib.sha256()
-        counts = np.zeros(256, dtype=np.int64)
+        counts = None
         total = 0
         while True:
             try:
@@ -227,24 +227,30 @@ def _read(path: str, chunk: int, buffer: np.ndarray) -> tuple[str, int, int, str
             if n == 0:
                 break
             digest.update(view[:n])
-            counts += _byte_counts(buffer[:n])
+            part = _byte_counts(buffer[:n])
+            counts = part if counts is None else counts + part
             total += n
+            if n < chunk and total == before.st_size:
+                break  # a short read at the listed size is the end: no extra read to see EOF
         after = os.fstat(fd)
     finally:
         os.close(fd)
     if _identity(before) != _identity(after) or total != after.st_size:
         raise FileChangedError(f"paths: {path!r} changed while its content was read "
                                f"(size {before.st_size} -> {after.st_size}, {total} bytes read)")
-    return path, total, after.st_mtime_ns, digest.hexdigest(), counts.astype(np.uint64)
+    if counts is None:
+        counts = np.zeros(256, dtype=np.int64)
+    return path, total, after.st_mtime_ns, digest.hexdigest(), counts
 
 
 def _finish(raw: list[tuple[str, int, int, str, np.ndarray]]) -> list[ContentStats]:
-    """ContentStats of read files (path, size, mtime_ns, sha256, histogram), columns computed at once."""
+    """ContentStats of files read by :func:`_read`, the columns computed for all of them at once."""
     if not raw:
         return []
-    ent, prn, zer = (a.tolist() for a in _columns(np.stack([r[4] for r in raw])))
+    hists = np.stack([r[4] for r in raw]).astype(np.uint64)
+    ent, prn, zer = (a.tolist() for a in _columns(hists))
     return [ContentStats(path=p, size=n, mtime_ns=t, sha256=d, histogram=h, entropy=e, printable=q, zeros=z)
-            for (p, n, t, d, h), e, q, z in zip(raw, ent, prn, zer)]
+            for (p, n, t, d, _), h, e, q, z in zip(raw, hists, ent, prn, zer)]
 
 
 def compute_content(paths: Sequence[str], *, verbose: bool = False, workers: int | None = None,
