@@ -8,6 +8,8 @@ import shutil
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from consumer import Consumer
 from consumer.catalog import Catalog
@@ -136,3 +138,24 @@ def test_info_content_summary(planted):
     assert ant.split()[1] == str(len(ent)) and ant.split()[3] == f"{np.quantile(ent, 0.5):.2f}"
     assert "4 groups of equal content, 5 redundant copies" in text and "2 groups across classes" in text
     assert "... and 1 more cross-class groups" in text and "a00_from_cow [ant]" in text
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 5)), min_size=0, max_size=40, unique=True))
+def test_plan_matches_a_brute_force_rule(files):
+    """Random corpora of (class, content id): the plan keeps, per content, the smallest (class, path)."""
+    entries = sorted((cls, f"/x/{cls}/{i:03d}", content) for i, (cls, content) in enumerate(files))
+    paths = [p for _, p, _ in entries]
+    classes = [c for c, _, _ in entries]
+    sha = [hashlib.sha256(bytes([content])).hexdigest() for _, _, content in entries]
+    sizes = [content + 1 for _, _, content in entries]
+    plan = dedupe_plan(paths, classes, sha, sizes)
+    first: dict[str, tuple] = {}
+    for i, (c, p, _) in enumerate(entries):
+        first[sha[i]] = min(first.get(sha[i], (c, p, i)), (c, p, i))
+    keep = sorted(v[2] for v in first.values())
+    assert plan.keep.tolist() == keep
+    assert plan.dropped_bytes == sum(sizes) - sum(sizes[i] for i in keep)
+    multi = {h for h in sha if sha.count(h) > 1}
+    assert len(plan.groups) == len(multi)
+    assert plan.cross_class_groups == sum(len({classes[i] for i in range(len(sha)) if sha[i] == h}) > 1 for h in multi)
