@@ -9,8 +9,9 @@ threads (default: every core, so both cores of the reference machine are busy):
 - the content pass (:func:`consumer.content.compute_content`: sha256 + histogram + stats) in MB/s;
 - a plain read of the same files with the same threads, chunk size and reusable buffers
   (open, readv into the buffer until EOF, close): the page-cache read speed, the ceiling;
-- the single-thread speed of sha256 alone and of ``np.bincount`` alone on a 1 MiB buffer, which
-  explain where the time of the pass goes;
+- MB per CPU-second of both (process CPU time, all threads): robust on a machine shared with others;
+- the single-thread speed of sha256 alone, of ``np.bincount`` alone and of the pass's byte-pair count
+  on a 1 MiB buffer, which explain where the time of the pass goes;
 - the cost added to a cold build: ``Consumer(dir, cache_dir=<empty>)`` (libmagic + index) of the
   small corpus, then ``Catalog.ensure_content`` of the same files (what the first query naming a
   content column pays), and a second ``ensure_content`` (everything cached: what later builds pay).
@@ -34,9 +35,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from consumer import Consumer  # noqa: E402
-from consumer.catalog import CATALOG_NAME, Catalog  # noqa: E402
-from consumer.content import READ_CHUNK, compute_content  # noqa: E402
+from consumer import Consumer
+from consumer.catalog import CATALOG_NAME, Catalog
+from consumer.content import READ_CHUNK, compute_content
 
 MB = 1e6
 
@@ -107,21 +108,32 @@ def content_pass(paths: list[str], workers: int) -> int:
 
 def best(fn, repeat: int) -> float:
     """Best wall time of ``repeat`` runs."""
-    times = []
+    return timed(fn, repeat)[0]
+
+
+def timed(fn, repeat: int) -> tuple[float, float]:
+    """(wall, CPU) seconds of the run with the best wall time of ``repeat`` runs; CPU time is the
+    process's (every thread), which a machine shared with other jobs inflates far less than wall time."""
+    runs = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        runs.append((time.perf_counter() - t0, time.process_time() - c0))
+    return min(runs)
 
 
 def single_thread_kernels(repeat: int) -> dict:
-    """MB/s of sha256 alone and of np.bincount alone on a 1 MiB buffer (one thread)."""
+    """MB/s of sha256 alone, of np.bincount alone and of the pass's byte-pair count on a 1 MiB buffer
+    (one thread)."""
+    from consumer.content import _byte_counts
+
     buf = np.random.default_rng(1).integers(0, 256, READ_CHUNK, dtype=np.uint8)
     loops = 64
     sha = best(lambda: [hashlib.sha256(buf).digest() for _ in range(loops)], repeat)
     hist = best(lambda: [np.bincount(buf, minlength=256) for _ in range(loops)], repeat)
-    return {"sha256_MBps": loops * buf.size / sha / MB, "bincount_MBps": loops * buf.size / hist / MB}
+    pairs = best(lambda: [_byte_counts(buf) for _ in range(loops)], repeat)
+    return {"sha256_MBps": loops * buf.size / sha / MB, "bincount_MBps": loops * buf.size / hist / MB,
+            "pair_count_MBps": loops * buf.size / pairs / MB}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -141,11 +153,12 @@ def main(argv: list[str] | None = None) -> dict:
         for name, paths in (("small", small), ("large", large)):
             size = sum(os.path.getsize(p) for p in paths)
             plain_read(paths, args.workers)  # warm the page cache
-            t_read = best(lambda p=paths: plain_read(p, args.workers), args.repeat)
-            t_content = best(lambda p=paths: content_pass(p, args.workers), args.repeat)
+            t_read, c_read = timed(lambda p=paths: plain_read(p, args.workers), args.repeat)
+            t_content, c_content = timed(lambda p=paths: content_pass(p, args.workers), args.repeat)
             out[name] = {"files": len(paths), "MB": size / MB, "read_MBps": size / t_read / MB,
                          "content_MBps": size / t_content / MB, "ratio_to_read": t_read / t_content,
-                         "content_files_per_s": len(paths) / t_content}
+                         "content_files_per_s": len(paths) / t_content,
+                         "read_MB_per_cpu_s": size / c_read / MB, "content_MB_per_cpu_s": size / c_content / MB}
         out["kernels_one_thread"] = single_thread_kernels(args.repeat)
         # cost added to a cold build (small corpus: libmagic and the index dominate a build)
         builds, firsts, agains = [], [], []
@@ -177,9 +190,11 @@ def main(argv: list[str] | None = None) -> dict:
             o = out[name]
             print(f"{name:>5}: {o['files']} files, {o['MB']:.1f} MB | plain read {o['read_MBps']:.0f} MB/s | "
                   f"content pass {o['content_MBps']:.0f} MB/s ({o['content_files_per_s']:.0f} files/s) | "
-                  f"{o['ratio_to_read']:.2f} of read speed")
+                  f"{o['ratio_to_read']:.2f} of read speed | per CPU-second: read {o['read_MB_per_cpu_s']:.0f} MB, "
+                  f"content {o['content_MB_per_cpu_s']:.0f} MB")
         k = out["kernels_one_thread"]
-        print(f"one thread, 1 MiB buffer: sha256 {k['sha256_MBps']:.0f} MB/s, bincount {k['bincount_MBps']:.0f} MB/s")
+        print(f"one thread, 1 MiB buffer: sha256 {k['sha256_MBps']:.0f} MB/s, np.bincount {k['bincount_MBps']:.0f} MB/s, "
+              f"pair count {k['pair_count_MBps']:.0f} MB/s")
         c = out["cold_build"]
         print(f"cold build of {c['files']} small files: {c['build_s']:.2f} s; first content pass +{c['content_first_s']:.2f} s "
               f"({100 * c['added_fraction']:.0f}% of the build); cached: {c['content_cached_s'] * 1e3:.0f} ms")

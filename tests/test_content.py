@@ -297,3 +297,14 @@ def test_two_threads_completing_the_same_catalog(tmp_path):
 ])
 def test_named_content_columns(statement, names):
     assert named_content_columns(statement) == names
+
+
+def test_non_utf8_file_names(tmp_path):
+    name = os.fsdecode(b"caf\xe9-\xff.bin")  # not valid UTF-8: surrogate-escaped by Python
+    p = write(os.path.join(str(tmp_path), name), b"bytes of a badly named file")
+    check(content_stats(p), b"bytes of a badly named file")
+    cat = Catalog(None)
+    sizes, mtimes = identity([p])
+    assert cat.ensure_content([p], sizes, mtimes) == 1
+    assert cat.content_rows([p], sizes, mtimes)[0][0] == hashlib.sha256(b"bytes of a badly named file").hexdigest()
+    assert cat.connection.execute("SELECT path FROM files").fetchone()[0].endswith("caf\\xe9-\\xff.bin")
