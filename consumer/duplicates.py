@@ -23,9 +23,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import InputError, short_repr
+from .errors import FileChangedError, InputError, short_repr
 
-__all__ = ["DedupePlan", "DuplicateGroup", "DuplicateMember", "dedupe_plan", "find_duplicates"]
+__all__ = ["DedupePlan", "DuplicateGroup", "DuplicateMember", "catalog_sha256s", "dedupe_plan", "find_duplicates"]
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -86,6 +86,21 @@ class DedupePlan:
             out["dropped"] = [{"file_id": m.file_id, "path": m.path, "class": m.cls, "kept": g.members[0].path,
                                "kept_class": g.members[0].cls} for g in self.groups for m in g.members[1:]]
         return out
+
+
+def catalog_sha256s(catalog, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *,
+                    verbose: bool = False) -> list[str]:
+    """The sha256 of every file, from ``catalog`` (a :class:`~consumer.catalog.Catalog`): the content
+    pass runs first for the files that lack it (:meth:`~consumer.catalog.Catalog.ensure_content`, which
+    raises :class:`~consumer.errors.FileChangedError` for a file whose size or mtime are no longer
+    ``sizes`` / ``mtimes``)."""
+    catalog.ensure_content(paths, sizes, mtimes, verbose=verbose)
+    rows = catalog.content_rows(paths, sizes, mtimes)
+    missing = [p for p, r in zip(paths, rows) if r is None]
+    if missing:  # another process stored a newer version of these files between the two calls
+        raise FileChangedError(f"paths: {len(missing)} file(s) changed while their content was catalogued, "
+                               f"e.g. {missing[0]!r}; rebuild the dataset")
+    return [r[0] for r in rows]
 
 
 def _check(paths: Sequence[str], classes: Sequence[str], sha256s: Sequence[str | None],

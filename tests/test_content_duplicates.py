@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from consumer import Consumer
 from consumer.catalog import Catalog
 from consumer.cli import content_summary
-from consumer.duplicates import dedupe_plan, find_duplicates
-from consumer.errors import InputError
+from consumer.duplicates import catalog_sha256s, dedupe_plan, find_duplicates
+from consumer.errors import FileChangedError, InputError
 
 
 def identity(paths):
@@ -83,9 +83,9 @@ def test_dedupe_drops_exactly_the_later_copies(planted, tmp_path, style):
     classes = [ds.classes[c] for c in ds.documents.doc_class]
     sizes, mtimes = identity(paths)
     cat = Catalog(str(tmp_path / "cache" / "catalog.sqlite"))
-    cat.ensure_content(paths, sizes, mtimes)
-    sha = [r[0] for r in cat.content_rows(paths, sizes, mtimes)]
+    sha = catalog_sha256s(cat, paths, sizes, mtimes)
     assert sha == _sha(paths)
+    assert cat.ensure_content(paths, sizes, mtimes) == 0  # computed once
     plan = dedupe_plan(paths, classes, sha, sizes)
     dropped = sorted(os.path.relpath(paths[i], planted) for i in plan.drop)
     assert dropped == ["bee/b01_copy", "bee/zz_from_ant", "cow/c05", "cow/c_from_ant", "cow/empty2"]
@@ -123,6 +123,24 @@ def test_no_duplicates_and_bad_inputs(tmp_path):
         find_duplicates(paths, ["a"] * 3, [sha[0], None, sha[2]])
     with pytest.raises(InputError, match="one entry per file"):
         dedupe_plan(paths, ["a"] * 2, sha, [1, 1, 1])
+
+
+def test_a_class_made_only_of_copies_disappears(tmp_path):
+    """Every file of class 'zz' is a copy of a file of an earlier class: the plan keeps none of them."""
+    (tmp_path / "aa").mkdir()
+    (tmp_path / "zz").mkdir()
+    for i in range(3):
+        (tmp_path / "aa" / f"{i}").write_bytes(bytes([i]) * 10)
+        (tmp_path / "zz" / f"{i}").write_bytes(bytes([2 - i]) * 10)
+    paths = sorted(str(p) for p in tmp_path.glob("*/*"))
+    classes = [os.path.basename(os.path.dirname(p)) for p in paths]
+    plan = dedupe_plan(paths, classes, _sha(paths), [10] * 6)
+    assert [classes[i] for i in plan.keep] == ["aa"] * 3 and plan.report()["cross_class_groups"] == 3
+    cat = Catalog(None)
+    sizes, mtimes = identity(paths)
+    (tmp_path / "zz" / "1").write_bytes(b"changed!")
+    with pytest.raises(FileChangedError):
+        catalog_sha256s(cat, paths, sizes, mtimes)
 
 
 def test_info_content_summary(planted):
