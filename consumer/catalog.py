@@ -254,36 +254,30 @@ class Catalog:
             self._conn.commit()
         return len(stale)
 
-    def _content_state(self, paths: Sequence[str]) -> dict[str, tuple[int, int, int]]:
-        """``{path: (size, mtime_ns, 1 if every content column is set else 0)}`` for the known paths."""
-        by_key: dict[bytes, tuple] = {}
+    def _by_key(self, columns: str, paths: Sequence[str]) -> list[tuple | None]:
+        """Per path the ``columns`` (an SQL select list) of its row, or None when it has none."""
         keys = [path_key(p) for p in paths]
+        by_key: dict[bytes, tuple] = {}
         cur = self._conn.cursor()
         for i in range(0, len(keys), 900):  # SQLite's bound-parameter limit
             part = keys[i:i + 900]
             marks = ",".join("?" * len(part))
-            for row in cur.execute(
-                    "SELECT key, size, mtime_ns, (sha256 IS NOT NULL AND entropy IS NOT NULL AND printable IS NOT NULL "
-                    f"AND zeros IS NOT NULL AND histogram IS NOT NULL) FROM main.files WHERE key IN ({marks})", part):
+            for row in cur.execute(f"SELECT key, {columns} FROM main.files WHERE key IN ({marks})", part):
                 by_key[row[0]] = row[1:]
-        return {p: by_key[k] for p, k in zip(paths, keys) if k in by_key}
+        return [by_key.get(k) for k in keys]
+
+    def _content_state(self, paths: Sequence[str]) -> dict[str, tuple[int, int, int]]:
+        """``{path: (size, mtime_ns, 1 if every content column is set else 0)}`` for the known paths."""
+        rows = self._by_key("size, mtime_ns, (sha256 IS NOT NULL AND entropy IS NOT NULL AND printable IS NOT NULL "
+                            "AND zeros IS NOT NULL AND histogram IS NOT NULL)", paths)
+        return {p: r for p, r in zip(paths, rows) if r is not None}
 
     def content_rows(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray) -> list[tuple | None]:
         """Per path ``(sha256, entropy, printable, zeros, histogram_blob)``, or None where the catalog
         has no content for that version (size and mtime) of the file: never a stale value."""
-        sizes_l, mtimes_l = np.asarray(sizes).tolist(), np.asarray(mtimes).tolist()
-        keys = [path_key(p) for p in paths]
-        by_key: dict[bytes, tuple] = {}
-        cur = self._conn.cursor()
-        for i in range(0, len(keys), 900):
-            part = keys[i:i + 900]
-            marks = ",".join("?" * len(part))
-            for row in cur.execute("SELECT key, size, mtime_ns, sha256, entropy, printable, zeros, histogram "
-                                   f"FROM main.files WHERE key IN ({marks})", part):
-                by_key[row[0]] = row[1:]
+        rows = self._by_key("size, mtime_ns, sha256, entropy, printable, zeros, histogram", paths)
         out: list[tuple | None] = []
-        for k, s, t in zip(keys, sizes_l, mtimes_l):
-            row = by_key.get(k)
+        for row, s, t in zip(rows, np.asarray(sizes).tolist(), np.asarray(mtimes).tolist()):
             ok = row is not None and row[0] == s and row[1] == t and all(v is not None for v in row[2:])
             out.append(tuple(row[2:]) if ok else None)
         return out
