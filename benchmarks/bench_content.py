@@ -193,11 +193,12 @@ def main(argv: list[str] | None = None) -> dict:
                   f"{o['ratio_to_read']:.2f} of read speed | per CPU-second: read {o['read_MB_per_cpu_s']:.0f} MB, "
                   f"content {o['content_MB_per_cpu_s']:.0f} MB")
         k = out["kernels_one_thread"]
-        print(f"one thread, 1 MiB buffer: sha256 {k['sha256_MBps']:.0f} MB/s, np.bincount {k['bincount_MBps']:.0f} MB/s, "
-              f"pair count {k['pair_count_MBps']:.0f} MB/s")
+        print(f"one thread, 1 MiB buffer: sha256 {k['sha256_MBps']:.0f} MB/s, "
+              f"np.bincount {k['bincount_MBps']:.0f} MB/s, pair count {k['pair_count_MBps']:.0f} MB/s")
         c = out["cold_build"]
-        print(f"cold build of {c['files']} small files: {c['build_s']:.2f} s; first content pass +{c['content_first_s']:.2f} s "
-              f"({100 * c['added_fraction']:.0f}% of the build); cached: {c['content_cached_s'] * 1e3:.0f} ms")
+        print(f"cold build of {c['files']} small files: {c['build_s']:.2f} s; "
+              f"first content pass +{c['content_first_s']:.2f} s ({100 * c['added_fraction']:.0f}% of the build); "
+              f"cached: {c['content_cached_s'] * 1e3:.0f} ms")
     return out
 
 

@@ -278,8 +278,10 @@ class Catalog:
         rows = self._by_key("size, mtime_ns, sha256, entropy, printable, zeros, histogram", paths)
         out: list[tuple | None] = []
         for row, s, t in zip(rows, np.asarray(sizes).tolist(), np.asarray(mtimes).tolist()):
-            ok = row is not None and row[0] == s and row[1] == t and all(v is not None for v in row[2:])
-            out.append(tuple(row[2:]) if ok else None)
+            if row is not None and row[0] == s and row[1] == t and all(v is not None for v in row[2:]):
+                out.append(tuple(row[2:]))
+            else:
+                out.append(None)
         return out
 
     def insert(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray,

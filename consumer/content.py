@@ -40,7 +40,7 @@ import re
 import stat
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -215,7 +215,7 @@ def _read(path: str, chunk: int, buffer: np.ndarray) -> tuple[str, int, int, str
         before = os.fstat(fd)
         if not stat.S_ISREG(before.st_mode):
             raise InputError(f"paths: {path!r} is not a regular file, refused")
-        view = memoryview(buffer)[:chunk]
+        view = memoryview(buffer.data)[:chunk]  # the buffer protocol of the array itself
         digest = hashlib.sha256()
         counts = None
         total = 0
@@ -253,8 +253,8 @@ def _finish(raw: list[tuple[str, int, int, str, np.ndarray]]) -> list[ContentSta
             for (p, n, t, d, _), h, e, q, z in zip(raw, hists, ent, prn, zer)]
 
 
-def compute_content(paths: Sequence[str], *, verbose: bool = False, workers: int | None = None,
-                    chunk: int = READ_CHUNK, files_per_task: int = _FILES_PER_TASK) -> Iterator[ContentStats]:
+def compute_content(paths: Sequence[str], *, verbose: bool = False, workers: int | None = None, chunk: int = READ_CHUNK,
+                    files_per_task: int = _FILES_PER_TASK) -> Generator[ContentStats, None, None]:
     """:class:`ContentStats` of each path, in order (a generator, so a caller can store results while
     later files are still being read).
 

@@ -79,7 +79,7 @@ class DedupePlan:
     def report(self, include_dropped: bool = True) -> dict:
         """JSON-able summary: files kept and dropped, bytes dropped, groups, cross-class groups and
         (with ``include_dropped``) every dropped file with the path of the copy that was kept."""
-        out = {"files": int(self.keep.size + self.drop.size), "kept": int(self.keep.size),
+        out: dict[str, object] = {"files": int(self.keep.size + self.drop.size), "kept": int(self.keep.size),
                "dropped_files": int(self.drop.size), "dropped_bytes": int(self.dropped_bytes),
                "groups": len(self.groups), "cross_class_groups": self.cross_class_groups}
         if include_dropped:

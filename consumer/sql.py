@@ -127,13 +127,13 @@ class DatasetSQL:
             raise QueryError(f"statement must be a non-empty SQL string, got {short_repr(statement)}")
         conn = self._connection()
         self._errors.last = None
-        content = self._ensure_content is not None and not self._content_ready and named_content_columns(statement)
+        ensure = self._ensure_content if not self._content_ready and named_content_columns(statement) else None
         conn.set_authorizer(_authorize)
         try:
-            if content:  # compile it first (EXPLAIN runs nothing): a refused or broken statement reads no file
+            if ensure is not None:  # compile first (EXPLAIN runs nothing): a refused or broken statement reads no file
                 conn.execute(f"EXPLAIN {statement}", params).fetchall()
                 conn.set_authorizer(None)
-                self._ensure_content()
+                ensure()
                 self._content_ready = True
                 conn.set_authorizer(_authorize)
             cur = conn.execute(statement, params)
