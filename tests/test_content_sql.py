@@ -9,6 +9,8 @@ import sqlite3
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from consumer.catalog import Catalog, display_path, path_key
 from consumer.content import encode_histogram, named_content_columns
@@ -181,3 +183,26 @@ def test_functions_are_registered_deterministic():
         args = ", ".join(["h"] + {1: [], 2: ["h"], 3: ["0", "9"]}[n_args])
         conn.execute(f"CREATE INDEX i_{name} ON t({name}({args}))")
     assert conn.execute("SELECT hist_total(h) FROM t").fetchone()[0] == sum(range(256))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 2**40), min_size=256, max_size=256), st.integers(0, 255), st.integers(0, 255))
+def test_count_and_fraction_match_numpy(counts, lo, hi):
+    lo, hi = min(lo, hi), max(lo, hi)
+    h = np.array(counts, dtype=np.uint64)
+    conn = sqlite3.connect(":memory:")
+    register_functions(conn)
+    got = conn.execute("SELECT hist_count(?, ?, ?), hist_fraction(?, ?, ?), hist_total(?), hist_mode(?)",
+                       (encode_histogram(h), lo, hi) * 2 + (encode_histogram(h),) * 2).fetchone()
+    total = int(h.sum())
+    assert got[0] == int(h[lo:hi + 1].sum())
+    assert got[1] == (int(h[lo:hi + 1].sum()) / total if total else 0.0)
+    assert got[2] == total
+    assert got[3] == (int(np.argmax(h)) if total else None)
+
+
+def test_progress_bar_when_verbose(tmp_path, capsys):
+    from consumer.content import compute_content
+    paths = [write(tmp_path / f"f{i}", b"x" * i) for i in range(10)]
+    assert [s.size for s in compute_content(paths, verbose=True)] == list(range(10))
+    assert "content" in capsys.readouterr().err
