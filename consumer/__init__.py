@@ -19,6 +19,7 @@ from .cache import clear as clear_cache
 from .cache import default_cache_dir
 from .cache import list_entries as list_cache_entries
 from .consumer import Consumer
+from .duplicates import dedupe_plan, find_duplicates
 from .errors import (
     ConsumerError,
     ConsumerWarning,
@@ -52,6 +53,8 @@ __all__ = [
     "QUERY_PRESETS",
     "COLUMNS",
     "Rows",
+    "find_duplicates",
+    "dedupe_plan",
     "merge_packed",
     "inspect_packed",
     "open_packed",

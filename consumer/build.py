@@ -26,6 +26,7 @@ from ._version import __version__
 from .cache import cache_key, check_cache_dir, file_table_sha256, load_entry, save_entry
 from .catalog import CATALOG_NAME, Catalog
 from .documents import DocumentTable, build_documents
+from .duplicates import catalog_sha256s, dedupe_plan
 from .errors import FileChangedError, InputError, short_repr
 from .filemeta import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from, libmagic_version
 from .index import SampleIndex, warn_if_padded
@@ -88,6 +89,18 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool) -> Built:
     paths, cls_list = corpus.flat()
     cls = np.asarray(cls_list, dtype=np.int64)
     sizes, mtimes = stat_files(paths)
+    catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
+    report = None
+    if spec.dedupe == "content":
+        plan = dedupe_plan(paths, [classes[c] for c in cls_list],
+                           catalog_sha256s(catalog, paths, sizes, mtimes, verbose=verbose), sizes)
+        keep = plan.keep
+        paths, cls, sizes, mtimes = [paths[i] for i in keep.tolist()], cls[keep], sizes[keep], mtimes[keep]
+        kept = np.unique(cls)
+        corpus = _corpus(corpus.class_names, kept, paths, cls, corpus.form)
+        cls = np.searchsorted(kept, cls).astype(np.int64)
+        classes = corpus.class_names
+        report = plan.report()
     vocab = Vocab(spec.n_bytes)
     key = None
     if cache_root and not callable(spec.metadata):
@@ -97,8 +110,9 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool) -> Built:
                          "files_sha256": file_table_sha256(paths, cls, sizes, mtimes)})
     entry = load_entry(cache_root, key, skip=("paths",)) if cache_root and key else None
     if entry is not None:
-        return _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
-    catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
+        built = _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
+        built.info["dedupe"], built.catalog = report, catalog if spec.dedupe else None
+        return built
     want = {"file": ("description",), "mime": ("mime",)}.get(spec.metadata, ()) \
         if isinstance(spec.metadata, str) else ()
     descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose)
@@ -108,6 +122,7 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool) -> Built:
     spec = _resolved(spec, index, classes)
     built = Built(spec, corpus, documents, index, cache_root, _info("miss" if key else "off", key,
                                                                      catalog.magic_calls, t0), catalog)
+    built.info["dedupe"] = report
     if cache_root and key:
         save_entry(cache_root, key, {**{k: getattr(documents, k) for k in _DOC_ARRAYS},
                                      **{k: getattr(index, k) for k in _INDEX_ARRAYS},
@@ -181,6 +196,13 @@ def build_packed(prefix: Any, spec: Spec) -> Built:
                  _info("packed", None, 0, t0), recipe=("packed", str(store.prefix), requested))
 
 
+def _corpus(names: list[str], kept: np.ndarray, paths: list[str], cls: np.ndarray, form: str) -> Corpus:
+    """The corpus of ``paths`` (corpus order) whose class indices ``cls`` (into ``names``) are among ``kept``."""
+    owner = cls.tolist()
+    return Corpus(classes=tuple(ClassFiles(name=names[c], paths=tuple(p for p, k in zip(paths, owner) if k == c))
+                                for c in kept.tolist()), form=form)
+
+
 def build_subset(parent: Built, file_ids: np.ndarray, catalog: Catalog | None = None) -> Built:
     """A dataset over some of ``parent``'s files (sorted, unique ids): same settings and row width, the
     same tokens (nothing is re-read or re-described), its own sample index. It shares ``catalog`` (the
@@ -190,11 +212,8 @@ def build_subset(parent: Built, file_ids: np.ndarray, catalog: Catalog | None = 
     kept = np.unique(docs.doc_class[file_ids])
     new_class = np.full(len(parent.corpus.classes), -1, dtype=np.int64)
     new_class[kept] = np.arange(kept.size)
-    names = parent.corpus.class_names
-    paths = [docs.paths[i] for i in file_ids.tolist()]
-    owner = docs.doc_class[file_ids].tolist()
-    corpus = Corpus(classes=tuple(ClassFiles(name=names[c], paths=tuple(p for p, k in zip(paths, owner) if k == c))
-                                  for c in kept.tolist()), form=parent.corpus.form)
+    corpus = _corpus(parent.corpus.class_names, kept, [docs.paths[i] for i in file_ids.tolist()],
+                     docs.doc_class[file_ids], parent.corpus.form)
     documents = docs.subset(file_ids, new_class)
     spec = parent.spec.for_subset()
     index = _index(spec, documents, len(corpus.classes))

@@ -8,13 +8,20 @@ Layout (``<cache_dir>/catalog.sqlite``, or ``:memory:`` when caching is off)::
           size INTEGER, mtime_ns INTEGER,            -- what "changed" is judged by
           extension TEXT,                            -- lower-case, without the dot ('' if none)
           description TEXT, mime TEXT,               -- raw libmagic output, NULL until computed
-          sha256 TEXT)                               -- content hash, NULL unless asked for
+          sha256 TEXT,                               -- content hash, NULL unless asked for
+          entropy REAL, printable REAL, zeros REAL,  -- content statistics (consumer.content), NULL until
+          histogram BLOB)                            --   computed; reset to NULL when the file changes
 
 It caches the expensive libmagic results: :meth:`Catalog.sync` runs libmagic only on files that are
 new, whose size or mtime changed, or that lack the column asked for (description or MIME type), and commits every chunk of files
 in its own transaction. A build killed part-way keeps what it committed; the next one continues
 from there and ends with the same rows as an uninterrupted build. Several processes may sync the
 same catalog at once (SQLite's locking, a busy timeout, idempotent upserts).
+
+The content columns (sha256, entropy, printable, zeros, histogram; see :mod:`consumer.content`) are
+filled by :meth:`Catalog.ensure_content`, only for files that lack them or whose size or mtime changed;
+any refresh of a changed file clears the columns it does not recompute, so no column ever describes
+an older version of the file than its size and mtime.
 
 A catalog that SQLite cannot read (corrupt, truncated, not a database) is moved aside and rebuilt.
 """
@@ -28,22 +35,28 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import InputError
+from .content import READ_CHUNK, compute_content
+from .errors import FileChangedError, InputError
 from .fileio import sha256_file
 from .filemeta import describe_files
 
 __all__ = ["Catalog", "CATALOG_NAME", "SCHEMA_VERSION"]
 
 CATALOG_NAME = "catalog.sqlite"
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"  # 3: content columns entropy, printable, zeros, histogram
 _CHUNK = 512  # files per libmagic chunk and per committed transaction
 _MAGIC_COLUMNS = ("description", "mime")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS files(
     key BLOB PRIMARY KEY, path TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-    extension TEXT NOT NULL, description TEXT, mime TEXT, sha256 TEXT);
+    extension TEXT NOT NULL, description TEXT, mime TEXT, sha256 TEXT,
+    entropy REAL, printable REAL, zeros REAL, histogram BLOB);
 """
+# an upsert keeps a stored column only while the row describes the same version of the file
+_SAME_VERSION = "files.size = excluded.size AND files.mtime_ns = excluded.mtime_ns"
+_STATS_COLUMNS = ("entropy", "printable", "zeros", "histogram")
+_KEEP_STATS_IF_SAME = ", ".join(f"{c}=CASE WHEN {_SAME_VERSION} THEN files.{c} END" for c in _STATS_COLUMNS)
 
 
 def _extension(path: str) -> str:
@@ -195,8 +208,81 @@ class Catalog:
                 "INSERT INTO main.files(key, path, size, mtime_ns, extension, description, mime, sha256) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET size=excluded.size, "
                 "mtime_ns=excluded.mtime_ns, extension=excluded.extension, description=excluded.description, "
-                "mime=excluded.mime, sha256=excluded.sha256", rows)
+                "mime=excluded.mime, sha256=excluded.sha256, " + _KEEP_STATS_IF_SAME, rows)
             self._conn.commit()
+
+    def ensure_content(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *, verbose: bool = False,
+                       workers: int | None = None, chunk: int = READ_CHUNK) -> int:
+        """Compute the content columns (sha256, entropy, printable, zeros, histogram) of the files that
+        lack one of them or whose stored size or mtime differ from ``sizes`` / ``mtimes`` (the caller's
+        view of the files); returns how many files were read.
+
+        Reads in ``workers`` threads, ``chunk`` bytes at a time (:func:`consumer.content.compute_content`),
+        with a progress bar when ``verbose``, and commits every chunk of files on its own. A file that
+        no longer has the given size and mtime raises :class:`FileChangedError` (chunks already read
+        stay committed); libmagic columns of a changed file are cleared, not kept.
+        """
+        n = len(paths)
+        if len(sizes) != n or len(mtimes) != n:
+            raise InputError(f"sizes/mtimes must have one entry per path ({n}), got {len(sizes)} and {len(mtimes)}")
+        sizes_l, mtimes_l = np.asarray(sizes).tolist(), np.asarray(mtimes).tolist()
+        state = self._content_state(paths)
+        stale = [i for i, p in enumerate(paths) if state.get(p) != (sizes_l[i], mtimes_l[i], 1)]
+        if not stale:
+            return 0
+        results = compute_content([paths[i] for i in stale], verbose=verbose, workers=workers, chunk=chunk)
+        cur = self._conn.cursor()
+        for start in range(0, len(stale), _CHUNK):
+            rows = []
+            for i in stale[start:start + _CHUNK]:
+                st = next(results)
+                if (st.size, st.mtime_ns) != (sizes_l[i], mtimes_l[i]):
+                    results.close()
+                    raise FileChangedError(
+                        f"paths: {paths[i]!r} changed since it was listed (size {sizes_l[i]} -> {st.size}, "
+                        f"mtime_ns {mtimes_l[i]} -> {st.mtime_ns}); rebuild the dataset")
+                rows.append((path_key(paths[i]), display_path(paths[i]), st.size, st.mtime_ns, _extension(paths[i]),
+                             st.sha256, st.entropy, st.printable, st.zeros, st.histogram_blob()))
+            cur.executemany(
+                "INSERT INTO main.files(key, path, size, mtime_ns, extension, sha256, entropy, printable, zeros, "
+                "histogram) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
+                f"description=CASE WHEN {_SAME_VERSION} THEN files.description END, "
+                f"mime=CASE WHEN {_SAME_VERSION} THEN files.mime END, "
+                "size=excluded.size, mtime_ns=excluded.mtime_ns, extension=excluded.extension, "
+                "sha256=excluded.sha256, entropy=excluded.entropy, printable=excluded.printable, "
+                "zeros=excluded.zeros, histogram=excluded.histogram", rows)
+            self._conn.commit()
+        return len(stale)
+
+    def _by_key(self, columns: str, paths: Sequence[str]) -> list[tuple | None]:
+        """Per path the ``columns`` (an SQL select list) of its row, or None when it has none."""
+        keys = [path_key(p) for p in paths]
+        by_key: dict[bytes, tuple] = {}
+        cur = self._conn.cursor()
+        for i in range(0, len(keys), 900):  # SQLite's bound-parameter limit
+            part = keys[i:i + 900]
+            marks = ",".join("?" * len(part))
+            for row in cur.execute(f"SELECT key, {columns} FROM main.files WHERE key IN ({marks})", part):
+                by_key[row[0]] = row[1:]
+        return [by_key.get(k) for k in keys]
+
+    def _content_state(self, paths: Sequence[str]) -> dict[str, tuple[int, int, int]]:
+        """``{path: (size, mtime_ns, 1 if every content column is set else 0)}`` for the known paths."""
+        rows = self._by_key("size, mtime_ns, (sha256 IS NOT NULL AND entropy IS NOT NULL AND printable IS NOT NULL "
+                            "AND zeros IS NOT NULL AND histogram IS NOT NULL)", paths)
+        return {p: r for p, r in zip(paths, rows) if r is not None}
+
+    def content_rows(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray) -> list[tuple | None]:
+        """Per path ``(sha256, entropy, printable, zeros, histogram_blob)``, or None where the catalog
+        has no content for that version (size and mtime) of the file: never a stale value."""
+        rows = self._by_key("size, mtime_ns, sha256, entropy, printable, zeros, histogram", paths)
+        out: list[tuple | None] = []
+        for row, s, t in zip(rows, np.asarray(sizes).tolist(), np.asarray(mtimes).tolist()):
+            if row is not None and row[0] == s and row[1] == t and all(v is not None for v in row[2:]):
+                out.append(tuple(row[2:]))
+            else:
+                out.append(None)
+        return out
 
     def insert(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray,
                descriptions: Sequence[str | None] | None, mimes: Sequence[str | None] | None) -> None:

@@ -39,7 +39,7 @@ from .display import human_bytes as _human
 from .errors import ConsumerError, ConsumerWarning, InputError
 from .index import check_seqlen, padding_share
 
-__all__ = ["main", "stdlib_corpus"]
+__all__ = ["main", "stdlib_corpus", "content_summary"]
 
 
 # file types of the demo corpus: class name -> extensions (every CPython install has most of them)
@@ -211,6 +211,8 @@ def _info(args: argparse.Namespace) -> int:
     q = [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1]
     print("\nfile sizes\n" + _table(["min", "p10", "p25", "median", "p75", "p90", "p99", "max"],
                                      [tuple(_human(float(np.quantile(sizes, x))) for x in q)]))
+    if not args.no_content:
+        print("\n" + content_summary(ds.sql("SELECT class, entropy, printable FROM files"), ds.duplicates()))
     _finish(ds, args, t0, calls)
     return 0
 
@@ -218,6 +220,41 @@ def _info(args: argparse.Namespace) -> int:
 def _cell(value):
     """A value for CSV / JSON output: bytes (BLOBs) as hex, everything else as it is."""
     return value.hex() if isinstance(value, bytes) else value
+
+
+def content_summary(rows, groups, *, top: int = 5) -> str:
+    """The content part of ``consumer info``: per class the 10th, 50th and 90th percentiles of entropy
+    (bits per byte) and of the printable fraction (as %), then the duplicate summary.
+
+    ``rows``: ``(class, entropy, printable)`` per file, e.g.
+    ``ds.sql("SELECT class, entropy, printable FROM files")`` (rows with NULLs are skipped);
+    ``groups``: :class:`~consumer.duplicates.DuplicateGroup` list (``find_duplicates``); at most
+    ``top`` cross-class groups are listed.
+    """
+    per: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for cls, ent, prn in rows:
+        if ent is not None and prn is not None:
+            per[cls].append((ent, prn))
+    q = [0.1, 0.5, 0.9]
+    table = []
+    for cls in sorted(per):
+        vals = np.array(per[cls], dtype=np.float64)
+        ent = np.quantile(vals[:, 0], q)
+        prn = np.quantile(vals[:, 1], q) * 100
+        table.append((cls, len(vals), *(f"{v:.2f}" for v in ent), *(f"{v:.1f}" for v in prn)))
+    out = ["content (entropy in bits/byte, printable in %)",
+           _table(["class", "files", "entropy p10", "p50", "p90", "printable p10", "p50", "p90"], table)]
+    copies = sum(len(g.members) - 1 for g in groups)
+    wasted = sum(g.size * (len(g.members) - 1) for g in groups)
+    cross = [g for g in groups if g.cross_class]
+    out.append(f"\nduplicates: {len(groups)} groups of equal content, {copies} redundant copies "
+               f"({_human(wasted)}), {len(cross)} groups across classes")
+    for g in cross[:top]:
+        members = ", ".join(f"{m.path} [{m.cls}]" for m in g.members)
+        out.append(f"  {g.sha256[:12]} {_human(g.size)}: {members}")
+    if len(cross) > top:
+        out.append(f"  ... and {len(cross) - top} more cross-class groups")
+    return "\n".join(out)
 
 
 def _sql(args: argparse.Namespace) -> int:
@@ -299,11 +336,13 @@ _EXAMPLES = {
               "builds the catalog and the sample index of corpus/ (sub-folders are classes); the next run "
               "with the same settings is a cache hit"),
     "info": ("consumer info corpus/ --style concat --seqlen 2048 --top 5",
-             "classes, files, bytes, tokens, samples and % PAD, the 5 most frequent MIME types, file sizes"),
+             "classes, files, bytes, tokens, samples and % PAD, the 5 most frequent MIME types, file sizes, "
+             "entropy/printable per class and duplicate groups"),
     "sql": ('consumer sql corpus/ "SELECT class, count(*) AS files, sum(size) AS bytes FROM files '
             'GROUP BY class" --format csv',
             "files and bytes per class as CSV (the view `files` has file_id, path, class, class_id, size, "
-            "mtime_ns, extension, description, mime, header, sha256, tokens, samples)"),
+            "mtime_ns, extension, description, mime, header, sha256, tokens, samples, entropy, printable, "
+            "zeros, histogram)"),
     "pack": ("consumer pack corpus/ packed/corpus --format megatron",
              "writes packed/corpus.bin and .idx (Megatron-LM) plus packed/corpus.consumer.json/.npz; "
              "open it with Consumer.from_packed('packed/corpus', ...)"),
@@ -404,6 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
     n = _subparser(sub, "info", "classes, files, bytes, samples, padding, top MIME types and file sizes of a directory")
     _add_corpus_options(n)
     n.add_argument("--top", type=_int_at_least(1), default=10, help="MIME types shown (default: %(default)s)")
+    n.add_argument("--no-content", action="store_true",
+                   help="skip the content summary (entropy and printable percentiles per class, duplicates), "
+                        "which reads every file once, the first time (default: off)")
     n.set_defaults(func=_info)
     q = _subparser(sub, "sql", "run a read-only SQL statement over the files view of a directory")
     _add_corpus_options(q)

@@ -51,6 +51,8 @@ class Consumer:
         long_files: diff style: ``"truncate"`` long files to ``seqlen`` or serve them as ``"windows"``.
         sampling: ``"consumer"`` (the styles) or ``"megatron"`` / ``MegatronSampling(...)``: Megatron-LM's
             GPT order (concat style, an int ``seqlen``; sample ``k`` is Megatron's item ``k``).
+        dedupe: ``"content"`` keeps the first file (class, then path order) of each group of equal bytes;
+            ``build_info["dedupe"]`` reports what was dropped.
 
     Attributes: ``spec`` (every setting), ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``,
     ``seqlen`` (resolved), ``files`` (paths; ``file_id`` indexes it), ``corpus``, ``documents``, ``index``,
@@ -60,9 +62,10 @@ class Consumer:
 
     def __init__(self, fps: Any, *, style: str = "diff", n_bytes: int = 2, seqlen: int | str = "auto",
                  metadata: Metadata = "file", class_to_id: dict | None = None, seed: int = 4, cache_dir: Any = None,
-                 verbose: bool = False, long_files: str = "truncate", sampling: Any = "consumer"):
+                 verbose: bool = False, long_files: str = "truncate", sampling: Any = "consumer",
+                 dedupe: str | None = None):
         spec = Spec(style=style, n_bytes=n_bytes, seqlen=seqlen, metadata=metadata, long_files=long_files,
-                    sampling=sampling, class_to_id=class_to_id, seed=seed)
+                    sampling=sampling, class_to_id=class_to_id, seed=seed, dedupe=dedupe)
         self._attach(build(fps, spec, cache_dir=cache_dir, verbose=check_bool("verbose", verbose)), verbose)
 
     @classmethod
@@ -87,7 +90,7 @@ class Consumer:
         class_ids = np.array([self.class_to_id[c] for c in self.classes], dtype=np.int64)
         self._fetcher = Fetcher(built.documents, built.index, class_ids, s.seed)
         self._session = SQLSession(built.documents, built.index, self.classes, self.class_to_id,
-                                   metadata_name(s.metadata), built.cache_root, built.catalog)
+                                   metadata_name(s.metadata), built.cache_root, built.catalog, verbose)
         self._select_rng = generator(s.seed, "select")
         self._mask = MaskConfig()
         self.mode: str | None = None
@@ -218,6 +221,10 @@ class Consumer:
         """One read-only SQL statement over the view ``files`` (one row per file: ``file_id, path, class,
         class_id, size, mtime_ns, extension, description, mime, header, sha256, tokens, samples``)."""
         return self._session.query(statement, params)
+
+    def duplicates(self) -> list:
+        """Groups of files with equal bytes (``.members``: file_id, path, class; ``.cross_class``)."""
+        return self._session.duplicates()
 
     def close(self) -> None:
         """Close the SQL and catalog connections (also done by ``with Consumer(...) as ds:``)."""

@@ -19,7 +19,8 @@ from .catalog import CATALOG_NAME, Catalog, display_path, path_key
 from .documents import DocumentTable
 from .errors import QueryError, SelectionError, short_repr
 from .index import SampleIndex
-from .sql import DatasetSQL, Rows
+from .duplicates import DuplicateGroup, catalog_sha256s, find_duplicates
+from .sql import DatasetSQL, Rows, content_completer
 
 __all__ = ["SQLSession"]
 
@@ -40,7 +41,8 @@ class SQLSession:
     """The catalog and the ``files`` view of one dataset (see the module docstring)."""
 
     def __init__(self, documents: DocumentTable, index: SampleIndex, classes: list[str], class_to_id: dict[str, int],
-                 metadata: str | None, cache_root: str | None, catalog: Catalog | None = None):
+                 metadata: str | None, cache_root: str | None, catalog: Catalog | None = None,
+                 verbose: bool = False):
         self.documents = documents
         self.index = index
         self.classes = classes
@@ -48,6 +50,8 @@ class SQLSession:
         self.metadata = metadata  # the header mode's name ("file", "mime", None or "callable")
         self.cache_root = cache_root
         self._catalog = catalog
+        self._owns_catalog = catalog is None  # a catalog opened here is closed here; a shared one is not
+        self.verbose = verbose  # progress bars while libmagic or the content pass run
         self._sql: DatasetSQL | None = None
 
     @property
@@ -67,12 +71,23 @@ class SQLSession:
                 self._catalog.insert(docs.paths, docs.doc_size, docs.doc_mtime,
                                      headers if self.metadata == "file" else None,
                                      headers if self.metadata == "mime" else None)
+                ensure = None  # a store's content columns stay NULL: its source files are never read
             else:
-                self.catalog.sync(docs.paths, docs.doc_size, docs.doc_mtime, want=("description", "mime"))
+                self.catalog.sync(docs.paths, docs.doc_size, docs.doc_mtime, want=("description", "mime"),
+                                  verbose=self.verbose)
+                ensure = content_completer(self.catalog, docs.paths, docs.doc_size, docs.doc_mtime,
+                                           verbose=self.verbose)
             catalog = self.catalog
             self._sql = DatasetSQL(catalog.path, None if catalog.path else catalog.connection,
-                                   _view_rows(docs, self.index, self.classes, self.class_to_id))
+                                   _view_rows(docs, self.index, self.classes, self.class_to_id),
+                                   identity=(docs.doc_size, docs.doc_mtime), ensure_content=ensure)
         return self._sql.query(statement, params)
+
+    def duplicates(self) -> list[DuplicateGroup]:
+        """Groups of files with equal content (sha256 from the catalog's content pass, run once per file)."""
+        docs = self.documents
+        sha = catalog_sha256s(self.catalog, docs.paths, docs.doc_size, docs.doc_mtime, verbose=self.verbose)
+        return find_duplicates(docs.paths, [self.classes[c] for c in docs.doc_class.tolist()], sha, docs.doc_size)
 
     def file_ids_where(self, condition: str, params=()) -> np.ndarray:
         """The sorted ``file_id`` values of the files matching an SQL condition on the ``files`` view."""
@@ -90,6 +105,17 @@ class SQLSession:
     def open_catalog(self) -> Catalog | None:
         """The catalog if it is open (a subset dataset shares it rather than opening its own)."""
         return self._catalog
+
+    def __del__(self) -> None:
+        # sqlite3 connections sit in reference cycles (their statement cache), so only the cyclic GC would
+        # free them: close ours as soon as the dataset that owns this session is gone
+        try:
+            if self._sql is not None:
+                self._sql.close()
+            if self._owns_catalog and self._catalog is not None:
+                self._catalog.close()
+        except Exception:  # noqa: BLE001  (never raise from __del__, e.g. at interpreter exit)
+            pass
 
     def close(self) -> None:
         """Close the SQL and catalog connections (reopened lazily when needed again)."""

@@ -37,7 +37,7 @@ def dataset_dict(built: Built, *, mode: str | None, mask: MaskConfig, batches: d
         "consumer_version": __version__,
         "data_mode": built.corpus.form,
         **{k: settings[k] for k in ("style", "n_bytes", "seqlen", "seqlen_requested", "long_files", "sampling",
-                                    "metadata")},
+                                    "metadata", "dedupe")},
         "max_header_bytes": MAX_HEADER_BYTES,
         "seed": spec.seed,
         "mode": mode,

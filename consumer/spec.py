@@ -28,7 +28,9 @@ from .sampling import ConsumerSampling, MegatronSampling, Sampling, parse_sampli
 from .validate import check_choice, check_int, is_int
 from .vocab import Vocab
 
-__all__ = ["Spec", "Metadata", "metadata_name", "check_class_to_id"]
+__all__ = ["Spec", "Metadata", "metadata_name", "check_class_to_id", "DEDUPE_MODES"]
+
+DEDUPE_MODES = (None, "content")
 
 Metadata = Union[str, None, Callable[[str], str]]
 
@@ -72,6 +74,7 @@ class Spec:
     sampling: Sampling = field(default_factory=ConsumerSampling)
     class_to_id: dict[str, int] | None = None
     seed: int = 4
+    dedupe: str | None = None
     resolved_seqlen: int | None = None
 
     def __post_init__(self) -> None:
@@ -81,6 +84,7 @@ class Spec:
         check_metadata(self.metadata)
         check_choice("long_files", self.long_files, LONG_FILES)
         object.__setattr__(self, "seed", check_int("seed", self.seed, 0))
+        check_choice("dedupe", self.dedupe, DEDUPE_MODES)
         sampling = parse_sampling(self.sampling)
         sampling.check(self.style, self.seqlen)
         object.__setattr__(self, "sampling", sampling)
@@ -126,7 +130,7 @@ class Spec:
         """The settings that decide a sample index, as JSON (part of the cache key)."""
         return {"style": self.style, "n_bytes": self.n_bytes, "seqlen": self.seqlen, "long_files": self.long_files,
                 "sampling": self.sampling.to_dict(), "seed": self.seed if self.megatron else None,
-                "metadata": metadata_name(self.metadata),
+                "metadata": metadata_name(self.metadata), "dedupe": self.dedupe,
                 "class_to_id": None if self.class_to_id is None else dict(self.class_to_id)}
 
     def to_dict(self) -> dict:
@@ -135,7 +139,7 @@ class Spec:
                 "seqlen": self.seqlen if self.resolved_seqlen is None else self.resolved_seqlen,
                 "seqlen_requested": self.seqlen, "long_files": self.long_files,
                 "sampling": self.sampling.to_dict(), "metadata": metadata_name(self.metadata), "seed": self.seed,
-                "class_to_id": None if self.class_to_id is None else dict(self.class_to_id)}
+                "dedupe": self.dedupe, "class_to_id": None if self.class_to_id is None else dict(self.class_to_id)}
 
     @classmethod
     def from_dict(cls, d: dict, metadata: Metadata | None = None) -> "Spec":
@@ -153,4 +157,4 @@ class Spec:
             mode = metadata
         return cls(style=d["style"], n_bytes=d["n_bytes"], seqlen=d.get("seqlen_requested", d["seqlen"]),
                    metadata=mode, long_files=d["long_files"], sampling=d["sampling"],
-                   class_to_id=d.get("class_to_id"), seed=d["seed"])
+                   class_to_id=d.get("class_to_id"), seed=d["seed"], dedupe=d.get("dedupe"))

@@ -11,7 +11,7 @@ from consumer.errors import MissingDependencyError, QueryError
 from consumer.frames import files_table
 
 FILES_COLUMNS = ["file_id", "path", "class", "class_id", "size", "mtime_ns", "extension", "description", "mime",
-                 "header", "sha256", "tokens", "samples"]
+                 "header", "sha256", "tokens", "samples", "entropy", "printable", "zeros", "histogram"]
 QUERY = "SELECT file_id, class, size, x'00ff' AS blob, NULL AS missing FROM files ORDER BY file_id"
 
 
