@@ -32,6 +32,7 @@ from .filemeta import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from, libm
 from .index import SampleIndex, warn_if_padded
 from .ir import ClassFiles, Corpus, normalise, stat_files
 from .spec import Metadata, Spec, check_class_to_id
+from .validate import int_vector
 from .vocab import Vocab
 
 __all__ = ["Built", "build", "build_packed", "build_subset", "build_from_dict", "restore", "files_listing"]
@@ -203,12 +204,15 @@ def _corpus(names: list[str], kept: np.ndarray, paths: list[str], cls: np.ndarra
                                 for c in kept.tolist()), form=form)
 
 
-def build_subset(parent: Built, file_ids: np.ndarray, catalog: Catalog | None = None) -> Built:
-    """A dataset over some of ``parent``'s files (sorted, unique ids): same settings and row width, the
+def build_subset(parent: Built, file_ids: Any, catalog: Catalog | None = None) -> Built:
+    """A dataset over some of ``parent``'s files (``file_id`` values): same settings and row width, the
     same tokens (nothing is re-read or re-described), its own sample index. It shares ``catalog`` (the
     parent's open catalog) if given."""
     t0 = time.perf_counter()
     docs = parent.documents
+    file_ids = np.unique(int_vector("file_ids", file_ids))
+    if not file_ids.size or file_ids[0] < 0 or file_ids[-1] >= len(docs):
+        raise InputError(f"file_ids must be non-empty and in [0, {len(docs)}), got {short_repr(file_ids.tolist())}")
     kept = np.unique(docs.doc_class[file_ids])
     new_class = np.full(len(parent.corpus.classes), -1, dtype=np.int64)
     new_class[kept] = np.arange(kept.size)

@@ -15,7 +15,6 @@ from .build import Built, build, build_from_dict, build_packed, build_subset, re
 from .catalog import Catalog
 from .collate import to_tensors
 from .dataset_sql import SQLSession
-from .errors import InputError, short_repr
 from .export import dataset_dict, dump_json, load_json
 from .display import repr_html, text_repr
 from .fetch import Fetcher
@@ -37,27 +36,15 @@ _DEFAULT = object()  # "use the mode's default query"
 class Consumer:
     """A query engine over the raw bytes of files: ``ds[selection, query]`` -> dict of int64 tensors.
 
-    Args:
-        fps: F0 ``[path, ...]``, F1 ``[{path: class}, ...]``, F2 ``{path: class}``, F3 ``{class: [path, ...]}``
-            or a directory whose sub-folders are classes.
-        style: ``"diff"`` (one padded sample per file) or ``"concat"`` (per class one stream cut into windows).
-        n_bytes: bytes per token, 1, 2 or 3.
-        seqlen: tokens per sample, or ``"auto"`` for the longest document in tokens.
-        metadata: file-type header: ``"file"`` (libmagic), ``"mime"``, ``None`` or a callable ``path -> str``.
-        class_to_id: ``{class: id}``; default: sorted class names get 0..C-1.
-        seed: seed of every random choice (I4 draws, batch shuffles, masks).
-        cache_dir: catalog and index cache: a directory, ``None`` (the default location) or ``False`` (memory).
-        verbose: progress bars while libmagic runs (and while packing); otherwise nothing is printed.
-        long_files: diff style: ``"truncate"`` long files to ``seqlen`` or serve them as ``"windows"``.
-        sampling: ``"consumer"`` (the styles) or ``"megatron"`` / ``MegatronSampling(...)``: Megatron-LM's
-            GPT order (concat style, an int ``seqlen``; sample ``k`` is Megatron's item ``k``).
-        dedupe: ``"content"`` keeps the first file (class, then path order) of each group of equal bytes;
-            ``build_info["dedupe"]`` reports what was dropped.
-
-    Attributes: ``spec`` (every setting), ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``,
-    ``seqlen`` (resolved), ``files`` (paths; ``file_id`` indexes it), ``corpus``, ``documents``, ``index``,
-    ``build_info``, ``mode`` (the default query set by ``set_*_mode``) and the settings ``style``, ``seed``,
-    ``long_files``, ``sampling``, ``metadata``.
+    ``fps``: F0 ``[path]``, F1 ``[{path: class}]``, F2 ``{path: class}``, F3 ``{class: [path]}`` or a directory of
+    class folders. ``style`` ``"diff"`` (a padded sample per file) or ``"concat"`` (per class one stream cut into
+    windows); ``n_bytes`` 1-3 per token; ``seqlen`` an int, ``"auto"`` or ``"auto:pNN"``; ``metadata`` the header:
+    ``"file"``, ``"mime"``, ``None`` or ``path -> str``; ``class_to_id`` (default: sorted names get 0..C-1);
+    ``seed`` of every random choice; ``cache_dir`` a directory, ``None`` (default place) or ``False`` (memory);
+    ``verbose`` progress bars; ``long_files`` ``"truncate"``/``"windows"``; ``sampling`` ``"consumer"`` or
+    ``"megatron"`` (Megatron-LM's GPT order); ``dedupe="content"`` drops later copies of equal files.
+    Attributes: ``spec``, ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``, ``seqlen``,
+    ``files``, ``corpus``, ``documents``, ``index``, ``build_info``, ``mode`` and the ``spec``'s settings.
     """
 
     def __init__(self, fps: Any, *, style: str = "diff", n_bytes: int = 2, seqlen: int | str = "auto",
@@ -107,23 +94,17 @@ class Consumer:
                                                          sampling=sampling, class_to_id=class_to_id, seed=seed)))
 
     @classmethod
-    def from_dict(cls, d: dict, *, cache_dir: Any = None, verbose: bool = False,
+    def from_dict(cls, d: Any, *, cache_dir: Any = None, verbose: bool = False,
                   metadata: Metadata | None = None) -> "Consumer":
-        """Rebuild the dataset ``get_dict(include_files=True)`` described: same files, settings, samples."""
-        return cls._from_built(build_from_dict(d, cache_dir=cache_dir, verbose=verbose, metadata=metadata), verbose)
+        """Rebuild the dataset a ``get_dict(include_files=True)`` (or its ``to_json`` text or file) describes."""
+        return cls._from_built(build_from_dict(d if isinstance(d, dict) else load_json(d), cache_dir=cache_dir,
+                                               verbose=verbose, metadata=metadata), verbose)
 
-    @classmethod
-    def from_json(cls, text_or_path: Any, **kwargs: Any) -> "Consumer":
-        """:meth:`from_dict` of a ``to_json(include_files=True)`` string or file."""
-        return cls.from_dict(load_json(text_or_path), **kwargs)
+    from_json = from_dict
 
     def subset(self, file_ids: Any) -> "Consumer":
         """A dataset over some of this one's files (``file_id`` values): same settings, tokens and row width."""
-        ids = np.unique(int_vector("file_ids", file_ids))
-        if not ids.size or ids[0] < 0 or ids[-1] >= len(self.documents):
-            raise InputError(f"file_ids must be non-empty and in [0, {len(self.documents)}), "
-                             f"got {short_repr(np.asarray(file_ids).tolist())}")
-        return self._from_built(build_subset(self._built, ids, self._session.open_catalog), self.verbose)
+        return self._from_built(build_subset(self._built, file_ids, self._session.open_catalog), self.verbose)
 
     def where(self, condition: str, params: Any = ()) -> "Consumer":
         """A new dataset over the files matching an SQL condition on the ``files`` view (see :meth:`sql`)."""
@@ -162,8 +143,7 @@ class Consumer:
         return to_tensors(self.fetch_numpy(ids, query, epoch=epoch, width=width))
 
     def fetch(self, sample_ids: Any, query: Any = None, *, epoch: int = 0) -> dict:
-        """The batch of the given sample ids with the columns of ``query``, as int64 CPU tensors
-        (``epoch`` only changes the masks)."""
+        """The columns of ``query`` for these sample ids, as int64 tensors (``epoch`` varies the masks)."""
         return to_tensors(self.fetch_numpy(int_vector("sample_ids", np.asarray(sample_ids).reshape(-1)), query,
                                            epoch=epoch))
 
