@@ -38,9 +38,10 @@ from .sql import Rows
 from .vocab import Vocab, decode_ids, encode_bytes
 
 if TYPE_CHECKING:
-    from .packed import inspect_packed, merge_packed, open_packed, read_sidecar
+    from .packed import inspect_packed, merge_packed, open_packed, read_sidecar, verify_packed
 
-_LAZY = {"inspect_packed": "packed", "merge_packed": "packed", "open_packed": "packed", "read_sidecar": "packed"}
+_LAZY = {"inspect_packed": "packed", "merge_packed": "packed", "open_packed": "packed", "read_sidecar": "packed",
+         "verify_packed": "packed"}
 
 __all__ = [
     "__version__",
@@ -59,6 +60,7 @@ __all__ = [
     "inspect_packed",
     "open_packed",
     "read_sidecar",
+    "verify_packed",
     "default_cache_dir",
     "list_cache_entries",
     "clear_cache",

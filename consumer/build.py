@@ -124,15 +124,13 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool) -> Built:
     built = Built(spec, corpus, documents, index, cache_root, _info("miss" if key else "off", key,
                                                                      catalog.magic_calls, t0), catalog)
     built.info["dedupe"] = report
-    if cache_root and key:
-        save_entry(cache_root, key, {**{k: getattr(documents, k) for k in _DOC_ARRAYS},
-                                     **{k: getattr(index, k) for k in _INDEX_ARRAYS},
-                                     "paths": _path_blob(paths)},
-                   {"spec": spec.key_dict(), "seqlen": index.seqlen, "headers": documents.headers,
-                    "classes": classes, "form": corpus.form, "files": len(documents), "samples": len(index)})
-        built.recipe = ("cached", cache_root, key, spec)
-    else:
-        built.recipe = ("arrays", spec, corpus, documents, index)
+    arrays = {**{k: getattr(documents, k) for k in _DOC_ARRAYS}, **{k: getattr(index, k) for k in _INDEX_ARRAYS},
+              "paths": _path_blob(paths)}
+    saved = cache_root and key and save_entry(
+        cache_root, key, arrays,
+        {"spec": spec.key_dict(), "seqlen": index.seqlen, "headers": documents.headers, "classes": classes,
+         "form": corpus.form, "files": len(documents), "samples": len(index)})
+    built.recipe = ("cached", cache_root, key, spec) if saved else ("arrays", spec, corpus, documents, index)
     return built
 
 
@@ -180,12 +178,16 @@ def restore(recipe: tuple) -> Built:
     return Built(spec, corpus, documents, index, None, _info("off", None, 0, t0), recipe=recipe)
 
 
-def build_packed(prefix: Any, spec: Spec) -> Built:
+def build_packed(prefix: Any, spec: Spec, verify: bool = False) -> Built:
     """A dataset over the packed store at ``prefix``: its documents (tokens memory-mapped), the store's
-    ``n_bytes`` and header mode, ``spec.class_to_id`` or the store's."""
+    ``n_bytes`` and header mode, ``spec.class_to_id`` or the store's. ``verify`` first checks every token
+    (checksum and id range, see :func:`~consumer.packed.verify.verify_packed`)."""
     from .packed.open import open_store  # noqa: PLC0415  (the store modules load only when used)
+    from .packed.verify import verify_packed  # noqa: PLC0415
 
     t0 = time.perf_counter()
+    if verify:
+        verify_packed(prefix)
     store, corpus, documents, metadata = open_store(prefix)
     spec = spec.replace(n_bytes=store.vocab.n_bytes, metadata=metadata,
                         class_to_id=store.sidecar["class_to_id"] if spec.class_to_id is None else spec.class_to_id)

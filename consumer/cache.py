@@ -16,23 +16,29 @@ and mtime). Never Python's ``hash()``.
 
 Writes are atomic: the entry is written into a temporary directory next to its final place, every
 file fsynced, then renamed into place; if another process got there first, its entry is kept and
-ours discarded. Reads verify sizes and checksums: a truncated or corrupt entry is never served
-(:func:`load_entry` returns None and the caller rebuilds it). Only our own artefacts are ever
+ours discarded. Reads verify everything: ``description.json`` carries a sha256 over its own canonical
+JSON (so an edited ``seqlen`` or a flipped bit is caught), and every array its size, dtype, shape and
+sha256. A truncated, edited, incomplete or otherwise damaged entry is never served and never crashes
+the reader (:func:`load_entry` returns None and the caller rebuilds it). A read-only cache directory
+is used as it is (entries are read, new ones are not written: a warning says so); a full disk is an
+error naming the directory and the bytes needed. Only our own artefacts are ever
 deleted; source files are never touched.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
 import shutil
 import time
+import warnings
 
 import numpy as np
 
-from .errors import InputError, short_repr
+from .errors import ConsumerWarning, InputError, short_repr
 from .fileio import fsync_dir, is_temp_name, sha256_file, temp_path
 
 __all__ = ["CACHE_FORMAT", "default_cache_dir", "check_cache_dir", "cache_key", "file_table_sha256",
@@ -90,13 +96,47 @@ def _entry_dir(root: str, key: str) -> str:
     return os.path.join(root, INDEX_DIR, key)
 
 
-def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: dict) -> str:
-    """Write an entry atomically (see the module docstring); returns its directory."""
+def _checksum(desc: dict) -> str:
+    """sha256 of the canonical JSON of a description without its own ``checksum`` field."""
+    body = {k: v for k, v in desc.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def _move_aside(path: str) -> None:
+    """Keep a damaged artefact of ours for inspection (never delete it) and free its name."""
+    os.replace(path, f"{path}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+
+
+def _write_error(root: str, need: int, e: OSError) -> str | None:
+    """Why an entry could not be written: a full disk is an error (InputError naming the directory and the
+    bytes needed); a read-only or forbidden cache directory only means "not cached" (a warning)."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        raise InputError(f"cache_dir {root!r}: no space left to write the index cache ({need} bytes needed); "
+                         "free space, pass another cache_dir= or cache_dir=False") from None
+    if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        warnings.warn(f"cache_dir {root!r} is not writable ({e.strerror}): the index is not cached, the next "
+                      "build recomputes it", ConsumerWarning, stacklevel=4)
+        return None
+    raise e
+
+
+def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: dict) -> str | None:
+    """Write an entry atomically (see the module docstring); returns its directory, or None when the cache
+    directory is read-only (a warning says so). A full disk raises InputError with the bytes needed.
+    Damaged artefacts in the way (an entry or the ``index`` folder replaced by a file) are moved aside."""
     final = _entry_dir(root, key)
     parent = os.path.dirname(final)
-    os.makedirs(parent, exist_ok=True)
-    tmp = str(temp_path(final))
-    os.makedirs(tmp)
+    need = int(sum(np.asarray(a).nbytes for a in arrays.values())) + 4096
+    try:
+        if os.path.lexists(parent) and not os.path.isdir(parent):
+            _move_aside(parent)
+        os.makedirs(parent, exist_ok=True)
+        if os.path.lexists(final) and not os.path.isdir(final):
+            _move_aside(final)
+        tmp = str(temp_path(final))
+        os.makedirs(tmp)
+    except OSError as e:
+        return _write_error(root, need, e)
     try:
         files = {}
         for name, arr in arrays.items():
@@ -109,6 +149,7 @@ def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: 
             files[name] = {"file": f"{name}.npy", "dtype": arr.dtype.str, "shape": list(arr.shape),
                            "bytes": os.path.getsize(path), "sha256": sha256_file(path)}
         desc = {**description, "cache_format": CACHE_FORMAT, "key": key, "created": time.time(), "arrays": files}
+        desc["checksum"] = _checksum(desc)
         with open(os.path.join(tmp, "description.json"), "w", encoding="utf-8") as f:
             json.dump(desc, f, indent=1, sort_keys=True)
             f.flush()
@@ -125,6 +166,8 @@ def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: 
                 raise
         fsync_dir(parent)
         return final
+    except OSError as e:
+        return _write_error(root, need, e)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -136,7 +179,8 @@ def load_entry(root: str, key: str, skip: tuple[str, ...] = ()) -> tuple[dict[st
     try:
         with open(os.path.join(folder, "description.json"), encoding="utf-8") as f:
             desc = json.load(f)
-        if desc.get("cache_format") != CACHE_FORMAT or desc.get("key") != key:
+        if not isinstance(desc, dict) or desc.get("cache_format") != CACHE_FORMAT or desc.get("key") != key \
+                or desc.get("checksum") != _checksum(desc):
             return None
         arrays = {}
         for name, meta in desc["arrays"].items():
@@ -153,8 +197,8 @@ def load_entry(root: str, key: str, skip: tuple[str, ...] = ()) -> tuple[dict[st
                 return None
             arrays[name] = arr
         return arrays, desc
-    except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError):
-        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
+        return None  # damaged or incomplete in any way: rebuilt by the caller, never served
 
 
 def list_entries(root: str) -> list[dict]:

@@ -31,12 +31,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+import warnings
 from typing import Sequence
 
 import numpy as np
 
 from .content import READ_CHUNK, compute_content
-from .errors import FileChangedError, InputError
+from .errors import ConsumerWarning, FileChangedError, InputError
 from .fileio import sha256_file
 from .filemeta import describe_files
 
@@ -53,6 +54,18 @@ CREATE TABLE IF NOT EXISTS files(
     extension TEXT NOT NULL, description TEXT, mime TEXT, sha256 TEXT,
     entropy REAL, printable REAL, zeros REAL, histogram BLOB);
 """
+_COLUMNS = {"key", "path", "size", "mtime_ns", "extension", "description", "mime", "sha256", "entropy", "printable",
+            "zeros", "histogram"}
+
+
+def _memory() -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:", check_same_thread=False)
+    conn.executescript(_SCHEMA)
+    conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
+    conn.commit()
+    return conn
+
+
 # an upsert keeps a stored column only while the row describes the same version of the file
 _SAME_VERSION = "files.size = excluded.size AND files.mtime_ns = excluded.mtime_ns"
 _STATS_COLUMNS = ("entropy", "printable", "zeros", "histogram")
@@ -92,18 +105,42 @@ class Catalog:
 
     def _open(self) -> sqlite3.Connection:
         if self.path is None:
-            conn = sqlite3.connect(":memory:", check_same_thread=False)
-            conn.executescript(_SCHEMA)
-            return conn
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            return _memory()
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        except OSError as e:
+            return self._read_only(e)
         try:
             return self._connect_file()
-        except sqlite3.OperationalError as e:
-            if "locked" in str(e) or "busy" in str(e):  # another process holds it: not corruption
+        except sqlite3.DatabaseError as e:
+            code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+            if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):  # another process holds it: not corruption
                 raise InputError(f"cache_dir: the catalog {self.path!r} stayed locked by another process: {e}") from e
-            return self._replace_broken()
-        except sqlite3.DatabaseError:
-            return self._replace_broken()
+            if code == sqlite3.SQLITE_FULL:
+                raise InputError(f"cache_dir {os.path.dirname(self.path)!r}: no space left for the catalog "
+                                 f"{self.path!r}; free space, pass another cache_dir= or cache_dir=False") from e
+            if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH,
+                        sqlite3.SQLITE_IOERR):
+                return self._read_only(e)
+            return self._replace_broken()  # corrupt, not a database, another schema: really broken
+
+    def _read_only(self, error: Exception) -> sqlite3.Connection:
+        """A catalog we cannot write (read-only or immutable directory or file, no permission) is used from
+        an in-memory copy: nothing is moved aside, new results are not saved, and a warning says so."""
+        location, self.path = self.path, None  # from now on an in-memory catalog
+        conn = _memory()
+        try:
+            src = sqlite3.connect(f"file:{location}?mode=ro&immutable=1", uri=True)
+            try:
+                if src.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == SCHEMA_VERSION:
+                    src.backup(conn)
+            finally:
+                src.close()
+        except (sqlite3.Error, TypeError):  # absent, unreadable or of another schema: start empty
+            pass
+        warnings.warn(f"cache_dir: the catalog {location!r} cannot be written ({error}): using it read-only from "
+                      "memory; libmagic results of new files are not saved", ConsumerWarning, stacklevel=4)
+        return conn
 
     def _replace_broken(self) -> sqlite3.Connection:
         """Move a catalog SQLite cannot use (corrupt, not a database, old schema) aside and start again.
@@ -127,6 +164,9 @@ class Catalog:
             version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
             if version != SCHEMA_VERSION:
                 raise sqlite3.DatabaseError(f"schema version {version}, expected {SCHEMA_VERSION}")
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(files)")}
+            if columns != _COLUMNS:  # a catalog claiming a schema it lacks
+                raise sqlite3.DatabaseError(f"files table has columns {sorted(columns)}, expected {sorted(_COLUMNS)}")
         except sqlite3.DatabaseError:
             conn.close()
             raise

@@ -307,6 +307,16 @@ def _pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    from .packed import verify_packed  # noqa: PLC0415
+
+    r = verify_packed(args.prefix)
+    check = "sha256 ok" if r["checksum"] == "ok" else "no checksum recorded (packed by an older version)"
+    print(f"{r['prefix']}: ok: {r['documents']} documents, {r['tokens']} tokens, ids in [0, {r['max_id']}], {check}, "
+          f"{r['seconds']:.2f} s")
+    return 0
+
+
 def _inspect(args: argparse.Namespace) -> int:
     from .packed import inspect_packed  # noqa: PLC0415
 
@@ -348,6 +358,8 @@ _EXAMPLES = {
              "open it with Consumer.from_packed('packed/corpus', ...)"),
     "inspect": ("consumer inspect packed/corpus --tokens 32",
                 "counts, dtype, classes and the first 32 tokens of the first document of the store"),
+    "verify": ("consumer verify packed/corpus",
+               "re-reads every token: the sha256 recorded at pack time and every id < vocab size; exit 2 if not"),
     "cache": ("consumer cache list --cache-dir /data/cache",
               "the cached indexes (key, style, n_bytes, files, samples, size, date) and the catalog size"),
 }
@@ -469,6 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tokens of the first document shown (default: %(default)s)")
     t.add_argument("--json", action="store_true", help="the summary as JSON (default: off)")
     t.set_defaults(func=_inspect)
+    v = _subparser(sub, "verify", "read every token of a packed store: checksum and id range")
+    v.add_argument("prefix", help="the prefix given to 'consumer pack' (PREFIX.bin/.idx or PREFIX.pbin)")
+    v.set_defaults(func=_verify)
     c = _subparser(sub, "cache", "list or clear cached indexes")
     c.add_argument("action", choices=["list", "clear"], help="list the cached indexes, or clear them")
     c.add_argument("--cache-dir", default=None,

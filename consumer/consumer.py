@@ -86,12 +86,12 @@ class Consumer:
     @classmethod
     def from_packed(cls, prefix: Any, *, style: str = "diff", seqlen: int | str = "auto",
                     class_to_id: dict | None = None, seed: int = 4, long_files: str = "truncate",
-                    sampling: Any = "consumer") -> "Consumer":
-        """Open a store written by :meth:`pack` (or merged packs): the same tokens, bit for bit, read from
-        memory maps. ``n_bytes`` and the header mode come from the store, ``class_to_id`` too unless given;
-        style, seqlen, sampling and seed are chosen here."""
+                    sampling: Any = "consumer", verify: bool = False) -> "Consumer":
+        """Open a store written by :meth:`pack` (or merged packs): the same tokens, bit for bit, from memory maps.
+        ``n_bytes``, header mode (and ``class_to_id`` unless given) come from the store; ``verify`` reads it all."""
         return cls._from_built(build_packed(prefix, Spec(style=style, seqlen=seqlen, long_files=long_files,
-                                                         sampling=sampling, class_to_id=class_to_id, seed=seed)))
+                                                         sampling=sampling, class_to_id=class_to_id, seed=seed),
+                                            check_bool("verify", verify)))
 
     @classmethod
     def from_dict(cls, d: Any, *, cache_dir: Any = None, verbose: bool = False,

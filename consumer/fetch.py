@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .documents import DocumentTable
-from .errors import InputError, short_repr
+from .errors import FormatError, InputError, short_repr
 from .index import SampleIndex
 from .queries import MaskConfig, build_columns, columns_of, mask_rng, needs_masking
 from .reader import packed_runs, read_rows, read_segments
@@ -46,12 +46,26 @@ class Fetcher:
             self._runs = packed_runs(self.index, self.documents)
         tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking, runs=self._runs,
                                     width=width)
+        if self.documents.packed is not None:
+            self._check_ids(tokens, sample_ids)
         first_seg = self.index.seg_ptr[sample_ids]
         return build_columns(
             cols, tokens, content, vocab=self.documents.vocab, cfg=mask,
             rng_factory=lambda: mask_rng(self.seed, epoch, sample_ids), sample_ids=sample_ids,
             sample_class_ids=self.class_ids[self.index.sample_class[sample_ids]],
             file_id=self.index.seg_doc[first_seg], offset=self.index.seg_start[first_seg])
+
+    def _check_ids(self, tokens: np.ndarray, sample_ids: np.ndarray) -> None:
+        """Ids read from a store must be < vocab.size (a flipped bit must not reach an embedding): one
+        vectorised pass, negative ids caught too (as uint64 they are huge)."""
+        size = self.documents.vocab.size
+        if tokens.size and int(tokens.reshape(-1).view(np.uint64).max()) >= size:
+            row = int(np.argmax(((tokens < 0) | (tokens >= size)).any(axis=1)))
+            bad = tokens[row][(tokens[row] < 0) | (tokens[row] >= size)]
+            packed = self.documents.packed
+            raise FormatError(f"{packed.prefix if packed else '?'}: sample {int(sample_ids[row])}: token ids must be "
+                              f"in [0, {size}), got {short_repr(bad[:4].tolist())}; the store is damaged "
+                              "(consumer verify PREFIX checks all of it)")
 
     def document_tokens(self, file_id: int) -> np.ndarray:
         """The whole token stream of one file: header, SEP, content, EOF."""

@@ -2,14 +2,16 @@
 
 Split by job: :mod:`~consumer.packed.layout` (the on-disk format: files, sidecar, file table, each
 read and written there), :mod:`~consumer.packed.write` (:func:`pack`, :func:`merge_packed`, one commit
-path) and :mod:`~consumer.packed.open` (:func:`open_packed`, :func:`inspect_packed`, :func:`read_sidecar`).
+path) and :mod:`~consumer.packed.open` (:func:`open_packed`, :func:`inspect_packed`, :func:`read_sidecar`) and
+:mod:`~consumer.packed.verify` (:func:`verify_packed`: every byte).
 """
 
 from __future__ import annotations
 
 from .layout import FORMATS, StoreFormat, store_dtype
 from .open import inspect_packed, open_packed, read_sidecar
+from .verify import verify_packed
 from .write import merge_packed, pack
 
 __all__ = ["FORMATS", "StoreFormat", "store_dtype", "pack", "merge_packed", "open_packed", "inspect_packed",
-           "read_sidecar"]
+           "read_sidecar", "verify_packed"]

@@ -32,6 +32,9 @@ A packed store at ``prefix`` (for example ``/data/run1/corpus``) is three or fou
                                 tokens            total tokens in the store
                                 spec              the packing dataset's settings (Spec.to_dict()),
                                                   informational (optional)
+                                tokens_sha256     sha256 hex of the token data: the whole .bin, or the
+                                                  data section of the .pbin (optional: stores packed
+                                                  before it existed have none); checked by verify
                                 files             {"bin"|"idx"|"pbin"|"table": {"name": file name when
                                                   written (informational: a store may be renamed as a
                                                   whole), "size": exact bytes (checked at open)}}
@@ -354,6 +357,10 @@ def read_sidecar_file(prefix: Path) -> dict:
     if _field(side, "documents", (int,), path) < 1:
         raise FormatError(f"{path}: sidecar field 'documents': expected >= 1, got {side['documents']}")
     _field(side, "tokens", (int,), path)
+    digest = side.get("tokens_sha256")
+    if digest is not None and not (isinstance(digest, str) and len(digest) == 64
+                                   and all(c in "0123456789abcdef" for c in digest)):
+        raise FormatError(f"{path}: sidecar field 'tokens_sha256': expected 64 hex digits, got {short_repr(digest)}")
     files = _field(side, "files", (dict,), path)
     wanted = set(store_suffixes(fmt))
     if set(files) != wanted:

@@ -8,6 +8,7 @@ files, which :func:`~consumer.packed.open.open_packed` never mistakes for a stor
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -18,7 +19,7 @@ import numpy as np
 
 from ..documents import DocumentTable
 from ..errors import InputError, short_repr
-from ..fileio import atomic_write_bytes, discard, fsync_dir, temp_path
+from ..fileio import atomic_write_bytes, discard, fsync_dir, sha256_file, temp_path
 from ..filemeta import MAX_HEADER_BYTES
 from ..formats.mmidx import merge
 from ..progress import progress_bar
@@ -62,9 +63,10 @@ def _document_chunks(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, ba
         bar.update(tokens.nbytes)
 
 
-def _documents(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar) -> Iterator[np.ndarray]:
-    """Every document's tokens in ``dtype``, in order, read chunk by chunk."""
+def _documents(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar, digest) -> Iterator[np.ndarray]:
+    """Every document's tokens in ``dtype``, in order, read chunk by chunk (``digest`` hashes them all)."""
     for tokens, ptr in _document_chunks(docs, dtype, chunk_tokens, bar):
+        digest.update(np.ascontiguousarray(tokens).data)
         for lo, hi in zip(ptr[:-1].tolist(), ptr[1:].tolist()):
             yield tokens[lo:hi]
 
@@ -151,7 +153,9 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
                            tokens, spec=spec)
 
     def write(tmp: Path) -> None:
-        FORMATS[format].write(tmp, _documents(documents, dtype, chunk_tokens, bar), dtype)
+        digest = hashlib.sha256()
+        FORMATS[format].write(tmp, _documents(documents, dtype, chunk_tokens, bar, digest), dtype)
+        sidecar["tokens_sha256"] = digest.hexdigest()
         write_table(with_suffix(tmp, TABLE_SUFFIX), documents.paths, documents.doc_class, documents.doc_size,
                     documents.doc_header)
 
@@ -245,6 +249,7 @@ def merge_packed(prefixes: Sequence, out_prefix) -> dict:
 
     def write(tmp: Path) -> None:
         merge([str(s.prefix) for s in stores], str(tmp), atomic=False)
+        sidecar["tokens_sha256"] = sha256_file(with_suffix(tmp, ".bin"))
         write_table(with_suffix(tmp, TABLE_SUFFIX), paths, np.concatenate(parts_class), np.concatenate(parts_size),
                     np.concatenate(parts_header))
 
