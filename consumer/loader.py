@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from .collate import _torch, to_tensors
 from .errors import InputError, short_repr
 from .plan import EpochPlan
 
-__all__ = ["make_loader", "ConsumerLoader", "BatchDataset", "BatchRequest", "dataset_fingerprint", "STATE_KIND"]
+__all__ = ["STATE_KIND", "BatchDataset", "BatchRequest", "ConsumerLoader", "dataset_fingerprint", "make_loader"]
 
 STATE_KIND = "consumer.loader"
 STATE_VERSION = 1
@@ -277,7 +278,7 @@ def make_loader(ds: Any, batch_size: int, *, query: Any = None, shuffle: bool = 
         rank, world_size = _distributed() or (0, 1)
     if query is None:
         query = _default_query(ds)
-    from .queries import columns_of  # noqa: PLC0415  (validate the query now, not in a worker)
+    from .queries import columns_of
 
     columns_of(query)
     if isinstance(query, tuple):

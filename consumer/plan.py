@@ -43,7 +43,7 @@ import numpy as np
 
 from .errors import InputError, short_repr
 
-__all__ = ["EpochPlan", "class_shares", "check_balance", "epoch_order", "BALANCE_NAMES"]
+__all__ = ["BALANCE_NAMES", "EpochPlan", "check_balance", "class_shares", "epoch_order"]
 
 _ORDER_TAG = 0x6C6F6164  # "load": the epoch draws of the training loader
 BALANCE_NAMES = ("uniform",)

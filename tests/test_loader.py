@@ -124,7 +124,7 @@ def _resumed(ds, stops: list[int], workers: list[int], total: int, **kw) -> list
 
 @pytest.mark.parametrize("workers", [(0, 2, 0), (2, 0, 2)])
 def test_resume_with_workers_at_boundaries_and_twice_in_a_row(ds, workers):
-    kw = dict(batch_size=9, balance=None)
+    kw = {"batch_size": 9, "balance": None}
     n = len(_make(ds, 0, **kw))
     total = 3 * n
     reference = _stream(_make(ds, 0, **kw), total)
@@ -139,7 +139,7 @@ def test_resume_with_workers_at_boundaries_and_twice_in_a_row(ds, workers):
        world_size=st.sampled_from([1, 2, 3]))
 def test_resume_property(ds, batch_size, data, drop_last, balance, world_size):
     rank = data.draw(st.integers(0, world_size - 1))
-    kw = dict(batch_size=batch_size, drop_last=drop_last, balance=balance, rank=rank, world_size=world_size)
+    kw = {"batch_size": batch_size, "drop_last": drop_last, "balance": balance, "rank": rank, "world_size": world_size}
     n = len(_make(ds, 0, **kw))
     total = 2 * n + data.draw(st.integers(0, n))
     a = data.draw(st.integers(0, total))
@@ -256,7 +256,7 @@ def test_explicit_ranks_are_disjoint_and_cover(ds, world_size):
                for r in range(world_size)]
     order = loaders[0].plan.epoch_order(0)
     padded = np.resize(order, -(-200 // world_size) * world_size)
-    assert sorted(sum(per_rank, [])) == sorted(padded.tolist())
+    assert sorted(i for r in per_rank for i in r) == sorted(padded.tolist())
 
 
 _DDP_SCRIPT = textwrap.dedent("""
@@ -293,7 +293,7 @@ def test_two_processes_with_torch_distributed(ds, tmp_path):
     procs = [subprocess.Popen([sys.executable, str(script), str(r), "2", init, corpus, str(tmp_path / f"r{r}.json")],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for r in range(2)]
     for p in procs:
-        out, err = p.communicate(timeout=240)
+        _out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err.decode()[-3000:]
     res = [json.loads((tmp_path / f"r{r}.json").read_text()) for r in range(2)]
     assert [r["rank"] for r in res] == [0, 1] and all(r["world"] == 2 for r in res)

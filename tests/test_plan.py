@@ -35,8 +35,8 @@ balances = st.one_of(st.none(), st.just("uniform"), st.sampled_from([0.0, 0.5, 1
 def test_ranks_cover_the_epoch_once_with_equal_batches(counts, batch_size, world_size, drop_last, shuffle, epoch, seed):
     sc = _sample_class(counts)
     n = sc.size
-    kw = dict(sample_class=sc, classes=CLASSES[:len(counts)], batch_size=batch_size, seed=seed, shuffle=shuffle,
-              drop_last=drop_last)
+    kw = {"sample_class": sc, "classes": CLASSES[:len(counts)], "batch_size": batch_size, "seed": seed,
+          "shuffle": shuffle, "drop_last": drop_last}
     if drop_last and n < batch_size * world_size:
         with pytest.raises(InputError, match="gives no batch"):
             EpochPlan(rank=0, world_size=world_size, **kw)
@@ -156,21 +156,21 @@ def test_settings_are_json_and_errors_name_the_argument():
     assert json.loads(json.dumps(p.settings()))["balance"] == {"a": 2.0, "b": 1.0}
     sc, cls = np.array([0, 1, 1]), ["a", "b"]
     bad = [
-        (dict(balance="equal"), "balance must be"),
-        (dict(balance={"zebra": 1.0}), "unknown class"),
-        (dict(balance={"a": -1.0}), r"balance\['a'\]"),
-        (dict(balance={"a": 0.0}), "weight 0"),
-        (dict(balance=float("nan")), "finite"),
-        (dict(balance=True), "balance must be"),
-        (dict(batch_size=0), "batch_size must be"),
-        (dict(rank=2, world_size=2), "rank must be in"),
-        (dict(world_size=0), "world_size must be"),
-        (dict(epoch_size=0), "epoch_size must be"),
-        (dict(drop_last=1), "drop_last must be a bool"),
-        (dict(seed=-1), "seed must be"),
+        ({"balance": "equal"}, "balance must be"),
+        ({"balance": {"zebra": 1.0}}, "unknown class"),
+        ({"balance": {"a": -1.0}}, r"balance\['a'\]"),
+        ({"balance": {"a": 0.0}}, "weight 0"),
+        ({"balance": float("nan")}, "finite"),
+        ({"balance": True}, "balance must be"),
+        ({"batch_size": 0}, "batch_size must be"),
+        ({"rank": 2, "world_size": 2}, "rank must be in"),
+        ({"world_size": 0}, "world_size must be"),
+        ({"epoch_size": 0}, "epoch_size must be"),
+        ({"drop_last": 1}, "drop_last must be a bool"),
+        ({"seed": -1}, "seed must be"),
     ]
     for kw, msg in bad:
-        args = dict(sample_class=sc, classes=cls, batch_size=2, seed=0)
+        args = {"sample_class": sc, "classes": cls, "batch_size": 2, "seed": 0}
         args.update(kw)
         with pytest.raises(InputError, match=msg):
             EpochPlan(**args)
