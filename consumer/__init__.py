@@ -25,6 +25,7 @@ from .formats import (  # noqa: E402
     build_sample_index,
     build_shuffle_index,
 )
+from .loader import ConsumerLoader, make_loader  # noqa: E402
 from .megatron_index import MegatronSampling  # noqa: E402
 from .queries import COLUMNS, QUERY_PRESETS  # noqa: E402
 from .vocab import Vocab, decode_ids, encode_bytes  # noqa: E402
@@ -36,6 +37,8 @@ __all__ = [
     "decode_ids",
     "encode_bytes",
     "MegatronSampling",
+    "make_loader",
+    "ConsumerLoader",
     "build_document_index",
     "build_sample_index",
     "build_shuffle_index",
