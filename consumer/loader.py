@@ -164,8 +164,12 @@ class ConsumerLoader:
         return self._loader
 
     def settings(self) -> dict:
-        """The loader settings covered by the state fingerprint (``num_workers`` and torch options are not)."""
-        return {**self.plan.settings(), "query": self.query}
+        """The loader settings covered by the state fingerprint. ``num_workers`` and torch options are not,
+        and neither is the rank: every rank is at the same (epoch, batch) at every step, so one state
+        (say rank 0's) resumes all ranks."""
+        out = {**self.plan.settings(), "query": self.query}
+        del out["rank"]
+        return out
 
     # ----------------------------------------------------------------- iteration
     def __iter__(self) -> Iterator[dict]:

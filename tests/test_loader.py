@@ -246,6 +246,19 @@ def test_argument_errors(ds):
         make_loader(ds, 4).set_epoch(-2)
 
 
+def test_one_state_resumes_every_rank(ds):
+    kw = {"batch_size": 4, "world_size": 3, "balance": "uniform"}
+    r0 = _make(ds, 0, rank=0, **kw)
+    _stream(r0, len(r0) + 2)
+    state = r0.state_dict()
+    r2 = _make(ds, 0, rank=2, **kw)
+    r2.load_state_dict(state)
+    reference = _make(ds, 0, rank=2, **kw)
+    assert _stream(r2, 5) == _stream(reference, len(reference) + 7)[-5:]
+    with pytest.raises(InputError, match="world_size"):
+        _make(ds, 0, rank=0, batch_size=4, world_size=2, balance="uniform").load_state_dict(state)
+
+
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_explicit_ranks_are_disjoint_and_cover(ds, world_size):
     per_rank = [[i for b in _ids(make_loader(ds, 6, query=["sample_id"], rank=r, world_size=world_size,
