@@ -11,7 +11,8 @@ Reported per source, all in this one run:
 - ``get_next_batch``: ``create_batches(20)`` + ``get_next_batch(query)`` (median and mean);
 - the loader with ``num_workers`` 0, 1 and 2: wall time of ``--batches`` consecutive batches after the
   first (so worker start-up is left out), i.e. the mean per batch; at ``num_workers=0`` also the
-  median ms per batch and its overhead over the median ``fetch`` (target <= 10%).
+  median ms per batch and its overhead over the median ``fetch`` (target <= 10%), next to torch's own
+  single-process ``DataLoader`` iterator over the same sampler and dataset.
 Rates are samples/s and tokens/s (``20 x 8192`` tensor elements per batch).
 Each measurement is repeated ``--rounds`` times, interleaved, and the best round is kept (the machine
 is shared: the best round is the least disturbed one).
@@ -72,6 +73,8 @@ def bench_source(ds: Consumer, n: int, rounds: int) -> dict:
         keep("gnb_ms", per_batch_ms(lambda _: ds.get_next_batch(QUERY), iter(ids), n))
         loader = make_loader(ds, B, query=QUERY, epoch_size=epoch_size, num_workers=0)
         keep("loader0_ms", per_batch_ms(lambda _: None, iter(loader), n))
+        loader = make_loader(ds, B, query=QUERY, epoch_size=epoch_size, num_workers=0)
+        keep("torch0_ms", per_batch_ms(lambda _: None, iter(loader.torch_loader), n))  # torch's own iterator
         for w in (0, 1, 2):
             loader = make_loader(ds, B, query=QUERY, epoch_size=epoch_size, num_workers=w,
                                  **({"multiprocessing_context": "fork", "prefetch_factor": 4} if w else {}))
@@ -96,6 +99,8 @@ def report(name: str, r: dict, n: int) -> None:
     print(f"    get_next_batch                   {r['gnb_ms']:7.3f} ms/batch  {rate(r['gnb_ms'])}")
     print(f"    loader, num_workers=0            {r['loader0_ms']:7.3f} ms/batch  {rate(r['loader0_ms'])}"
           f"  overhead over fetch {100 * (r['loader0_ms'] / r['fetch_ms'] - 1):+.1f}% (target <= 10%)")
+    print(f"    torch's DataLoader iterator, 0   {r['torch0_ms']:7.3f} ms/batch  {rate(r['torch0_ms'])}"
+          f"  overhead over fetch {100 * (r['torch0_ms'] / r['fetch_ms'] - 1):+.1f}% (for comparison)")
     print(f"  mean per batch ({n} batches):")
     for label, key in (("fetch", "fetch_mean_ms"), ("get_next_batch", "gnb_mean_ms")):
         print(f"    {label:<31}  {r[key]:7.3f} ms/batch  {rate(r[key])}")
