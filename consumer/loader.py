@@ -100,9 +100,10 @@ class _PlanBatchSampler:
         return self.plan.batches_per_epoch - self.start
 
 
-def dataset_fingerprint(ds: Any) -> dict:
-    """The settings, counts and file-table hash of a dataset that decide what each sample id reads."""
-    d = ds.get_dict()
+def dataset_fingerprint(ds: Any, description: dict | None = None) -> dict:
+    """The settings, counts and file-table hash of a dataset that decide what each sample id reads
+    (from ``description``, an already computed ``ds.get_dict()``, when given)."""
+    d = ds.get_dict() if description is None else description
     return {k: d[k] for k in _DATASET_KEYS if k in d}
 
 
@@ -131,7 +132,7 @@ class ConsumerLoader:
     the previous one.
     """
 
-    def __init__(self, ds: Any, plan: EpochPlan, query: Any, torch_kwargs: dict):
+    def __init__(self, ds: Any, plan: EpochPlan, query: Any, torch_kwargs: dict, description: dict | None = None):
         torch = _torch()
         self.dataset = ds
         self.plan = plan
@@ -142,7 +143,7 @@ class ConsumerLoader:
         self._sampler = _PlanBatchSampler(plan)
         self._loader = torch.utils.data.DataLoader(BatchDataset(ds, query), batch_sampler=self._sampler,
                                                    collate_fn=_identity, **torch_kwargs)
-        self._fingerprint = _sha({"dataset": dataset_fingerprint(ds), "loader": self.settings()})
+        self._fingerprint = _sha({"dataset": dataset_fingerprint(ds, description), "loader": self.settings()})
 
     # ----------------------------------------------------------------- sizes
     def __len__(self) -> int:
@@ -201,6 +202,8 @@ class ConsumerLoader:
 
     def _run(self, generation: int) -> Iterator[dict]:
         n = self.plan.batches_per_epoch
+        if generation != self._generation:  # superseded before its first batch: read nothing
+            return
         for batch in self._batches():
             if generation != self._generation:  # set_epoch / load_state_dict / a newer iterator took over
                 return
@@ -264,11 +267,6 @@ class ConsumerLoader:
                 f"balance={s.balance!r}, num_workers={self.num_workers})")
 
 
-def _default_query(ds: Any) -> Any:
-    """The query ``ds[sel]`` uses when none is given (the dataset's mode)."""
-    return ds.get_dict().get("mode")
-
-
 def make_loader(ds: Any, batch_size: int, *, query: Any = None, shuffle: bool = True, seed: int | None = None,
                 drop_last: bool = False, num_workers: int = 0, balance: Any = None, epoch_size: int | None = None,
                 rank: int | None = None, world_size: int | None = None, **torch_kwargs: Any) -> ConsumerLoader:
@@ -299,8 +297,9 @@ def make_loader(ds: Any, batch_size: int, *, query: Any = None, shuffle: bool = 
         raise InputError(f"give both rank and world_size or neither, got rank={rank!r}, world_size={world_size!r}")
     if rank is None:
         rank, world_size = _distributed() or (0, 1)
+    description = ds.get_dict()
     if query is None:
-        query = _default_query(ds)
+        query = description.get("mode")  # the query ds[sel] uses when none is given
     from .queries import columns_of
 
     columns_of(query)
@@ -309,4 +308,4 @@ def make_loader(ds: Any, batch_size: int, *, query: Any = None, shuffle: bool = 
     plan = EpochPlan(sample_class=ds.index.sample_class, classes=list(ds.classes), batch_size=batch_size,
                      seed=ds.seed if seed is None else seed, shuffle=shuffle, drop_last=drop_last, balance=balance,
                      epoch_size=epoch_size, rank=rank, world_size=world_size)
-    return ConsumerLoader(ds, plan, query, {"num_workers": int(num_workers), **torch_kwargs})
+    return ConsumerLoader(ds, plan, query, {"num_workers": int(num_workers), **torch_kwargs}, description)

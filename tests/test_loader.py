@@ -319,3 +319,17 @@ def test_two_processes_with_torch_distributed(ds, tmp_path):
         assert set(a) | set(b) == set(range(len(ds)))  # together the ranks cover the epoch
         assert len(set(a) & set(b)) == pad  # disjoint except the one padding repeat
     assert res[0]["epochs"][0] != res[0]["epochs"][1]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_only_the_latest_iterator_is_live(ds, workers):
+    extra = {"persistent_workers": True} if workers else {"pin_memory": True}
+    loader = _make(ds, workers, batch_size=10, **extra)
+    reference = _ids(_make(ds, 0, batch_size=10))
+    old = iter(loader)
+    assert next(old)["sample_id"].tolist() == reference[0]
+    new = iter(loader)  # continues after the delivered batch; the old iterator is finished
+    assert next(new)["sample_id"].tolist() == reference[1]
+    assert list(old) == []
+    assert [b["sample_id"].tolist() for b in new] == reference[2:]
+    assert (loader.epoch, loader.position) == (1, 0)
