@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ import numpy as np
 from .collate import _torch, to_tensors
 from .errors import InputError, short_repr
 from .plan import EpochPlan
+from .queries import columns_of
 
 __all__ = ["STATE_KIND", "BatchDataset", "BatchRequest", "ConsumerLoader", "dataset_fingerprint", "make_loader"]
 
@@ -242,7 +244,8 @@ class ConsumerLoader:
         if missing:
             raise InputError(f"state misses {missing}; pass a dict made by state_dict()")
         if state["fingerprint"] != self._fingerprint:
-            theirs = state.get("settings") if isinstance(state.get("settings"), dict) else {}
+            theirs = state.get("settings")
+            theirs = theirs if isinstance(theirs, dict) else {}
             mine = self.settings()
             diff = {k: (theirs.get(k), mine.get(k)) for k in mine if theirs.get(k) != mine.get(k)}
             what = (f"loader settings differ (state, this loader): {short_repr(diff, 300)}" if diff
@@ -295,17 +298,19 @@ def make_loader(ds: Any, batch_size: int, *, query: Any = None, shuffle: bool = 
         raise InputError(f"num_workers must be an int >= 0, got {short_repr(num_workers)}")
     if (rank is None) != (world_size is None):
         raise InputError(f"give both rank and world_size or neither, got rank={rank!r}, world_size={world_size!r}")
-    if rank is None:
+    if rank is None or world_size is None:
         rank, world_size = _distributed() or (0, 1)
     description = ds.get_dict()
     if query is None:
         query = description.get("mode")  # the query ds[sel] uses when none is given
-    from .queries import columns_of
-
-    columns_of(query)
+    columns_of(query)  # validated here, not in a worker
     if isinstance(query, tuple):
         query = list(query)
     plan = EpochPlan(sample_class=ds.index.sample_class, classes=list(ds.classes), batch_size=batch_size,
                      seed=ds.seed if seed is None else seed, shuffle=shuffle, drop_last=drop_last, balance=balance,
                      epoch_size=epoch_size, rank=rank, world_size=world_size)
+    if num_workers > plan.batches_per_epoch:
+        warnings.warn(f"num_workers={num_workers} but an epoch has only {plan.batches_per_epoch} batch(es) on this "
+                      f"rank: {num_workers - plan.batches_per_epoch} worker(s) will have nothing to read",
+                      stacklevel=2)
     return ConsumerLoader(ds, plan, query, {"num_workers": int(num_workers), **torch_kwargs}, description)

@@ -97,11 +97,13 @@ def class_shares(balance: None | str | float | dict[str, float], counts: np.ndar
     elif isinstance(balance, float):
         w = np.zeros(counts.size)
         w[has] = counts[has].astype(np.float64) ** balance
-    else:
+    elif isinstance(balance, dict):
         w = np.array([balance.get(c, 0.0) for c in classes], dtype=np.float64)
         empty = [c for c, wc, n in zip(classes, w.tolist(), counts.tolist()) if wc > 0 and n == 0]
         if empty:
             raise InputError(f"balance gives weight to class(es) {empty} that have no samples")
+    else:
+        raise InputError(f"balance must be checked with check_balance first, got {short_repr(balance)}")
     total = w.sum()
     if not np.isfinite(total) or total <= 0:
         raise InputError(f"balance={short_repr(balance)} gives no class a positive share (samples per class: "

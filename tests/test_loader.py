@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from consumer import Consumer, InputError
@@ -132,20 +132,25 @@ def test_resume_with_workers_at_boundaries_and_twice_in_a_row(ds, workers):
         assert _resumed(ds, stops, list(workers), total, **kw) == reference, stops
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(batch_size=st.integers(1, 40), data=st.data(), drop_last=st.booleans(),
        balance=st.sampled_from([None, "uniform", 0.5, {"cat": 1.0, "eel": 2.0}]),
-       world_size=st.sampled_from([1, 2, 3]))
-def test_resume_property(ds, batch_size, data, drop_last, balance, world_size):
+       world_size=st.sampled_from([1, 2, 3]), epoch_size=st.one_of(st.none(), st.integers(1, 300)),
+       workers=st.lists(st.sampled_from([0, 0, 2]), min_size=3, max_size=3))
+def test_resume_property(ds, batch_size, data, drop_last, balance, world_size, epoch_size, workers):
+    """Two stops (anywhere: mid-epoch, on a boundary, at 0, at the end) with JSON states in between,
+    workers or not in each segment: the same stream as one uninterrupted run."""
+    assume(not drop_last or (epoch_size or len(ds)) >= batch_size * world_size)
     rank = data.draw(st.integers(0, world_size - 1))
-    kw = {"batch_size": batch_size, "drop_last": drop_last, "balance": balance, "rank": rank, "world_size": world_size}
+    kw = {"batch_size": batch_size, "drop_last": drop_last, "balance": balance, "rank": rank,
+          "world_size": world_size, "epoch_size": epoch_size}
     n = len(_make(ds, 0, **kw))
     total = 2 * n + data.draw(st.integers(0, n))
-    a = data.draw(st.integers(0, total))
-    b = data.draw(st.integers(a, total))
+    a = data.draw(st.sampled_from([0, n, 2 * n, total]) | st.integers(0, total))
+    b = data.draw(st.sampled_from([x for x in (a, n, 2 * n, total) if x >= a]) | st.integers(a, total))
     reference = _stream(_make(ds, 0, **kw), total)
-    assert _resumed(ds, [a, b], [0, 0, 0], total, **kw) == reference
+    assert _resumed(ds, [a, b], workers, total, **kw) == reference
 
 
 def test_prefetched_batches_are_not_counted(ds):
@@ -244,6 +249,8 @@ def test_argument_errors(ds):
         make_loader(ds, 4, query=["nope"])
     with pytest.raises(InputError, match="epoch must be"):
         make_loader(ds, 4).set_epoch(-2)
+    with pytest.warns(UserWarning, match="1 worker"):  # 131 samples: 2 batches of 100 for 3 workers
+        make_loader(ds, 100, num_workers=3, **FORK)
 
 
 def test_one_state_resumes_every_rank(ds):
