@@ -13,6 +13,7 @@ Run (a few minutes on 2 CPU cores; ``--small`` for a quick run)::
     python examples/train_classifier.py
     python examples/train_classifier.py --checkpoint ckpt.pt --stop-after 50   # interrupted run
     python examples/train_classifier.py --checkpoint ckpt.pt --resume          # continues exactly there
+    torchrun --standalone --nproc_per_node=2 examples/train_classifier.py --small   # data parallel (DDP)
 
 The checkpoint holds the model, the optimizer, the loader state and both datasets
 (``ds.get_dict(include_files=True)``), so a resumed run rebuilds the very same datasets from it.
@@ -28,6 +29,7 @@ import time
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch import nn
 from tqdm import tqdm
 
@@ -94,11 +96,19 @@ def evaluate(model: nn.Module, ds: Consumer, batch_size: int) -> tuple[float, np
     n = len(ds.class_to_id)
     confusion = np.zeros((n, n), dtype=np.int64)
     with torch.no_grad():
-        for batch in make_loader(ds, batch_size, query="supervised", shuffle=False):
+        # rank 0 of 1: every process evaluates the whole held-out set, even under torch.distributed
+        for batch in make_loader(ds, batch_size, query="supervised", shuffle=False, rank=0, world_size=1):
             pred = model(batch["input_array"]).argmax(dim=1)
             np.add.at(confusion, (batch["class"].numpy(), pred.numpy()), 1)
     model.train()
     return float(np.trace(confusion) / confusion.sum()), confusion
+
+
+def init_distributed() -> tuple[int, int]:
+    """Under ``torchrun`` (``WORLD_SIZE`` > 1) join the process group (gloo: this example trains on CPU)."""
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+        dist.init_process_group("gloo")
+    return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -136,6 +146,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> float:
     """Train, print the held-out accuracy, return it."""
     args = parse(argv)
+    rank, world_size = init_distributed()
+    log = print if rank == 0 else (lambda *a, **k: None)
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)  # model initialisation only; the data order comes from the loader's seed
     ckpt = torch.load(args.checkpoint, weights_only=False) if args.resume else None
@@ -151,22 +163,29 @@ def main(argv: list[str] | None = None) -> float:
         class_to_id = {c: i for i, c in enumerate(sorted(corpus))}
         train_f3, val_f3 = split_files(corpus, args.val_fraction, args.seed)
         train_ds, val_ds = build(train_f3, class_to_id, args), build(val_f3, class_to_id, args)
-    print(f"train: {train_ds!r} {train_ds.samples_per_class()}")
-    print(f"held-out: {val_ds!r} {val_ds.samples_per_class()}")
+    log(f"train: {train_ds!r} {train_ds.samples_per_class()}")
+    log(f"held-out: {val_ds!r} {val_ds.samples_per_class()}")
 
+    # under torchrun the loader takes rank and world size from torch.distributed: each rank reads its
+    # own share of every epoch, all ranks the same number of batches
     loader = make_loader(train_ds, args.batch_size, query="supervised", balance=args.balance,
                          num_workers=args.workers, persistent_workers=args.workers > 0)
-    model = MalConv(train_ds.vocab.size, len(train_ds.class_to_id), pad_id=train_ds.vocab.pad)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    net = MalConv(train_ds.vocab.size, len(train_ds.class_to_id), pad_id=train_ds.vocab.pad)
+    opt = torch.optim.AdamW(net.parameters(), lr=args.lr)
     if ckpt is not None:
-        model.load_state_dict(ckpt["model"])
+        net.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
-        loader.load_state_dict(ckpt["loader"])
-        print(f"resumed at epoch {loader.epoch}, batch {loader.position} of {len(loader)}")
+        loader.load_state_dict(ckpt["loader"])  # one state, saved by rank 0, resumes every rank
+        log(f"resumed at epoch {loader.epoch}, batch {loader.position} of {len(loader)}")
+    model = nn.parallel.DistributedDataParallel(net) if world_size > 1 else net
+    if world_size > 1:
+        log(f"data parallel over {world_size} ranks, {len(loader)} batches of {args.batch_size} per rank and epoch")
 
     def save() -> None:
+        if rank != 0:
+            return
         tmp = args.checkpoint + ".tmp"
-        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "loader": loader.state_dict(),
+        torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "loader": loader.state_dict(),
                     "train_dataset": json.loads(train_ds.to_json(include_files=True)),
                     "val_dataset": json.loads(val_ds.to_json(include_files=True)), "args": vars(args)}, tmp)
         os.replace(tmp, args.checkpoint)  # atomic: a crash while saving keeps the previous checkpoint
@@ -176,8 +195,8 @@ def main(argv: list[str] | None = None) -> float:
     t0 = time.perf_counter()
     while loader.epoch < args.epochs:
         epoch = loader.epoch
-        bar = tqdm(loader, total=len(loader), initial=loader.position, desc=f"epoch {epoch}", disable=args.quiet,
-                   leave=False)
+        bar = tqdm(loader, total=len(loader), initial=loader.position, desc=f"epoch {epoch}",
+                   disable=args.quiet or rank != 0, leave=False)
         running = []
         for batch in bar:
             loss = loss_fn(model(batch["input_array"]), batch["class"])
@@ -191,20 +210,25 @@ def main(argv: list[str] | None = None) -> float:
             if args.checkpoint and (steps % args.save_every == 0 or loader.epoch != epoch):
                 save()
             if args.stop_after is not None and steps >= args.stop_after:
-                print(f"stopped after {steps} steps at epoch {loader.epoch}, batch {loader.position} (as asked)")
+                log(f"stopped after {steps} steps at epoch {loader.epoch}, batch {loader.position} (as asked)")
+                if dist.is_initialized():
+                    dist.destroy_process_group()
                 return float("nan")
         bar.close()
-        acc, _ = evaluate(model, val_ds, 64)
-        print(f"epoch {epoch}: train loss {np.mean(running):.4f}, held-out accuracy {acc:.3f}", flush=True)
+        acc, _ = evaluate(net, val_ds, 64)
+        log(f"epoch {epoch}: train loss {np.mean(running):.4f}, held-out accuracy {acc:.3f}", flush=True)
     seconds = time.perf_counter() - t0
-    acc, confusion = evaluate(model, val_ds, 64)
+    acc, confusion = evaluate(net, val_ds, 64)
     names = [val_ds.id_to_class[i] for i in range(len(val_ds.id_to_class))]
-    print("confusion (rows: true, columns: predicted):", names)
+    log("confusion (rows: true, columns: predicted):", names)
     for name, row in zip(names, confusion.tolist()):
-        print(f"  {name:>10} {row}")
-    print(f"trained {steps} steps, {samples} samples in {seconds:.1f} s ({samples / max(seconds, 1e-9):.0f} samples/s)")
-    print(f"held-out accuracy: {acc:.4f} over {len(val_ds)} files ({len(names)} classes, chance "
-          f"{np.max(confusion.sum(1)) / confusion.sum():.3f} for the majority class)")
+        log(f"  {name:>10} {row}")
+    samples *= world_size
+    log(f"trained {steps} steps, {samples} samples in {seconds:.1f} s ({samples / max(seconds, 1e-9):.0f} samples/s)")
+    log(f"held-out accuracy: {acc:.4f} over {len(val_ds)} files ({len(names)} classes, chance "
+        f"{np.max(confusion.sum(1)) / confusion.sum():.3f} for the majority class)")
+    if dist.is_initialized():
+        dist.destroy_process_group()
     return acc
 
 

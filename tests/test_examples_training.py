@@ -37,3 +37,17 @@ def test_masked_byte_pretraining_lowers_the_loss():
     out = _run("pretrain_mlm.py", "--small", "--quiet", "--steps", "40")
     first, last = map(float, re.search(r"masked-byte loss ([0-9.]+) -> ([0-9.]+)", out).groups())
     assert first > 5.0 and last < first - 0.7, out
+
+
+def test_classifier_data_parallel_under_torchrun():
+    """The documented DDP command line: two CPU ranks (gloo), each its own shard, the same held-out accuracy."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                           str(EXAMPLES / "train_classifier.py"), "--small", "--quiet", "--workers", "0"],
+                          check=False, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "data parallel over 2 ranks, 3 batches of 32 per rank and epoch" in out  # 144 samples / (2 x 32)
+    assert out.count("held-out accuracy:") == 1  # only rank 0 reports
+    acc = float(re.search(r"held-out accuracy: ([0-9.]+) over 36 files", out).group(1))
+    assert acc >= 0.8, out
