@@ -92,11 +92,15 @@ class _PlanBatchSampler:
         self.plan = plan
         self.epoch = 0
         self.start = 0
+        self._ids: tuple[int, np.ndarray] | None = None  # (epoch, this rank's ids): computed once per epoch
 
     def __iter__(self) -> Iterator[BatchRequest]:
-        epoch = self.epoch
-        for ids in self.plan.batches(epoch)[self.start:]:
-            yield BatchRequest(epoch, ids)
+        epoch, b = self.epoch, self.plan.batch_size
+        if self._ids is None or self._ids[0] != epoch:
+            self._ids = (epoch, self.plan.rank_ids(epoch))
+        ids = self._ids[1]
+        for j in range(self.start, self.plan.batches_per_epoch):
+            yield BatchRequest(epoch, ids[j * b:(j + 1) * b])
 
     def __len__(self) -> int:
         return self.plan.batches_per_epoch - self.start
