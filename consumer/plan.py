@@ -147,7 +147,7 @@ def epoch_order(sample_class: np.ndarray, n_classes: int, *, seed: int, epoch: i
     return drawn[rng.permutation(drawn.size)] if shuffle else np.sort(drawn, kind="stable")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class EpochPlan:
     """This rank's batches of every epoch for fixed loader settings (see the module docstring).
 
