@@ -352,3 +352,13 @@ def test_spawn_workers_on_a_cached_dataset(ds):
     for x, y in zip(spawned, inline, strict=True):
         for k in q:
             assert torch.equal(x[k], y[k])
+
+
+def test_importing_consumer_does_not_import_torch(tmp_path):
+    """torch loads when a loader is made, not when consumer (or consumer.loader, consumer.plan) is imported."""
+    code = ("import sys, consumer, consumer.loader, consumer.plan; "
+            "assert 'torch' not in sys.modules, 'torch imported'; print('ok')")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
