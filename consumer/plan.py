@@ -96,7 +96,8 @@ def class_shares(balance: None | str | float | dict[str, float], counts: np.ndar
         w = has.astype(np.float64)
     elif isinstance(balance, float):
         w = np.zeros(counts.size)
-        w[has] = counts[has].astype(np.float64) ** balance
+        logw = balance * np.log(counts[has].astype(np.float64))
+        w[has] = np.exp(logw - logw.max())  # n_c ** alpha, scaled so that no alpha overflows
     elif isinstance(balance, dict):
         w = np.array([balance.get(c, 0.0) for c in classes], dtype=np.float64)
         empty = [c for c, wc, n in zip(classes, w.tolist(), counts.tolist()) if wc > 0 and n == 0]

@@ -128,6 +128,8 @@ def test_balance_targets_by_kind():
     assert np.allclose(class_shares(None, counts, CLASSES), counts / 100)
     assert np.allclose(class_shares(0.5, counts, CLASSES), np.sqrt(counts) / np.sqrt(counts).sum())
     assert np.allclose(class_shares({"a": 0.7, "b": 0.3}, counts, CLASSES), [0.7, 0.3, 0, 0])
+    assert np.allclose(class_shares(1000.0, counts, CLASSES), [0, 0, 0, 1])  # extreme alphas do not overflow
+    assert np.allclose(class_shares(-1000.0, counts, CLASSES), [1, 0, 0, 0])
 
 
 def test_balanced_shares_over_many_epochs_match_binomial_error():
