@@ -38,10 +38,11 @@ from .sql import Rows
 from .vocab import Vocab, decode_ids, encode_bytes
 
 if TYPE_CHECKING:
+    from .loader import ConsumerLoader, make_loader
     from .packed import inspect_packed, merge_packed, open_packed, read_sidecar, verify_packed
 
 _LAZY = {"inspect_packed": "packed", "merge_packed": "packed", "open_packed": "packed", "read_sidecar": "packed",
-         "verify_packed": "packed"}
+         "verify_packed": "packed", "make_loader": "loader", "ConsumerLoader": "loader"}
 
 __all__ = [
     "__version__",
@@ -54,6 +55,8 @@ __all__ = [
     "QUERY_PRESETS",
     "COLUMNS",
     "Rows",
+    "make_loader",
+    "ConsumerLoader",
     "find_duplicates",
     "dedupe_plan",
     "merge_packed",
@@ -77,7 +80,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Load the packed-store functions on first use (PEP 562)."""
+    """Load the packed-store and loader names on first use (PEP 562)."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'consumer' has no attribute {name!r}")

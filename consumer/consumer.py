@@ -176,6 +176,12 @@ class Consumer:
         self._cursor.batcher = TokenBudgetBatcher(lengths, max_tokens, max_sentences, required_batch_size_multiple,
                                                   self.seed if seed is None else seed, shuffle)
 
+    def dataloader(self, batch_size: int, **options: Any) -> Any:
+        """A resumable torch DataLoader over this dataset (workers, class balance, ranks): see ``make_loader``."""
+        from .loader import make_loader  # noqa: PLC0415  (torch loads only when a loader is made)
+
+        return make_loader(self, batch_size, **options)
+
     def batches(self, epoch: int) -> list[np.ndarray]:
         """The sample ids of every batch of ``epoch``, in serving order (after ``create_*batches``)."""
         return self._cursor.require("batches").batches(epoch)
