@@ -311,6 +311,9 @@ def _verify(args: argparse.Namespace) -> int:
     from .packed import verify_packed  # noqa: PLC0415
 
     r = verify_packed(args.prefix)
+    if args.json:
+        print(json.dumps(r, indent=1))
+        return 0
     check = "sha256 ok" if r["checksum"] == "ok" else "no checksum recorded (packed by an older version)"
     print(f"{r['prefix']}: ok: {r['documents']} documents, {r['tokens']} tokens, ids in [0, {r['max_id']}], {check}, "
           f"{r['seconds']:.2f} s")
@@ -483,6 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=_inspect)
     v = _subparser(sub, "verify", "read every token of a packed store: checksum and id range")
     v.add_argument("prefix", help="the prefix given to 'consumer pack' (PREFIX.bin/.idx or PREFIX.pbin)")
+    v.add_argument("--json", action="store_true", help="the report as JSON (default: off)")
     v.set_defaults(func=_verify)
     c = _subparser(sub, "cache", "list or clear cached indexes")
     c.add_argument("action", choices=["list", "clear"], help="list the cached indexes, or clear them")
