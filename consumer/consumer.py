@@ -24,6 +24,7 @@ from .sampler import BatchCursor, EpochBatcher, TokenBudgetBatcher
 from .seeds import generator
 from .select import resolve, split_key
 from .spec import Metadata, Spec, metadata_name
+from .split import split_file_ids
 from .sql import Rows
 from .validate import check_bool, int_vector
 from .vocab import Vocab, decode_ids
@@ -75,7 +76,8 @@ class Consumer:
         self.class_to_id: dict[str, int] = dict(s.class_to_id or {})
         self.id_to_class: dict[int, str] = {self.class_to_id[c]: c for c in self.classes}
         class_ids = np.array([self.class_to_id[c] for c in self.classes], dtype=np.int64)
-        self._fetcher = Fetcher(built.documents, built.index, class_ids, s.seed)
+        self._fetcher = Fetcher(built.documents, built.index, class_ids, s.seed,
+                                crop=s.long_files == "crop" and s.style == "diff" and not s.megatron)
         self._session = SQLSession(built.documents, built.index, self.classes, self.class_to_id,
                                    metadata_name(s.metadata), built.cache_root, built.catalog, verbose)
         self._select_rng = generator(s.seed, "select")
@@ -105,6 +107,11 @@ class Consumer:
     def subset(self, file_ids: Any) -> "Consumer":
         """A dataset over some of this one's files (``file_id`` values): same settings, tokens and row width."""
         return self._from_built(build_subset(self._built, file_ids, self._session.open_catalog), self.verbose)
+
+    def split(self, fractions: dict, *, seed: int | None = None) -> dict[str, "Consumer"]:
+        """Disjoint datasets by file, stratified per class, stable across runs: ``ds.split({"train": 0.9, "val": 0.1})``."""
+        ids = split_file_ids(self.files, self.documents.doc_class, fractions, self.seed if seed is None else seed)
+        return {name: self.subset(part) for name, part in ids.items()}
 
     def where(self, condition: str, params: Any = ()) -> "Consumer":
         """A new dataset over the files matching an SQL condition on the ``files`` view (see :meth:`sql`)."""

@@ -15,6 +15,7 @@ from .errors import FormatError, InputError, short_repr
 from .index import SampleIndex
 from .queries import MaskConfig, build_columns, columns_of, mask_rng, needs_masking
 from .reader import packed_runs, read_rows, read_segments
+from .split import crop_offsets
 from .validate import is_int
 
 __all__ = ["Fetcher"]
@@ -23,11 +24,13 @@ __all__ = ["Fetcher"]
 class Fetcher:
     """Reads batches of one dataset: ``fetch(ids, query)`` -> ``{column: numpy array}``."""
 
-    def __init__(self, documents: DocumentTable, index: SampleIndex, class_ids: np.ndarray, seed: int):
+    def __init__(self, documents: DocumentTable, index: SampleIndex, class_ids: np.ndarray, seed: int,
+                 crop: bool = False):
         self.documents = documents
         self.index = index
         self.class_ids = class_ids  # class index -> class id (class_to_id)
         self.seed = seed
+        self.crop = crop  # long_files="crop": each long file's window moves per (seed, epoch, sample)
         self._runs: np.ndarray | None = None  # packed stores: per-sample contiguous ranges, made on first use
 
     def fetch(self, sample_ids: np.ndarray, query=None, *, mask: MaskConfig, epoch: int = 0,
@@ -44,16 +47,21 @@ class Fetcher:
         masking = needs_masking(cols)
         if self.documents.packed is not None and self._runs is None:
             self._runs = packed_runs(self.index, self.documents)
+        first_seg = self.index.seg_ptr[sample_ids]
+        shift = None
+        if self.crop:
+            doc = self.index.seg_doc[first_seg]
+            shift = crop_offsets(self.seed, epoch, sample_ids, self.documents.doc_len[doc] - self.index.seg_len[first_seg])
         tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking, runs=self._runs,
-                                    width=width)
+                                    width=width, shift=shift)
         if self.documents.packed is not None:
             self._check_ids(tokens, sample_ids)
-        first_seg = self.index.seg_ptr[sample_ids]
         return build_columns(
             cols, tokens, content, vocab=self.documents.vocab, cfg=mask,
             rng_factory=lambda: mask_rng(self.seed, epoch, sample_ids), sample_ids=sample_ids,
             sample_class_ids=self.class_ids[self.index.sample_class[sample_ids]],
-            file_id=self.index.seg_doc[first_seg], offset=self.index.seg_start[first_seg])
+            file_id=self.index.seg_doc[first_seg],
+            offset=self.index.seg_start[first_seg] + (0 if shift is None else shift))
 
     def _check_ids(self, tokens: np.ndarray, sample_ids: np.ndarray) -> None:
         """Ids read from a store must be < vocab.size (a flipped bit must not reach an embedding): one

@@ -31,7 +31,7 @@ from .errors import ConsumerWarning, InputError, short_repr
 
 __all__ = ["SampleIndex", "STYLES", "LONG_FILES", "build_index", "check_seqlen", "resolve_seqlen", "warn_if_padded"]
 
-LONG_FILES = ("truncate", "windows")
+LONG_FILES = ("truncate", "windows", "crop")  # crop: like truncate, the window moved per epoch at fetch time
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,8 @@ def build_concat(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate"
 
 
 def build_diff(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") -> SampleIndex:
-    """diff style: one padded sample per document (or consecutive windows of it with ``long_files="windows"``)."""
+    """diff style: one padded sample per document (or consecutive windows of it with ``long_files="windows"``).
+    ``"crop"`` indexes like ``"truncate"``; the reader moves each long file's window per epoch."""
     if long_files not in LONG_FILES:
         raise InputError(f"long_files must be one of {LONG_FILES}, got {short_repr(long_files)}")
     n_docs = doc_len.size

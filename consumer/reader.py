@@ -39,23 +39,27 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
               content_mask: bool = False, runs: np.ndarray | None = None,
-              width: int | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+              width: int | None = None, shift: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Token rows ``[B, seqlen]`` (int64, PAD-filled) of ``sample_ids``, and optionally a content mask.
 
     The content mask is True exactly where a row holds a content token of a file (not header, SEP,
     EOF, TAIL marker or padding): the positions masked-LM may touch. ``runs`` (from
     :func:`packed_runs`, packed stores only) lets a batch whose samples are each one contiguous store
     range be served with one slice copy per row. ``width`` (default ``seqlen``) narrows the rows; it
-    must hold the longest selected sample.
+    must hold the longest selected sample. ``shift`` (one per sample, single-segment samples only:
+    ``long_files="crop"``) moves each sample's window that many tokens further into its document.
     """
     L = index.seqlen if width is None else int(width)
     if runs is not None and not content_mask and docs.packed is not None:
         start = runs[sample_ids]
         if start.size == 0 or start.min() >= 0:
+            if shift is not None:
+                start = start + shift
             return _rows_from_runs(docs.packed.tokens, docs.vocab.pad, L, start, index.sample_tokens()[sample_ids]), None
     segs, rows = index.segments_of(sample_ids)
+    starts = index.seg_start[segs] if shift is None else index.seg_start[segs] + shift[rows]
     return read_segments(docs, (int(sample_ids.size), L), rows, index.seg_col[segs],
-                         index.seg_doc[segs], index.seg_start[segs], index.seg_len[segs], content_mask)
+                         index.seg_doc[segs], starts, index.seg_len[segs], content_mask)
 
 
 def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
