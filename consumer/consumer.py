@@ -1,9 +1,6 @@
-"""The ``Consumer`` facade: one thin object over a built dataset (settings, documents, index).
-
-Every constructor goes through :mod:`consumer.build` and :meth:`Consumer._attach`; every method is a
-short call into the module that does the job (``fetch``, ``select``, ``sampler``, ``export``,
-``dataset_sql``, ``packed``, ``collate``).
-"""
+"""The ``Consumer`` facade over a built dataset: every constructor goes through :mod:`consumer.build` and
+``_attach``; every method is a short call into the module that does the job (``fetch``, ``select``, ``sampler``,
+``export``, ``dataset_sql``, ``packed``, ``loader``, ``collate``)."""
 
 from __future__ import annotations
 
@@ -20,14 +17,14 @@ from .display import repr_html, text_repr
 from .fetch import Fetcher
 from .frames import files_table
 from .queries import MaskConfig
-from .sampler import BatchCursor, EpochBatcher, TokenBudgetBatcher
+from .sampler import BatchCursor
 from .seeds import generator
 from .select import resolve, split_key
 from .spec import Metadata, Spec, metadata_name
 from .split import split_file_ids
 from .sql import Rows
 from .validate import check_bool, int_vector
-from .vocab import Vocab, decode_ids
+from .vocab import decode_ids
 
 __all__ = ["Consumer"]
 
@@ -69,20 +66,14 @@ class Consumer:
         self.corpus, self.documents, self.index = built.corpus, built.documents, built.index
         self.style, self.seed, self.long_files, self.sampling, self.metadata = (
             s.style, s.seed, s.long_files, s.sampling, s.metadata)
-        self.vocab: Vocab = s.vocab
-        self.seqlen: int = built.index.seqlen
-        self.classes: list[str] = built.corpus.class_names
-        self.n_classes, self.files = len(self.classes), built.documents.paths
-        self.class_to_id: dict[str, int] = dict(s.class_to_id or {})
+        self.vocab, self.seqlen, self.classes = s.vocab, built.index.seqlen, built.corpus.class_names
+        self.n_classes, self.files, self.class_to_id = len(self.classes), built.documents.paths, dict(s.class_to_id)
         self.id_to_class: dict[int, str] = {self.class_to_id[c]: c for c in self.classes}
         class_ids = np.array([self.class_to_id[c] for c in self.classes], dtype=np.int64)
-        self._fetcher = Fetcher(built.documents, built.index, class_ids, s.seed,
-                                crop=s.long_files == "crop" and s.style == "diff" and not s.megatron)
+        self._fetcher = Fetcher(built.documents, built.index, class_ids, s.seed, crop=s.crops)
         self._session = SQLSession(built.documents, built.index, self.classes, self.class_to_id,
                                    metadata_name(s.metadata), built.cache_root, built.catalog, verbose)
-        self._select_rng = generator(s.seed, "select")
-        self._mask = MaskConfig()
-        self.mode: str | None = None
+        self._select_rng, self._mask, self.mode = generator(s.seed, "select"), MaskConfig(), None
         self._cursor = BatchCursor(len(built.index), s.seed, built.index.sample_tokens())
 
     @classmethod
@@ -109,7 +100,7 @@ class Consumer:
         return self._from_built(build_subset(self._built, file_ids, self._session.open_catalog), self.verbose)
 
     def split(self, fractions: dict, *, seed: int | None = None) -> dict[str, "Consumer"]:
-        """Disjoint datasets by file, stratified per class, stable across runs: ``ds.split({"train": 0.9, "val": 0.1})``."""
+        """Disjoint datasets by file, stratified per class, stable: ``ds.split({"train": 0.9, "val": 0.1})``."""
         ids = split_file_ids(self.files, self.documents.doc_class, fractions, self.seed if seed is None else seed)
         return {name: self.subset(part) for name, part in ids.items()}
 
@@ -130,8 +121,7 @@ class Consumer:
 
     def set_unsupervised_mode(self, mask_frequency: float = 0.15, add_cls: bool = False,
                               mask_rule: str = "bert") -> None:
-        """Masking settings (fraction, ``"bert"`` 80/10/10 or ``"mask"`` rule, CLS prefix); default query
-        ``"unsupervised"``. Explicit queries keep working whatever the mode."""
+        """Masking (fraction, ``"bert"`` 80/10/10 or ``"mask"`` rule, CLS prefix); ``"unsupervised"`` by default."""
         self._mask = MaskConfig(frequency=mask_frequency, rule=mask_rule, add_cls=add_cls)
         self.mode = "unsupervised"
 
@@ -151,8 +141,7 @@ class Consumer:
 
     def fetch(self, sample_ids: Any, query: Any = None, *, epoch: int = 0) -> dict:
         """The columns of ``query`` for these sample ids, as int64 tensors (``epoch`` varies the masks)."""
-        return to_tensors(self.fetch_numpy(int_vector("sample_ids", np.asarray(sample_ids).reshape(-1)), query,
-                                           epoch=epoch))
+        return to_tensors(self.fetch_numpy(int_vector("sample_ids", np.ravel(sample_ids)), query, epoch=epoch))
 
     def fetch_numpy(self, sample_ids: np.ndarray, query: Any = None, *, epoch: int = 0,
                     width: int | None = None) -> dict[str, np.ndarray]:
@@ -169,19 +158,14 @@ class Consumer:
 
     def create_batches(self, batch_size: int, drop_last: bool = False, seed: int | None = None,
                        shuffle: bool = True) -> None:
-        """Batches for ``ds[None]`` / :meth:`get_next_batch`: epoch ``e`` is the permutation of
-        ``(seed, e)`` (``seed=None``: ``ds.seed``; ``shuffle=False``: sample order); epochs follow each other."""
-        self._cursor.batcher = EpochBatcher(len(self), batch_size, drop_last, self.seed if seed is None else seed,
-                                            shuffle)
+        """Batches for ``ds[None]``/:meth:`get_next_batch`: epoch ``e`` permutes by ``(seed or ds.seed, e)``."""
+        self._cursor.epochs(batch_size, drop_last, self.seed if seed is None else seed, shuffle)
 
-    def create_token_batches(self, max_tokens: int, max_sentences: int | None = None,
-                             required_batch_size_multiple: int = 1, seed: int | None = None,
-                             shuffle: bool = True) -> None:
-        """fairseq's token-budget batches (``batch size x longest sample <= max_tokens``); ``ds[None]`` then
-        returns rows only as wide as the batch's longest sample. Batch order is shuffled per epoch."""
-        lengths = self.index.sample_tokens() + int(self._mask.add_cls)  # a CLS column counts too
-        self._cursor.batcher = TokenBudgetBatcher(lengths, max_tokens, max_sentences, required_batch_size_multiple,
-                                                  self.seed if seed is None else seed, shuffle)
+    def create_token_batches(self, max_tokens: int, max_sentences: int | None = None, required_batch_size_multiple:
+                             int = 1, seed: int | None = None, shuffle: bool = True) -> None:
+        """fairseq's token-budget batches (``B x longest sample <= max_tokens``); rows as wide as each batch needs."""
+        self._cursor.token_budget(max_tokens, max_sentences, required_batch_size_multiple,
+                                  self.seed if seed is None else seed, shuffle, int(self._mask.add_cls))
 
     def dataloader(self, batch_size: int, **options: Any) -> Any:
         """A resumable torch DataLoader over this dataset (workers, class balance, ranks): see ``make_loader``."""
@@ -211,8 +195,7 @@ class Consumer:
         return self._session.catalog
 
     def sql(self, statement: str, params: Any = ()) -> Rows:
-        """One read-only SQL statement over the view ``files`` (one row per file: ``file_id, path, class,
-        class_id, size, mtime_ns, extension, description, mime, header, sha256, tokens, samples``)."""
+        """One read-only SQL statement over the view ``files`` (one row per file; columns in the user guide)."""
         return self._session.query(statement, params)
 
     def duplicates(self) -> list:
@@ -230,8 +213,7 @@ class Consumer:
         self.close()
 
     def get_dict(self, include_files: bool = False) -> dict:
-        """Everything needed to reproduce this dataset: settings, classes, counts, vocab, versions, and the
-        file list (``include_files``) or its sha256 fingerprint."""
+        """Settings, classes, counts, vocab, versions and the file list (``include_files``) or its sha256."""
         return dataset_dict(self._built, mode=self.mode, mask=self._mask, include_files=include_files,
                             batches=None if self._cursor.batcher is None else self._cursor.batcher.state_dict())
 
@@ -240,15 +222,13 @@ class Consumer:
         return dump_json(self.get_dict(include_files=include_files), fp)
 
     def pack(self, prefix: Any, format: str = "megatron", *, verbose: bool | None = None, **options: Any) -> dict:
-        """Write every file's document to a packed store at ``prefix`` (``"megatron"``: ``.bin/.idx``;
-        ``"modalities"``: ``.pbin``) plus a sidecar; atomic. Returns a summary (files, documents, tokens)."""
+        """Write every document to a packed store (``"megatron"`` ``.bin/.idx`` or ``"modalities"`` ``.pbin``)."""
         from .packed.write import pack  # noqa: PLC0415  (the store modules load only when used)
 
         return pack(self.documents, self.classes, self.spec, prefix, format,
                     self.verbose if verbose is None else verbose, **options)
 
-    def __getstate__(self) -> dict:
-        """Pickled: how to rebuild (cache key, store prefix or small arrays), never connections or handles."""
+    def __getstate__(self) -> dict:  # how to rebuild (cache key, store or arrays), never connections or handles
         return {"recipe": self._built.recipe, "verbose": self.verbose, "query": self.mode,
                 "mask": self._mask, "batcher": self._cursor.batcher, "select": self._select_rng}
 

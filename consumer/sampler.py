@@ -214,6 +214,15 @@ class BatchCursor:
         self.lengths = lengths  # real tokens of each sample (token batches size rows by them)
         self.batcher: Batcher | None = None
 
+    def epochs(self, batch_size: int, drop_last: bool, seed: int, shuffle: bool) -> None:
+        """Fixed-size batches of each epoch's permutation (``create_batches``)."""
+        self.batcher = EpochBatcher(self.n_samples, batch_size, drop_last, seed, shuffle)
+
+    def token_budget(self, max_tokens: int, max_sentences: int | None, multiple: int, seed: int, shuffle: bool,
+                     extra: int = 0) -> None:
+        """Token-budget batches (``create_token_batches``); ``extra`` tokens per row (a CLS column) count too."""
+        self.batcher = TokenBudgetBatcher(self.lengths + extra, max_tokens, max_sentences, multiple, seed, shuffle)
+
     def require(self, what: str) -> Batcher:
         """The batcher, or InputError naming ``what`` when no batches were made."""
         if self.batcher is None:

@@ -105,6 +105,11 @@ class Spec:
         return isinstance(self.sampling, MegatronSampling)
 
     @property
+    def crops(self) -> bool:
+        """Whether long files are served as one moving window per epoch (``long_files="crop"``, diff style)."""
+        return self.long_files == "crop" and self.style == "diff" and not self.megatron
+
+    @property
     def with_header(self) -> bool:
         """Whether documents carry ``[header] SEP``."""
         return self.metadata is not None
