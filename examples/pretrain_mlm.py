@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from consumer import Consumer, make_loader
+from consumer import Consumer
 from consumer.cli import stdlib_corpus
 from consumer.queries import IGNORE_INDEX
 
@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> tuple[float, float]:
                   metadata=None, seed=args.seed)
     ds.set_mlm_mode(mask_frequency=0.15)
     print(f"{ds!r}: {len(ds)} windows of {ds.seqlen} bytes, vocabulary {ds.vocab.size}")
-    loader = make_loader(ds, args.batch_size, query="mlm", num_workers=args.workers,
-                         persistent_workers=args.workers > 0, drop_last=True)
+    loader = ds.dataloader(args.batch_size, query="mlm", num_workers=args.workers,
+                           persistent_workers=args.workers > 0, drop_last=True)
     model = ByteEncoder(ds.vocab.size, ds.seqlen)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     warmup = max(1, min(50, args.steps // 5))

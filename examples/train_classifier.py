@@ -2,7 +2,7 @@
 
 The files of the standard library (``.py`` sources, ``.pyc`` bytecode, text, data, shared libraries, images,
 ...) are split per class into train and held-out files (seeded, stratified), read as raw bytes
-(``n_bytes=1``, the first ``--seqlen`` bytes of each file) and fed through :func:`consumer.make_loader`
+(``n_bytes=1``, the first ``--seqlen`` bytes of each file) and fed through ``ds.dataloader(...)``
 (a resumable torch ``DataLoader``) to an embedding + gated 1-D convolution + global max pool network.
 
 ``metadata=None``: the libmagic header put in front of each file names its type ("Python script", "PNG
@@ -33,7 +33,7 @@ import torch.distributed as dist
 from torch import nn
 from tqdm import tqdm
 
-from consumer import Consumer, make_loader
+from consumer import Consumer
 from consumer.cli import stdlib_corpus
 
 # classes that are plentiful in every CPython installation (at least ~20 files each)
@@ -59,35 +59,11 @@ class MalConv(nn.Module):
         return self.head(h)
 
 
-def split_files(fps: dict[str, list[str]], val_fraction: float, seed: int) -> tuple[dict, dict]:
-    """A seeded split of an F3 corpus ``{class: [path, ...]}`` by file, stratified per class (each class
-    keeps at least one file on each side)."""
-    train, val = {}, {}
-    for k, (cls, paths) in enumerate(sorted(fps.items())):
-        paths = sorted(paths)
-        rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, k])))
-        order = rng.permutation(len(paths))
-        n_val = min(len(paths) - 1, max(1, round(val_fraction * len(paths))))
-        val[cls] = [paths[i] for i in sorted(order[:n_val])]
-        train[cls] = [paths[i] for i in sorted(order[n_val:])]
-    return train, val
-
-
-def files_of(desc: dict) -> dict[str, list[str]]:
-    """The F3 corpus ``{class: [path, ...]}`` described by ``ds.get_dict(include_files=True)``; refuses
-    files whose size changed since."""
-    out: dict[str, list[str]] = {}
-    for path, size, cls in desc["files"]:
-        if os.path.getsize(path) != size:
-            sys.exit(f"{path} changed size since the checkpoint ({size} -> {os.path.getsize(path)} bytes)")
-        out.setdefault(cls, []).append(path)
-    return out
-
-
-def build(fps: dict, class_to_id: dict, args: argparse.Namespace) -> Consumer:
-    """The dataset: raw bytes, no type header, the first ``seqlen`` bytes of each file."""
-    return Consumer(fps, style="diff", n_bytes=1, seqlen=args.seqlen, metadata=None, class_to_id=class_to_id,
-                    seed=args.seed, long_files="truncate")
+def build(fps: dict, args: argparse.Namespace) -> Consumer:
+    """The dataset: raw bytes, no type header (libmagic's would give the file type away), the first ``seqlen``
+    bytes of each file."""
+    return Consumer(fps, style="diff", n_bytes=1, seqlen=args.seqlen, metadata=None, seed=args.seed,
+                    long_files="truncate")
 
 
 def evaluate(model: nn.Module, ds: Consumer, batch_size: int) -> tuple[float, np.ndarray]:
@@ -97,7 +73,7 @@ def evaluate(model: nn.Module, ds: Consumer, batch_size: int) -> tuple[float, np
     confusion = np.zeros((n, n), dtype=np.int64)
     with torch.no_grad():
         # rank 0 of 1: every process evaluates the whole held-out set, even under torch.distributed
-        for batch in make_loader(ds, batch_size, query="supervised", shuffle=False, rank=0, world_size=1):
+        for batch in ds.dataloader(batch_size, query="supervised", shuffle=False, rank=0, world_size=1):
             pred = model(batch["input_array"]).argmax(dim=1)
             np.add.at(confusion, (batch["class"].numpy(), pred.numpy()), 1)
     model.train()
@@ -151,25 +127,24 @@ def main(argv: list[str] | None = None) -> float:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)  # model initialisation only; the data order comes from the loader's seed
     ckpt = torch.load(args.checkpoint, weights_only=False) if args.resume else None
-    if ckpt is not None:
-        train_ds = build(files_of(ckpt["train_dataset"]), ckpt["train_dataset"]["class_to_id"], args)
-        val_ds = build(files_of(ckpt["val_dataset"]), ckpt["val_dataset"]["class_to_id"], args)
+    if ckpt is not None:  # the checkpoint holds both datasets: rebuilt exactly (same files, same samples)
+        train_ds, val_ds = Consumer.from_dict(ckpt["train_dataset"]), Consumer.from_dict(ckpt["val_dataset"])
     else:
         corpus = stdlib_corpus(max_per_class=args.max_files)
         missing = [c for c in args.classes if c not in corpus]
         if missing:
             sys.exit(f"--classes: {missing} not found in this Python installation; found {sorted(corpus)}")
         corpus = {c: corpus[c] for c in args.classes}
-        class_to_id = {c: i for i, c in enumerate(sorted(corpus))}
-        train_f3, val_f3 = split_files(corpus, args.val_fraction, args.seed)
-        train_ds, val_ds = build(train_f3, class_to_id, args), build(val_f3, class_to_id, args)
+        # by file, stratified per class, stable across runs: no file is on both sides
+        parts = build(corpus, args).split({"train": 1 - args.val_fraction, "val": args.val_fraction}, seed=args.seed)
+        train_ds, val_ds = parts["train"], parts["val"]
     log(f"train: {train_ds!r} {train_ds.samples_per_class()}")
     log(f"held-out: {val_ds!r} {val_ds.samples_per_class()}")
 
     # under torchrun the loader takes rank and world size from torch.distributed: each rank reads its
     # own share of every epoch, all ranks the same number of batches
-    loader = make_loader(train_ds, args.batch_size, query="supervised", balance=args.balance,
-                         num_workers=args.workers, persistent_workers=args.workers > 0)
+    loader = train_ds.dataloader(args.batch_size, query="supervised", balance=args.balance,
+                                 num_workers=args.workers, persistent_workers=args.workers > 0)
     net = MalConv(train_ds.vocab.size, len(train_ds.class_to_id), pad_id=train_ds.vocab.pad)
     opt = torch.optim.AdamW(net.parameters(), lr=args.lr)
     if ckpt is not None:
