@@ -8,6 +8,8 @@ and holds no open resources.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .documents import DocumentTable
@@ -18,7 +20,24 @@ from .reader import packed_runs, read_rows, read_segments
 from .split import crop_offsets
 from .validate import is_int
 
-__all__ = ["Fetcher"]
+__all__ = ["Fetcher", "batch_budget"]
+
+_BUDGET_ENV = "CONSUMER_MAX_BATCH_BYTES"
+_DEFAULT_BUDGET = 16 << 30  # 16 GiB: far above any real batch, far below what a typo (seqlen=10**12) asks for
+
+
+def batch_budget() -> int:
+    """The most bytes one fetch may allocate: ``$CONSUMER_MAX_BATCH_BYTES`` or 16 GiB."""
+    text = os.environ.get(_BUDGET_ENV)
+    if text is None:
+        return _DEFAULT_BUDGET
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError(f"{_BUDGET_ENV} must be a positive number of bytes, got {short_repr(text)}")
+    return value
 
 
 class Fetcher:
@@ -45,6 +64,13 @@ class Fetcher:
             raise InputError(f"width={width} is narrower than the longest selected sample "
                              f"({int(self.index.sample_tokens()[sample_ids].max())} tokens)")
         masking = needs_masking(cols)
+        rows, width_ = int(sample_ids.size), self.index.seqlen if width is None else int(width)
+        # token rows, content mask, masked copy and labels, attention mask: at most ~5 [B, L] int64 arrays at once
+        need = rows * (width_ + 1) * 8 * (5 if masking else 2)
+        if need > batch_budget():
+            raise InputError(f"sample_ids: a batch of {rows} rows x {width_} tokens needs about {need} bytes, over the "
+                             f"fetch budget of {batch_budget()} bytes (${_BUDGET_ENV}); fetch fewer samples at a "
+                             "time or choose a smaller seqlen")
         if self.documents.packed is not None and self._runs is None:
             self._runs = packed_runs(self.index, self.documents)
         first_seg = self.index.seg_ptr[sample_ids]

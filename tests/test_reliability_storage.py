@@ -214,3 +214,19 @@ def test_a_full_disk_names_the_cache_dir_and_the_bytes_needed(tmp_path):
     with pytest.warns(ConsumerWarning, match="is not writable"):
         assert _write_error("/data/cache", 1, OSError(errno.EROFS, "Read-only file system")) is None
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def test_a_fetch_over_the_memory_budget_is_refused_before_allocating(tmp_path, monkeypatch):
+    fps = write_corpus(tmp_path / "data", SMALL)
+    ds = Consumer(fps, cache_dir=False, seqlen=10**9, metadata=None)  # a typo-sized seqlen: rows of 8 GB each
+    with pytest.raises(Exception) as info:
+        ds.fetch_numpy(np.arange(len(ds)))
+    assert "over the fetch budget" in str(info.value) and "bytes" in str(info.value)
+    monkeypatch.setenv("CONSUMER_MAX_BATCH_BYTES", "1000")
+    small = Consumer(fps, cache_dir=False, seqlen=16, metadata=None)
+    with pytest.raises(Exception, match=r"needs about \d+ bytes, over the fetch budget of 1000 bytes"):
+        small.fetch_numpy(np.arange(len(small)))
+    assert small.fetch_numpy(np.arange(2))["input_array"].shape == (2, 16)
+    monkeypatch.setenv("CONSUMER_MAX_BATCH_BYTES", "lots")
+    with pytest.raises(Exception, match="CONSUMER_MAX_BATCH_BYTES must be a positive number of bytes"):
+        small.fetch_numpy(np.arange(2))
