@@ -110,7 +110,7 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool) -> Built:
                          "libmagic": libmagic_version() if spec.metadata else None,
                          "files_sha256": file_table_sha256(paths, cls, sizes, mtimes)})
     entry = load_entry(cache_root, key, skip=("paths",)) if cache_root and key else None
-    if entry is not None:
+    if entry is not None and cache_root and key:
         built = _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
         built.info["dedupe"], built.catalog = report, catalog if spec.dedupe else None
         return built

@@ -191,8 +191,7 @@ def load_entry(root: str, key: str, skip: tuple[str, ...] = ()) -> tuple[dict[st
                 return None
             # large arrays are memory-mapped (shared by forked workers); small ones are read, which
             # costs nothing extra after the checksum and keeps no file descriptor open per array
-            mode = "r" if meta["bytes"] >= _MMAP_MIN_BYTES else None
-            arr = np.load(path, mmap_mode=mode, allow_pickle=False)
+            arr = np.load(path, mmap_mode="r" if meta["bytes"] >= _MMAP_MIN_BYTES else None, allow_pickle=False)
             if arr.dtype.str != meta["dtype"] or list(arr.shape) != meta["shape"]:
                 return None
             arrays[name] = arr
@@ -204,7 +203,7 @@ def load_entry(root: str, key: str, skip: tuple[str, ...] = ()) -> tuple[dict[st
 def list_entries(root: str) -> list[dict]:
     """One summary per index entry: key, size on disk, creation time, style/n_bytes/files/samples."""
     folder = os.path.join(root, INDEX_DIR)
-    out = []
+    out: list[dict] = []
     if not os.path.isdir(folder):
         return out
     for key in sorted(os.listdir(folder)):

@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS files(
     extension TEXT NOT NULL, description TEXT, mime TEXT, sha256 TEXT,
     entropy REAL, printable REAL, zeros REAL, histogram BLOB);
 """
+# SQLite's primary result codes (sqlite3 exposes them only from Python 3.11 on, and typeshed not at all)
+_PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _FULL, _CANTOPEN, _AUTH = 3, 5, 6, 8, 10, 13, 14, 23
 _COLUMNS = {"key", "path", "size", "mtime_ns", "extension", "description", "mime", "sha256", "entropy", "printable",
             "zeros", "histogram"}
 
@@ -114,13 +116,12 @@ class Catalog:
             return self._connect_file()
         except sqlite3.DatabaseError as e:
             code = getattr(e, "sqlite_errorcode", 0) & 0xFF
-            if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):  # another process holds it: not corruption
+            if code in (_BUSY, _LOCKED):  # another process holds it: not corruption
                 raise InputError(f"cache_dir: the catalog {self.path!r} stayed locked by another process: {e}") from e
-            if code == sqlite3.SQLITE_FULL:
+            if code == _FULL:
                 raise InputError(f"cache_dir {os.path.dirname(self.path)!r}: no space left for the catalog "
                                  f"{self.path!r}; free space, pass another cache_dir= or cache_dir=False") from e
-            if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH,
-                        sqlite3.SQLITE_IOERR):
+            if code in (_READONLY, _CANTOPEN, _PERM, _AUTH, _IOERR):
                 return self._read_only(e)
             return self._replace_broken()  # corrupt, not a database, another schema: really broken
 
@@ -146,13 +147,19 @@ class Catalog:
         """Move a catalog SQLite cannot use (corrupt, not a database, old schema) aside and start again.
         It is our own artefact, so moving it is allowed; it is kept for inspection, not deleted."""
         stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = self._file()
         for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(self.path + suffix):
-                os.replace(self.path + suffix, f"{self.path}.corrupt-{stamp}{suffix}")
+            if os.path.exists(path + suffix):
+                os.replace(path + suffix, f"{path}.corrupt-{stamp}{suffix}")
         return self._connect_file()
 
+    def _file(self) -> str:
+        if self.path is None:
+            raise InputError("catalog: an in-memory catalog has no file")
+        return self.path
+
     def _connect_file(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
+        conn = sqlite3.connect(self._file(), timeout=60.0, check_same_thread=False)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -214,8 +221,8 @@ class Catalog:
         for i, p in enumerate(paths):
             row = known.get(p)
             fresh = row is not None and row[0] == sizes_l[i] and row[1] == mtimes_l[i]
-            needed = tuple(w for w in want if not fresh or row[cols[w]] is None)
-            if needed or not fresh or (hashes and row[4] is None):
+            needed = tuple(w for w in want if row is None or not fresh or row[cols[w]] is None)
+            if needed or row is None or not fresh or (hashes and row[4] is None):
                 stale.setdefault(needed, []).append(i)
         for needed, files in stale.items():
             self._refresh(paths, sizes_l, mtimes_l, files, known, want=needed, hashes=hashes, verbose=verbose)

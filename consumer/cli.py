@@ -278,6 +278,8 @@ def _cache(args: argparse.Namespace) -> int:
     from .cache import check_cache_dir, clear, list_entries  # noqa: PLC0415
 
     root = check_cache_dir(args.cache_dir)
+    if root is None:
+        raise InputError(f"--cache-dir: the cache command needs a directory, got {args.cache_dir!r}")
     if args.action == "list":
         entries = list_entries(root)
         print(f"cache: {root}")

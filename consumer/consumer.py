@@ -45,6 +45,8 @@ class Consumer:
     ``files``, ``corpus``, ``documents``, ``index``, ``build_info``, ``mode`` and the ``spec``'s settings.
     """
 
+    mode: str | None  # the default query of bare selections (set_*_mode)
+
     def __init__(self, fps: Any, *, style: str = "diff", n_bytes: int = 2, seqlen: int | str = "auto",
                  metadata: Metadata = "file", class_to_id: dict | None = None, seed: int = 4, cache_dir: Any = None,
                  verbose: bool = False, long_files: str = "truncate", sampling: Any = "consumer",
@@ -67,7 +69,8 @@ class Consumer:
         self.style, self.seed, self.long_files, self.sampling, self.metadata = (
             s.style, s.seed, s.long_files, s.sampling, s.metadata)
         self.vocab, self.seqlen, self.classes = s.vocab, built.index.seqlen, built.corpus.class_names
-        self.n_classes, self.files, self.class_to_id = len(self.classes), built.documents.paths, dict(s.class_to_id)
+        self.n_classes, self.files = len(self.classes), built.documents.paths
+        self.class_to_id = dict(s.class_to_id or {})
         self.id_to_class: dict[int, str] = {self.class_to_id[c]: c for c in self.classes}
         class_ids = np.array([self.class_to_id[c] for c in self.classes], dtype=np.int64)
         self._fetcher = Fetcher(built.documents, built.index, class_ids, s.seed, crop=s.crops)
@@ -80,8 +83,7 @@ class Consumer:
     def from_packed(cls, prefix: Any, *, style: str = "diff", seqlen: int | str = "auto",
                     class_to_id: dict | None = None, seed: int = 4, long_files: str = "truncate",
                     sampling: Any = "consumer", verify: bool = False) -> "Consumer":
-        """Open a store written by :meth:`pack` (or merged packs): the same tokens, bit for bit, from memory maps.
-        ``n_bytes``, header mode (and ``class_to_id`` unless given) come from the store; ``verify`` reads it all."""
+        """A store written by :meth:`pack`: the same tokens, memory-mapped; ``verify`` first reads all of it."""
         return cls._from_built(build_packed(prefix, Spec(style=style, seqlen=seqlen, long_files=long_files,
                                                          sampling=sampling, class_to_id=class_to_id, seed=seed),
                                             check_bool("verify", verify)))

@@ -14,7 +14,7 @@ their bytes) or a packed store (:class:`PackedTokens`: the documents' tokens, re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -22,6 +22,9 @@ import numpy as np
 from .vocab import Vocab, encode_bytes, n_content_tokens
 
 __all__ = ["DocumentTable", "PackedTokens", "build_documents", "tokenise_headers"]
+
+
+_NO_MTIMES = np.zeros(0, dtype=np.int64)  # "not given": replaced by zeros, one per document
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,11 +67,11 @@ class DocumentTable:
     header_ptr: np.ndarray    # [H+1]
     header_tok: np.ndarray    # [sum of header lengths]
     with_header: bool
-    doc_mtime: np.ndarray | None = None  # [D] modification time (ns) at build time; zeros when unknown
+    doc_mtime: np.ndarray = field(default_factory=lambda: _NO_MTIMES)  # [D] mtime (ns) at build; zeros when unknown
     packed: PackedTokens | None = None   # a packed store's tokens, or None: read the source files
 
     def __post_init__(self) -> None:
-        if self.doc_mtime is None:
+        if self.doc_mtime is _NO_MTIMES or self.doc_mtime is None:
             object.__setattr__(self, "doc_mtime", np.zeros(len(self.paths), dtype=np.int64))
 
     def __len__(self) -> int:
@@ -97,7 +100,7 @@ class DocumentTable:
     def subset(self, ids: np.ndarray, new_class: np.ndarray) -> "DocumentTable":
         """The documents ``ids`` (sorted), classes renumbered through ``new_class`` (old index -> new)."""
         packed = None if self.packed is None else replace(self.packed, doc_ptr=self.packed.doc_ptr[ids])
-        mtime = self.doc_mtime if self.doc_mtime is not None else np.zeros(len(self), dtype=np.int64)
+        mtime = self.doc_mtime
         return DocumentTable(vocab=self.vocab, paths=[self.paths[i] for i in ids.tolist()],
                              doc_class=new_class[self.doc_class[ids]], doc_size=self.doc_size[ids],
                              doc_header=self.doc_header[ids], headers=self.headers, header_ptr=self.header_ptr,
@@ -120,4 +123,4 @@ def build_documents(paths: list[str], doc_class, sizes, header_texts: list[str],
     return DocumentTable(vocab=vocab, paths=list(paths), doc_class=np.asarray(doc_class, dtype=np.int64),
                          doc_size=np.asarray(sizes, dtype=np.int64), doc_header=doc_header, headers=headers,
                          header_ptr=header_ptr, header_tok=header_tok, with_header=with_header,
-                         doc_mtime=None if mtimes is None else np.asarray(mtimes, dtype=np.int64))
+                         doc_mtime=_NO_MTIMES if mtimes is None else np.asarray(mtimes, dtype=np.int64))

@@ -119,8 +119,7 @@ def describe_files(paths: Sequence[str], *, kinds: Sequence[str] = ("description
     def one(path: str) -> tuple[str | None, str | None]:
         cookies = getattr(local, "cookies", None)
         if cookies is None:
-            cookies = local.cookies = (magic.Magic() if want_desc else None,
-                                       magic.Magic(mime=True) if want_mime else None)
+            cookies = local.cookies = (magic.Magic(), magic.Magic(mime=True))
         try:
             # libmagic would describe a symlink itself ("symbolic link to ..."), not the bytes we serve
             target = os.path.realpath(path) if os.path.islink(path) else path
@@ -129,13 +128,14 @@ def describe_files(paths: Sequence[str], *, kinds: Sequence[str] = ("description
         except Exception as e:  # noqa: BLE001  (libmagic reports unreadable files as MagicException)
             raise InputError(f"fps: libmagic could not read {path!r}: {e}") from e
 
-    def run(part: Sequence[str]) -> list[tuple[str, str]]:
+    def run(part: Sequence[str]) -> list[tuple[str | None, str | None]]:
         return [one(p) for p in part]
 
     n_workers = workers or os.cpu_count() or 1
     parts = [paths[i:i + chunk] for i in range(0, len(paths), chunk)]
     bar = progress_bar(len(paths), verbose, "libmagic")
     pool = None
+    results: Iterator[list[tuple[str | None, str | None]]]
     try:
         if n_workers == 1 or len(paths) < _PARALLEL_MIN_FILES:
             results = map(run, parts)
@@ -166,4 +166,4 @@ def headers_from(metadata, paths: Sequence[str], descriptions: Sequence[str | No
             out.append(normalise_description(text, path))
         return out
     raw = descriptions if metadata == "file" else mimes
-    return [normalise_description(text, path) for text, path in zip(raw, paths)]
+    return [normalise_description(text or "", path) for text, path in zip(raw, paths)]

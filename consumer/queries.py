@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, cast
 
 import numpy as np
 
@@ -134,7 +134,7 @@ COLUMN_BUILDERS: dict[str, Column] = {
     "class": Column("[B] class id of each sample (class_to_id)", lambda b: b.class_ids),
     "output_tensor": Column("[B, L] the unmasked token ids", lambda b: b.tokens),
     "labels": Column("[B, L] original id where masked, -100 elsewhere",
-                     lambda b: np.where(b.chosen, b.tokens, IGNORE_INDEX)),
+                     lambda b: np.where(cast(np.ndarray, b.chosen), b.tokens, IGNORE_INDEX)),
     "sample_id": Column("[B] global sample index", lambda b: b.sample_ids.astype(np.int64)),
     "file_id": Column("[B] index (in ds.files) of the file the sample starts in", lambda b: b.file_id),
     "offset": Column("[B] token offset inside that file's document where the sample starts", lambda b: b.offset),

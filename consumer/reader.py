@@ -177,7 +177,7 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarra
     if need.size:
         scratch = np.zeros(int(span[need].sum()), dtype=np.uint8)
         q = np.cumsum(span[need]) - span[need]
-        view = memoryview(scratch)
+        view = scratch.data
         paths = docs.paths
         for g, qq, lo, n in zip(need.tolist(), q.tolist(), byte_lo[need].tolist(), n_bytes_read[need].tolist()):
             _read_exact(paths[d[g]], view[qq:qq + n], lo)

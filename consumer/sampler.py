@@ -52,7 +52,7 @@ class EpochBatcher:
                 f"{n_samples} samples")
         self.epoch = 0
         self.position = 0  # batches already served in this epoch
-        self._order = None
+        self._order: tuple[int, np.ndarray] | None = None
 
     @property
     def batches_per_epoch(self) -> int:

@@ -70,7 +70,12 @@ def _corpus_order(paths: list[str], doc_class: np.ndarray, classes: list[str], w
         order[lo:hi] = part[perm]
     if len(set(paths)) != len(paths):
         seen: set[str] = set()
-        dup = next(p for p in paths if p in seen or seen.add(p))
+        dup = ""
+        for p in paths:
+            if p in seen:
+                dup = p
+                break
+            seen.add(p)
         raise FormatError(f"{where}: file table: expected each path once, got {dup!r} more than once")
     return order
 
