@@ -11,7 +11,7 @@ the on-disk read-through cache is :mod:`consumer.remote_cache`.
   :class:`~consumer.errors.MissingDependencyError` naming the extra to install, e.g.
   ``pip install 'consumer[s3]'``. Credentials and endpoints come from the usual places of each
   backend (environment variables, config files) plus ``storage_options`` handed to fsspec as is.
-- :func:`list_objects` lists every object below a prefix with **one paginated listing** (for S3,
+- :func:`list_objects` lists every object below a prefix (or the one object a URL names) with **one paginated listing** (for S3,
   GCS and Azure: ``fs.find(detail=True)``, i.e. ``ListObjectsV2`` pages, no per-object ``HEAD``)
   into a :class:`Listing` (URLs sorted, sizes, ETags, modification times). HTTP directory pages
   carry no sizes: for ``http(s)://`` prefixes the sizes come from one concurrent ``HEAD`` per object.
@@ -225,6 +225,7 @@ def list_objects(url: str, storage_options: Mapping[str, Any] | None = None) -> 
     """
     fs, root = open_filesystem(url, storage_options)
     root = root.rstrip("/")
+    fs.invalidate_cache(root)  # a listing must see the bucket as it is now, not fsspec's cached pages
     try:
         found = fs.find(root, detail=True, withdirs=False)
     except FileNotFoundError as e:
@@ -236,6 +237,8 @@ def list_objects(url: str, storage_options: Mapping[str, Any] | None = None) -> 
         if info.get("type", "file") != "file" or name.endswith("/"):
             continue
         rel = name[len(root):].lstrip("/") if name.startswith(root) else name
+        if not rel and name.rstrip("/") == root:  # the URL names one object: a listing of that object
+            rel = name.rsplit("/", 1)[-1]
         if not rel or _hidden(rel):
             continue
         names.append(name)
@@ -252,6 +255,8 @@ def list_objects(url: str, storage_options: Mapping[str, Any] | None = None) -> 
     sizes = np.fromiter((int(infos[i]["size"]) for i in order), dtype=np.int64, count=len(order))
     etags = [etag_of(infos[i]) for i in order]
     mtimes = np.fromiter((mtime_ns_of(infos[i]) for i in order), dtype=np.int64, count=len(order))
+    if len(names) == 1 and names[0].rstrip("/") == root:
+        root = root.rsplit("/", 1)[0]
     return Listing(root=_as_url(fs, root) + "/", urls=urls, sizes=sizes, etags=etags, mtimes_ns=mtimes)
 
 

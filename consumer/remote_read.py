@@ -563,6 +563,7 @@ class RemoteReader:
 
     async def _info(self, job: _Job) -> tuple[str | None, int]:
         fs = self._fs[url_protocol(job.url)]
+        fs.invalidate_cache(fs._strip_protocol(job.url))  # the object as it is now, not a cached listing
         if getattr(fs, "async_impl", False):
             info = await fs._info(job.url)
         else:
