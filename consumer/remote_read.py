@@ -43,6 +43,7 @@ import errno
 import functools
 import hashlib
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -68,6 +69,32 @@ _TRANSIENT_NAMES = frozenset({
     "ProtocolError", "RemoteDisconnected",
 })
 _TRANSIENT_ERRNO = frozenset({errno.ECONNRESET, errno.ECONNABORTED, errno.ECONNREFUSED, errno.ETIMEDOUT, errno.EPIPE})
+
+
+# Fork safety. A forked child (a DataLoader worker) inherits the parent's fsspec file systems, whose
+# sockets are registered in the parent's event loop; epoll instances are shared across fork. If the child
+# garbage-collects those objects, their finalizers close the sockets and unregister them from the *shared*
+# epoll, and the parent's next requests on pooled connections hang until the timeout (measured: every
+# request of the parent timed out after a child had used s3fs). So a child keeps every inherited file
+# system alive, untouched, for its whole life; it opens its own ones.
+_INHERITED: list = []
+
+
+def _keep_inherited_filesystems() -> None:
+    fsspec_spec = sys.modules.get("fsspec.spec")
+    if fsspec_spec is None:
+        return
+    stack = [fsspec_spec.AbstractFileSystem]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        cache = cls.__dict__.get("_cache")
+        if cache:
+            _INHERITED.extend(cache.values())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_keep_inherited_filesystems)
 
 
 class _Short(Exception):
@@ -205,6 +232,7 @@ class RemoteReader:
         self._reset()
 
     def _reset(self) -> None:
+        _INHERITED.extend(getattr(self, "_fs", {}).values())  # see _keep_inherited_filesystems
         self._pid = os.getpid()
         self._fs: dict[str, Any] = {}
         self._pool: ThreadPoolExecutor | None = None

@@ -245,3 +245,52 @@ def test_argument_errors_and_pickle(sources):
     assert reader.concurrency == 5 and reader.retries == 1
     reader.read_ranges([listing.urls[k]], [0], [8], out, [0], [listing.etags[k]], [listing.sizes[k]])
     assert out.tobytes() == _local(sources["blobs"], listing.urls[k])[:8]
+
+
+def test_generic_backend_file_urls(tmp_path):
+    """Backends without a special path (here file://) read through fsspec's cat_file and check sizes by info."""
+    rng = np.random.default_rng(5)
+    (tmp_path / "c").mkdir()
+    blobs = {f"c/{i}.bin": rng.integers(0, 256, n, dtype=np.uint8).tobytes() for i, n in enumerate([5, 900, 4000])}
+    for k, v in blobs.items():
+        (tmp_path / k).write_bytes(v)
+    listing = list_objects("file://" + str(tmp_path))
+    assert listing.urls == sorted(f"file://{tmp_path}/{k}" for k in blobs)
+    assert listing.etags == [None] * 3 and (listing.mtimes_ns > 0).all()
+    reader = RemoteReader(None, max_request_bytes=1000)
+    out = np.zeros(int(listing.sizes.sum()) - 3, dtype=np.uint8)
+    lengths = listing.sizes - 1
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    reader.read_ranges(listing.urls, np.ones(3, np.int64), lengths, out, offsets, None, listing.sizes)
+    assert out.tobytes() == b"".join(blobs[u.split(str(tmp_path) + "/")[1]][1:] for u in listing.urls)
+    (tmp_path / "c" / "2.bin").write_bytes(b"shorter")
+    with pytest.raises(FileChangedError, match="2.bin.*changed since it was indexed"):
+        RemoteReader(None).read_ranges(listing.urls[2:], [0], [4], out, [0], None, listing.sizes[2:])
+
+
+def _read_in_child(reader: RemoteReader, url: str, size: int, etag: str) -> bytes:
+    out = np.zeros(size, dtype=np.uint8)
+    reader.read_ranges([url], [0], [size], out, [0], [etag], [size])
+    return out.tobytes()
+
+
+@pytest.mark.parametrize("backend", ["s3", "http"])
+def test_forked_worker_reads(sources, backend):
+    """A reader used in the parent keeps working in a forked child (DataLoader workers on Linux), and the
+    parent's connections survive the child (both backends run in one module, so the http case runs after
+    a child used s3fs)."""
+    import multiprocessing
+
+    listing, so, _ = sources[backend]
+    k = int(np.argmax(listing.sizes))
+    url, size, etag = listing.urls[k], int(listing.sizes[k]), listing.etags[k]
+    reader = RemoteReader(so)
+    parent = _read_in_child(reader, url, size, etag)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        child = pool.apply(_read_in_child, (reader, url, size, etag))
+    assert reader.stats["retries"] == 0
+    # the parent's pooled connections still work after a child used (and dropped) inherited file systems
+    reader2 = RemoteReader(so, timeout=20, retries=0)
+    assert _read_in_child(reader2, url, size, etag) == parent
+    assert reader2.stats["requests"] == 1
+    assert child == parent == _local(sources["blobs"], url)
