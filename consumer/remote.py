@@ -11,9 +11,9 @@ the on-disk read-through cache is :mod:`consumer.remote_cache`.
   :class:`~consumer.errors.MissingDependencyError` naming the extra to install, e.g.
   ``pip install 'consumer[s3]'``. Credentials and endpoints come from the usual places of each
   backend (environment variables, config files) plus ``storage_options`` handed to fsspec as is.
-- :func:`list_objects` lists every object below a prefix (or the one object a URL names) with **one paginated listing** (for S3,
-  GCS and Azure: ``fs.find(detail=True)``, i.e. ``ListObjectsV2`` pages, no per-object ``HEAD``)
-  into a :class:`Listing` (URLs sorted, sizes, ETags, modification times). HTTP directory pages
+- :func:`list_objects` lists every object below a prefix (or the one object a URL names) with **one
+  paginated listing** (for S3, GCS and Azure: ``fs.find(detail=True)``, i.e. ``ListObjectsV2`` pages,
+  no per-object ``HEAD``) into a :class:`Listing` (URLs sorted, sizes, ETags, modification times). HTTP directory pages
   carry no sizes: for ``http(s)://`` prefixes the sizes come from one concurrent ``HEAD`` per object.
 - :func:`class_layout` applies the local directory rule to a listing: the immediate sub-prefixes of
   the root are classes holding every object below them; a prefix without sub-prefixes is one class

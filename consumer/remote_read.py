@@ -8,7 +8,9 @@ the vectorised token path that serves local files serves remote ones unchanged.
 Per backend:
 
 - ``s3://``: ``GetObject`` with ``Range`` and ``If-Match: <ETag>`` (through s3fs's client); the
-  response's ETag and ``Content-Range`` total are checked too. No extra request.
+  response's ETag and ``Content-Range`` total are checked too. No extra request. The client's
+  connection pool is sized to ``concurrency`` unless ``storage_options["config_kwargs"]`` sets
+  ``max_pool_connections`` (botocore's default of 10 would serialise the rest).
 - ``http(s)://``: ``GET`` with ``Range`` and ``If-Match`` (through the aiohttp session of fsspec's
   HTTPFileSystem); status, ``Content-Range``, ``ETag`` and the body length are checked. A server that
   ignores ``Range`` (status 200) is accepted when the full body has the expected size, and sliced.
@@ -41,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import functools
+import gc
 import hashlib
 import os
 import sys
@@ -73,10 +76,12 @@ _TRANSIENT_ERRNO = frozenset({errno.ECONNRESET, errno.ECONNABORTED, errno.ECONNR
 
 # Fork safety. A forked child (a DataLoader worker) inherits the parent's fsspec file systems, whose
 # sockets are registered in the parent's event loop; epoll instances are shared across fork. If the child
-# garbage-collects those objects, their finalizers close the sockets and unregister them from the *shared*
-# epoll, and the parent's next requests on pooled connections hang until the timeout (measured: every
-# request of the parent timed out after a child had used s3fs). So a child keeps every inherited file
-# system alive, untouched, for its whole life; it opens its own ones.
+# garbage-collects those objects (or the parent's not yet collected garbage holding sockets), their
+# finalizers close the sockets and unregister them from the *shared* epoll, and the parent's next requests
+# on pooled connections hang until the timeout (seen in the tests: the parent's requests timed out after a
+# child had used s3fs). So a child of a process that used remote I/O keeps every inherited file system
+# alive and freezes the inherited objects out of its cyclic garbage collector (``gc.freeze``: they are
+# never finalized in the child); the child opens its own file systems.
 _INHERITED: list = []
 
 
@@ -84,6 +89,8 @@ def _keep_inherited_filesystems() -> None:
     fsspec_spec = sys.modules.get("fsspec.spec")
     if fsspec_spec is None:
         return
+    if "aiohttp" in sys.modules:  # sockets of an event loop may exist: never finalize inherited objects
+        gc.freeze()
     stack = [fsspec_spec.AbstractFileSystem]
     while stack:
         cls = stack.pop()
@@ -275,7 +282,12 @@ class RemoteReader:
         protocol = url_protocol(url)
         fs = self._fs.get(protocol)
         if fs is None:
-            fs, _ = open_filesystem(url, self.storage_options)
+            options = self.storage_options
+            if protocol in ("s3", "s3a"):  # botocore pools 10 connections by default: room for every request
+                config = dict(options.get("config_kwargs") or {})
+                config.setdefault("max_pool_connections", self.concurrency)
+                options = {**options, "config_kwargs": config}
+            fs, _ = open_filesystem(url, options)
             self._fs[protocol] = fs
         return fs
 
