@@ -8,6 +8,7 @@ way, later ones succeed, so a test knows exactly how many retries a read needs.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import socket
 import subprocess
@@ -16,11 +17,11 @@ import threading
 import time
 from contextlib import contextmanager
 from email.utils import formatdate
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["Faults", "FileServer", "moto_server", "file_server", "free_port", "etag_of_bytes"]
+__all__ = ["Faults", "FileServer", "moto_server", "file_server", "faulty_proxy", "free_port", "etag_of_bytes"]
 
 
 def free_port() -> int:
@@ -236,3 +237,79 @@ def file_server(root: str | Path) -> Iterator[FileServer]:
     """Serve ``root`` over HTTP on 127.0.0.1 (see :class:`FileServer`); stopped after."""
     with FileServer(root) as server:
         yield server
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    """Forwards every request to ``upstream`` (moto) unchanged, except for the faults of its :class:`Faults`."""
+
+    faults: Faults
+    upstream: tuple[str, int]
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _forward(self) -> None:
+        f = self.faults
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        key = self.path.split("?", 1)[0]
+        if self.command == "GET":
+            with f.lock:
+                f.gets += 1
+                f.gets_by_path[key] = f.gets_by_path.get(key, 0) + 1
+            status = f.take(f.error, key)
+            if status:
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            slow = f.take(f.slow, key)
+            if slow:
+                time.sleep(slow)
+        conn = http.client.HTTPConnection(*self.upstream, timeout=30)
+        try:
+            conn.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
+            resp = conn.getresponse()
+            data = resp.read()
+            headers = resp.getheaders()
+            status = resp.status
+        finally:
+            conn.close()
+        self.send_response(status)
+        for k, v in headers:
+            if k.lower() not in ("content-length", "connection", "transfer-encoding", "server", "date"):
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        if self.command == "GET" and f.take(f.drop, key):
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data[:len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
+
+
+@contextmanager
+def faulty_proxy(upstream_url: str) -> Iterator[tuple[str, Faults]]:
+    """An HTTP proxy on 127.0.0.1 in front of ``upstream_url`` (e.g. moto) injecting :class:`Faults` into GETs;
+    yields ``(endpoint URL, faults)``; faults are keyed by request path (``/bucket/key``)."""
+    host, port = upstream_url.split("://", 1)[1].rsplit(":", 1)
+    faults = Faults()
+    handler = type("Proxy", (_ProxyHandler,), {"faults": faults, "upstream": (host, int(port))})
+    httpd = _QuietServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", faults
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)

@@ -15,7 +15,7 @@ from consumer.errors import FileChangedError, InputError, RemoteError
 from consumer.remote import list_objects, open_filesystem
 from consumer.remote_read import RemoteReader, fetch_prefixes
 
-from .remote_servers import file_server, moto_server
+from .remote_servers import faulty_proxy, file_server, moto_server
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
@@ -294,3 +294,42 @@ def test_forked_worker_reads(sources, backend):
     assert _read_in_child(reader2, url, size, etag) == parent
     assert reader2.stats["requests"] == 1
     assert child == parent == _local(sources["blobs"], url)
+
+
+@pytest.fixture(scope="module")
+def s3_proxy(sources):
+    """The S3 objects of ``sources`` reached through a fault-injecting proxy in front of moto."""
+    listing, so, _ = sources["s3"]
+    with faulty_proxy(so["endpoint_url"]) as (endpoint, faults):
+        yield listing, {**so, "endpoint_url": endpoint}, faults
+
+
+def test_s3_faults_retried(sources, s3_proxy):
+    """On the S3 path too: 500s (botocore's own retries or ours), a body cut mid-way and a slow answer are
+    retried and the bytes served are right; when every attempt fails nothing is written."""
+    listing, so, faults = s3_proxy
+    k = int(np.argmax(listing.sizes))
+    url, size, etag = listing.urls[k], int(listing.sizes[k]), listing.etags[k]
+    path = "/" + url[len("s3://"):]
+    want = _local(sources["blobs"], url)
+    for fault in ("error", "drop", "slow"):
+        before = faults.gets_by_path.get(path, 0)
+        if fault == "error":
+            faults.error[path] = (500, 2)
+        elif fault == "drop":
+            faults.drop[path] = 2
+        else:
+            faults.slow[path] = (1.0, 1)
+        reader = RemoteReader(so, retries=3, backoff=0.01, timeout=0.5)
+        out = np.zeros(size, dtype=np.uint8)
+        reader.read_ranges([url], [0], [size], out, [0], [etag], [size])
+        assert out.tobytes() == want, fault
+        assert faults.gets_by_path[path] - before == (2 if fault == "slow" else 3), fault
+    faults.drop[path] = 10
+    out = np.full(size, 9, dtype=np.uint8)
+    try:
+        with pytest.raises(RemoteError, match=f"{url}.*after 3 attempts"):
+            RemoteReader(so, retries=2, backoff=0.01).read_ranges([url], [0], [size], out, [0], [etag], [size])
+    finally:
+        faults.drop.pop(path)
+    assert (out == 9).all()
