@@ -30,7 +30,7 @@ import struct
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -38,7 +38,8 @@ from .errors import InputError, short_repr
 from .filemeta import _import_magic
 from .remote_read import RemoteReader
 
-__all__ = ["DEFAULT_HEAD_BYTES", "DEFAULT_TAIL_BYTES", "describe_prefixes", "plan_ranges", "elf_ranges"]
+__all__ = ["DEFAULT_HEAD_BYTES", "DEFAULT_TAIL_BYTES", "describe_prefixes", "iter_describe_prefixes", "plan_ranges",
+           "elf_ranges"]
 
 DEFAULT_HEAD_BYTES = 64 << 10
 DEFAULT_TAIL_BYTES = 64 << 10
@@ -113,19 +114,31 @@ def _missing_ranges(pieces: Mapping[int, bytes], wanted: list[tuple[int, int]]) 
 
 
 def describe_prefixes(urls: Sequence[str], sizes: Any = None, etags: Sequence[str | None] | None = None,
-                      storage_options: Mapping[str, Any] | None = None, *, head_bytes: int = DEFAULT_HEAD_BYTES,
-                      tail_bytes: int = DEFAULT_TAIL_BYTES, kinds: Sequence[str] = ("description", "mime"),
-                      reader: RemoteReader | None = None, workers: int | None = None,
-                      temp_dir: str | None = None) -> list[tuple[str | None, str | None]]:
+                      storage_options: Mapping[str, Any] | None = None, **kwargs: Any
+                      ) -> list[tuple[str | None, str | None]]:
+    """Raw libmagic ``(description, MIME type)`` of each remote object, in order: the list of
+    :func:`iter_describe_prefixes` (same arguments)."""
+    return list(iter_describe_prefixes(urls, sizes, etags, storage_options, **kwargs))
+
+
+def iter_describe_prefixes(urls: Sequence[str], sizes: Any = None, etags: Sequence[str | None] | None = None,
+                           storage_options: Mapping[str, Any] | None = None, *,
+                           head_bytes: int = DEFAULT_HEAD_BYTES, tail_bytes: int = DEFAULT_TAIL_BYTES,
+                           kinds: Sequence[str] = ("description", "mime"), reader: RemoteReader | None = None,
+                           workers: int | None = None, temp_dir: str | None = None, chunk: int = _CHUNK,
+                           ) -> Iterator[tuple[str | None, str | None]]:
     """Raw libmagic ``(description, MIME type)`` of each remote object, in order, from a few byte ranges
     (see the module docstring); a kind not in ``kinds`` comes back as None.
 
+    A generator, like :func:`consumer.filemeta.describe_files`: objects are fetched and described ``chunk``
+    at a time (one round of concurrent requests per chunk), so a caller can commit results chunk by chunk
+    while later ones are still being fetched, and a killed run keeps what it committed.
     ``sizes`` / ``etags`` from a :class:`~consumer.remote.Listing` avoid one ``info`` per object and make
     the fetches check the ETag (a changed object raises :class:`~consumer.errors.FileChangedError`).
     """
-    for name, value in (("head_bytes", head_bytes), ("tail_bytes", tail_bytes)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < (1 if name[0] == "h" else 0):
-            raise InputError(f"{name} must be a non-negative int (head_bytes >= 1), got {short_repr(value)}")
+    for name, value, low in (("head_bytes", head_bytes, 1), ("tail_bytes", tail_bytes, 0), ("chunk", chunk, 1)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
+            raise InputError(f"{name} must be an int >= {low}, got {short_repr(value)}")
     magic = _import_magic()
     own = reader is None
     reader = reader or RemoteReader(storage_options)
@@ -167,11 +180,10 @@ def describe_prefixes(urls: Sequence[str], sizes: Any = None, etags: Sequence[st
                 os.close(fd)
                 os.unlink(path)
 
-        results: list[tuple[str | None, str | None]] = []
         n_workers = workers or os.cpu_count() or 1
         with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="consumer-magic") as pool:
-            for lo in range(0, len(urls), _CHUNK):
-                idx = range(lo, min(lo + _CHUNK, len(urls)))
+            for lo in range(0, len(urls), chunk):
+                idx = range(lo, min(lo + chunk, len(urls)))
                 pieces: list[dict[int, bytes]] = [{} for _ in idx]
                 plans = [plan_ranges(int(sizes_a[i]), int(head_bytes), int(tail_bytes)) for i in idx]
                 _fetch_into(reader, urls, idx, plans, pieces, sizes_a, etag_list)
@@ -179,8 +191,7 @@ def describe_prefixes(urls: Sequence[str], sizes: Any = None, etags: Sequence[st
                          if sizes_a[i] > head_bytes + tail_bytes else [] for p, i in zip(pieces, idx)]
                 if any(extra):
                     _fetch_into(reader, urls, idx, extra, pieces, sizes_a, etag_list)
-                results.extend(pool.map(one, [(urls[i], int(sizes_a[i]), p) for i, p in zip(idx, pieces)]))
-        return results
+                yield from pool.map(one, [(urls[i], int(sizes_a[i]), p) for i, p in zip(idx, pieces)])
     finally:
         if own:
             reader.close()

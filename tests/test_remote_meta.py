@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from consumer.remote import list_objects, open_filesystem
-from consumer.remote_meta import describe_prefixes, elf_ranges, plan_ranges
+from consumer.errors import InputError
+from consumer.remote_meta import describe_prefixes, elf_ranges, iter_describe_prefixes, plan_ranges
 from consumer.remote_read import RemoteReader
 
 from .remote_servers import moto_server
@@ -101,6 +102,8 @@ def test_descriptions_equal_local_copies(s3_corpus):
     want = _local([local[u.rsplit("/", 1)[1]] for u in listing.urls])
     for u, g, w in zip(listing.urls, got, want):
         assert g == w, u
+    chunked = iter_describe_prefixes(listing.urls, listing.sizes, listing.etags, so, chunk=4)
+    assert next(chunked) == got[0] and list(chunked) == got[1:]  # a generator, chunk by chunk
     # large objects were not downloaded whole
     big = listing.sizes > 2 * 65536
     assert big.sum() >= 5
@@ -127,3 +130,7 @@ def test_range_planning():
     assert plan_ranges(21, 10, 5) == [(0, 10), (16, 5)]
     assert elf_ranges({0: b"MZ" + bytes(100)}, 1000) == []
     assert elf_ranges({0: b"\x7fELF" + bytes(10)}, 1000) == []  # too short to hold a header
+    with pytest.raises(InputError, match="head_bytes must be an int >= 1"):
+        describe_prefixes(["s3://b/k"], [10], head_bytes=0)
+    with pytest.raises(InputError, match="chunk"):
+        describe_prefixes(["s3://b/k"], [10], chunk=0)
