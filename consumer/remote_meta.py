@@ -84,21 +84,21 @@ def elf_ranges(pieces: Mapping[int, bytes], size: int) -> list[tuple[int, int]]:
     want(phoff, phentsize * phnum)
     want(shoff, shentsize * shnum)
     table = read(phoff, phentsize * phnum) if phnum and phentsize >= (56 if is64 else 32) else None
-    for k in range(phnum if table else 0):
+    for k in range(phnum if table is not None else 0):
         base = k * phentsize
         if is64:
-            p_type, _, p_offset, _, _, p_filesz = struct.unpack_from(end + "IIQQQQ", table, base)
+            p_type, _, p_offset, _, _, p_filesz = struct.unpack_from(end + "IIQQQQ", table or b"", base)
         else:
-            p_type, p_offset, _, _, p_filesz = struct.unpack_from(end + "IIIII", table, base)
+            p_type, p_offset, _, _, p_filesz = struct.unpack_from(end + "IIIII", table or b"", base)
         if p_type in (2, 3, 4):  # PT_DYNAMIC, PT_INTERP, PT_NOTE
             want(p_offset, p_filesz)
     sections = read(shoff, shentsize * shnum) if shnum and shentsize >= (64 if is64 else 40) else None
-    for k in range(shnum if sections else 0):
+    for k in range(shnum if sections is not None else 0):
         base = k * shentsize
         if is64:
-            _, sh_type, _, _, sh_offset, sh_size = struct.unpack_from(end + "IIQQQQ", sections, base)
+            _, sh_type, _, _, sh_offset, sh_size = struct.unpack_from(end + "IIQQQQ", sections or b"", base)
         else:
-            _, sh_type, _, _, sh_offset, sh_size = struct.unpack_from(end + "IIIIII", sections, base)
+            _, sh_type, _, _, sh_offset, sh_size = struct.unpack_from(end + "IIIIII", sections or b"", base)
         if sh_type == 7 or k == shstrndx:  # SHT_NOTE, section names
             want(sh_offset, sh_size)
     return out
@@ -147,7 +147,7 @@ def iter_describe_prefixes(urls: Sequence[str], sizes: Any = None, etags: Sequen
                    else np.asarray([s for _, s in reader.stat(urls)], dtype=np.int64))
         if sizes_a.shape != (len(urls),):
             raise InputError(f"sizes must hold {len(urls)} values (one per url), got {short_repr(sizes)}")
-        etag_list = list(etags) if etags is not None else [None] * len(urls)
+        etag_list: list[str | None] = list(etags) if etags is not None else [None] * len(urls)
         local = threading.local()
         want_desc, want_mime = "description" in kinds, "mime" in kinds
         tmp_root = temp_dir or tempfile.gettempdir()

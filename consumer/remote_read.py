@@ -220,9 +220,9 @@ class RemoteReader:
                                  ("block_bytes", block_bytes, 1), ("max_request_bytes", max_request_bytes, 1)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
                 raise InputError(f"{name} must be an int >= {low}, got {short_repr(value)}")
-        for name, value in (("timeout", timeout), ("backoff", backoff), ("max_backoff", max_backoff)):
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < float("inf"):
-                raise InputError(f"{name} must be a finite number of seconds >= 0, got {short_repr(value)}")
+        for name, secs in (("timeout", timeout), ("backoff", backoff), ("max_backoff", max_backoff)):
+            if not isinstance(secs, (int, float)) or isinstance(secs, bool) or not 0 <= secs < float("inf"):
+                raise InputError(f"{name} must be a finite number of seconds >= 0, got {short_repr(secs)}")
         if (cache_dir is None) != (cache_bytes is None):
             raise InputError(f"remote cache needs both cache_dir and cache_bytes, got cache_dir={short_repr(cache_dir)}"
                              f", cache_bytes={short_repr(cache_bytes)}")
@@ -324,10 +324,10 @@ class RemoteReader:
         if not live.size:
             return
         if self.cache is not None:
-            self._read_cached(urls, starts_a, lengths_a, out, offsets_a, etags, sizes, live)
+            self._read_cached(self.cache, urls, starts_a, lengths_a, out, offsets_a, etags, sizes, live)
             return
         jobs, places = [], []
-        for i in live:
+        for i in live.tolist():
             size = None if sizes is None else int(sizes[i])
             for s, ln, o in self._split(int(starts_a[i]), int(lengths_a[i]), int(offsets_a[i])):
                 jobs.append(_Job(urls[i], s, ln, etags[i], size))
@@ -389,8 +389,7 @@ class RemoteReader:
         step = self.max_request_bytes
         return [(start + d, min(step, length - d), offset + d) for d in range(0, length, step)]
 
-    def _read_cached(self, urls, starts, lengths, out, offsets, etags, sizes, live) -> None:
-        cache = self.cache
+    def _read_cached(self, cache: BlockCache, urls, starts, lengths, out, offsets, etags, sizes, live) -> None:
         block = self.block_bytes
         need_size = [int(i) for i in live if etags[i] is not None and sizes is None]
         known_sizes: dict[int, int] = {}
@@ -402,12 +401,11 @@ class RemoteReader:
         blocks: dict[str, tuple[int, int, int]] = {}  # key -> (range index, block start, block length)
         plan: list[tuple[int, list[str]]] = []
         direct_jobs, direct_places = [], []
-        for i in live:
-            i = int(i)
+        for i in live.tolist():
             if etags[i] is None or etags[i].startswith("W/"):  # nothing would tell a stale copy: read through
-                size = None if sizes is None else int(sizes[i])
+                osize = None if sizes is None else int(sizes[i])
                 for s, ln, o in self._split(int(starts[i]), int(lengths[i]), int(offsets[i])):
-                    direct_jobs.append(_Job(urls[i], s, ln, None if etags[i] is None else etags[i], size))
+                    direct_jobs.append(_Job(urls[i], s, ln, etags[i], osize))
                     direct_places.append(o)
                 continue
             size = int(sizes[i]) if sizes is not None else known_sizes[i]
