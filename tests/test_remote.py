@@ -23,6 +23,7 @@ from consumer.remote import (
     open_filesystem,
     parse_size,
     shard_of,
+    stat_objects,
 )
 
 from .remote_servers import etag_of_bytes, file_server, moto_server
@@ -183,3 +184,36 @@ def test_missing_dependency_names_the_extra(blocked, url, extra):
     assert proc.stdout.startswith("MissingDependencyError:"), proc.stdout + proc.stderr
     assert f"pip install '{extra}'" in proc.stdout
     assert url.split("://")[0] + "://" in proc.stdout
+
+
+@pytest.mark.parametrize("max_listings", [64, 0])
+def test_stat_objects_explicit_urls(s3, max_listings):
+    """Explicit URL lists (F0-F3): facts in the order given, from parent listings or one HEAD each."""
+    so, fs = s3
+    blobs = _corpus(np.random.default_rng(4))
+    bucket = f"stat{max_listings}"
+    fs.mkdir(bucket)
+    fs.pipe({f"{bucket}/{k}": v for k, v in blobs.items()})
+    keys = sorted(blobs, reverse=True)  # any order: the result follows it
+    urls = [f"s3://{bucket}/{k}" for k in keys]
+    got = stat_objects(urls, so, max_listings=max_listings)
+    assert got.urls == urls
+    assert got.sizes.tolist() == [len(blobs[k]) for k in keys]
+    assert got.etags == [etag_of_bytes(blobs[k]) for k in keys]
+    assert (got.mtimes_ns > 0).all()
+    with pytest.raises(InputError, match=f"1 URL.*s3://{bucket}/cat/missing.bin"):
+        stat_objects(urls + [f"s3://{bucket}/cat/missing.bin"], so, max_listings=max_listings)
+    with pytest.raises(InputError, match="one scheme per call"):
+        stat_objects(["s3://stat/a", "https://x/y"], so)
+
+
+def test_stat_objects_http(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.bin").write_bytes(b"12345")
+    (tmp_path / "y.bin").write_bytes(b"1")
+    with file_server(tmp_path) as server:
+        got = stat_objects([server.url + "y.bin", server.url + "a/x.bin"])
+        assert got.sizes.tolist() == [1, 5]
+        assert got.etags == [etag_of_bytes(b"1"), etag_of_bytes(b"12345")]
+        with pytest.raises(InputError, match="a/nope.bin"):
+            stat_objects([server.url + "a/nope.bin"])
