@@ -1,6 +1,6 @@
 """Remote-source benchmark: listing + libmagic headers, concurrent vs one-at-a-time reads, block cache.
 
-Servers, all on 127.0.0.1: moto's S3 API in server mode (a subprocess), and the test suite's
+Servers, all on 127.0.0.1 in subprocesses: moto's S3 API in server mode, and the test suite's
 ``http.server`` with an added per-request delay standing in for the round trip to a real object store
 (moto on localhost answers in a few ms of CPU, which hides what concurrency buys over a network).
 
@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from consumer.remote import list_objects, open_filesystem  # noqa: E402
 from consumer.remote_meta import describe_prefixes  # noqa: E402
 from consumer.remote_read import RemoteReader  # noqa: E402
-from tests.remote_servers import file_server, moto_server  # noqa: E402
+from tests.remote_servers import file_server_process, moto_server  # noqa: E402
 
 BATCH = 256
 
@@ -123,12 +123,11 @@ def main() -> None:
             os.makedirs(os.path.dirname(os.path.join(root, k)), exist_ok=True)
             with open(os.path.join(root, k), "wb") as f:
                 f.write(v)
-        with file_server(root) as server:
-            hl = list_objects(server.url)
-            server.faults.delay = args.delay_ms / 1000
+        with file_server_process(root, args.delay_ms / 1000) as url:
+            hl = list_objects(url)
             n = min(len(hl), 512)  # one-at-a-time at 20 ms per request: keep it to ~10 s
             sub = hl.select(np.arange(len(hl)) < n)
-            expected_http = b"".join(blobs[u[len(server.url):]] for u in sub.urls)
+            expected_http = b"".join(blobs[u[len(url):]] for u in sub.urls)
             fetch_figures(f"http+{args.delay_ms:g}ms", None, sub, expected_http, results)
     print(json.dumps(results, indent=1))
 

@@ -313,3 +313,31 @@ def faulty_proxy(upstream_url: str) -> Iterator[tuple[str, Faults]]:
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=10)
+
+
+@contextmanager
+def file_server_process(root: str | Path, delay_s: float = 0.0) -> Iterator[str]:
+    """:class:`FileServer` for ``root`` in a subprocess (its own interpreter, so it does not share the GIL with
+    the client), every GET delayed by ``delay_s``; yields its URL; stopped after."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.remote_servers", str(root), str(delay_s)],
+                            stdout=subprocess.PIPE, text=True, cwd=str(Path(__file__).resolve().parents[1]))
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        if not url.startswith("http://"):
+            raise RuntimeError(f"file server did not start: {url!r}")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+if __name__ == "__main__":  # python -m tests.remote_servers ROOT DELAY_S: serve until terminated
+    with FileServer(sys.argv[1]) as _server:
+        _server.faults.delay = float(sys.argv[2])
+        print(_server.url, flush=True)
+        _server.thread.join()
