@@ -96,7 +96,7 @@ def test_concurrent_requests_in_flight(sources):
     urls = [u for u, s in zip(listing.urls, listing.sizes) if s > 0] * 2  # 18 ranges
     lengths = np.ones(len(urls), dtype=np.int64)
     out = np.empty(len(urls), dtype=np.uint8)
-    faults.delay, faults.max_in_flight = 0.15, 0
+    faults.delay, faults.max_in_flight = 0.25, 0
     try:
         RemoteReader(None, concurrency=64).read_ranges(urls, np.zeros(len(urls), np.int64), lengths, out,
                                                        np.arange(len(urls)))
@@ -160,12 +160,12 @@ def test_timeout_retried_then_reported(sources):
     faults = server.faults
     url, size, etag = _one(listing, 5)
     path = "/objs/" + url.rsplit("/", 1)[1]
-    faults.slow[path] = (1.0, 1)
-    reader = RemoteReader(None, timeout=0.3, retries=2, backoff=0.01)
+    faults.slow[path] = (3.0, 1)
+    reader = RemoteReader(None, timeout=1.0, retries=3, backoff=0.01)
     out = np.zeros(size, dtype=np.uint8)
     reader.read_ranges([url], [0], [size], out, [0], [etag], [size])
     assert out.tobytes() == _local(sources["blobs"], url)
-    assert reader.stats["retries"] == 1
+    assert reader.stats["retries"] >= 1  # the slow answer was abandoned and the request sent again
     faults.slow[path] = (1.0, 2)
     with pytest.raises(RemoteError, match=f"{url}.*2 attempts.*TimeoutError"):
         RemoteReader(None, timeout=0.2, retries=1, backoff=0.01).read_ranges([url], [0], [size], out, [0])
@@ -319,12 +319,15 @@ def test_s3_faults_retried(sources, s3_proxy):
         elif fault == "drop":
             faults.drop[path] = 2
         else:
-            faults.slow[path] = (1.0, 1)
-        reader = RemoteReader(so, retries=3, backoff=0.01, timeout=0.5)
+            faults.slow[path] = (3.0, 1)
+        reader = RemoteReader(so, retries=3, backoff=0.01, timeout=1.0 if fault == "slow" else 60)
         out = np.zeros(size, dtype=np.uint8)
         reader.read_ranges([url], [0], [size], out, [0], [etag], [size])
         assert out.tobytes() == want, fault
-        assert faults.gets_by_path[path] - before == (2 if fault == "slow" else 3), fault
+        if fault == "slow":
+            assert faults.gets_by_path[path] - before >= 2 and reader.stats["retries"] >= 1
+        else:
+            assert faults.gets_by_path[path] - before == 3, fault
     faults.drop[path] = 10
     out = np.full(size, 9, dtype=np.uint8)
     try:
