@@ -300,7 +300,8 @@ class RemoteReader:
 
         ``expected_etags[i]`` / ``expected_sizes[i]`` (from the index) are checked against the server; a
         mismatch raises :class:`FileChangedError` naming the URL. See the module docstring for retries
-        and errors. Nothing is written for a range whose fetch failed.
+        and errors. Bytes are written only from complete, verified responses; when the call raises, other
+        ranges of it (or other 8 MiB parts of a long range) may already be in ``out``: discard it.
         """
         n = len(urls)
         starts_a = self._int_array(starts, n, "starts")
