@@ -28,6 +28,7 @@ from .errors import (
     InputError,
     MissingDependencyError,
     QueryError,
+    RemoteError,
     SampleIndexError,
     SelectionError,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "SelectionError",
     "SampleIndexError",
     "QueryError",
+    "RemoteError",
     "FormatError",
     "FileChangedError",
     "MissingDependencyError",

@@ -11,6 +11,7 @@ against plain Python containers::
      ├── QueryError(ValueError)          unknown query preset or column, bad mode settings
      ├── FormatError(ValueError)         a file on disk that does not follow its format's spec
      ├── FileChangedError(OSError)       a source file changed between build and read
+     ├── RemoteError(OSError)            object storage kept failing (5xx, timeouts) after every retry
      └── MissingDependencyError(ImportError)  an optional dependency (or libmagic) is missing
 
     ConsumerWarning(UserWarning)         a setting that works but is probably not what was meant
@@ -29,6 +30,7 @@ __all__ = [
     "QueryError",
     "FormatError",
     "FileChangedError",
+    "RemoteError",
     "MissingDependencyError",
     "ConsumerWarning",
     "short_repr",
@@ -64,6 +66,10 @@ class FormatError(ConsumerError, ValueError):
 
 class FileChangedError(ConsumerError, OSError):
     """A source file no longer matches what was recorded when the index was built."""
+
+
+class RemoteError(ConsumerError, OSError):
+    """A remote source kept failing with transient errors (5xx, timeouts, dropped connections) after every retry."""
 
 
 class MissingDependencyError(ConsumerError, ImportError):
