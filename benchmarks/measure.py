@@ -16,7 +16,22 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 __all__ = ["time_batches", "time_loader", "memcpy_seconds", "gather_floor_seconds", "median", "row_digest",
-           "as_rows"]
+           "as_rows", "peak_rss_mb"]
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MB: ``VmHWM`` of ``/proc/self/status`` (its own address space,
+    unlike ``ru_maxrss``, which a process started by fork+exec inherits from its parent), else ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def median(values: Iterable[float]) -> float:
@@ -46,7 +61,7 @@ def row_digest(rows: np.ndarray) -> str:
 
 
 def time_batches(fetch: Callable[[np.ndarray], Any], batches: list[np.ndarray], check: int = 0,
-                 warmup: int = 2) -> dict:
+                 warmup: int = 1) -> dict:
     """Call ``fetch(ids)`` for every batch; return seconds per batch, the digest of the rows of the first
     ``check`` batches (computed outside the timing) and the shape of the last batch's rows."""
     for ids in batches[:warmup]:

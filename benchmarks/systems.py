@@ -13,7 +13,8 @@ Only ``consumer``'s public API is used: ``Consumer``, ``len(ds)``, ``ds.fetch``,
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -74,8 +75,9 @@ class PeerSystem:
     """A system served by a peer process (``peer``: a started :class:`~benchmarks.peers.PeerProcess`)."""
 
     def __init__(self, label: str, peer, key: str, variant: str, check: bool = True, loader: bool = True,
-                 fresh_loader: Callable[[], Any] | None = None, note: str = ""):
+                 fresh_loader: Callable[[], Any] | None = None, note: str = "", warmup: int = 1):
         self.label, self.peer, self.key, self.variant, self.check = label, peer, key, variant, check
+        self.warmup = warmup
         self._loader, self._fresh, self.note = loader, fresh_loader, note
         self.has_fetch = True
 
@@ -87,7 +89,7 @@ class PeerSystem:
     def fetch_times(self, batches: list[np.ndarray], check: int) -> dict:
         """Timed fetch in the peer process."""
         return self.peer.call("fetch", key=self.key, variant=self.variant, batches=[b.tolist() for b in batches],
-                              check=check if self.check else 0)
+                              check=check if self.check else 0, warmup=self.warmup)
 
     def loader_times(self, batch_size: int, workers: int, n_batches: int, seed: int) -> dict:
         """Timed loader iteration in the peer process (in a fresh one when the peer needs it)."""

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-__all__ = ["PEERS", "PeerSpec", "PeerProcess", "PeerUnavailable", "resolve_python", "start_peer"]
+__all__ = ["PEERS", "PeerSpec", "PeerProcess", "PeerUnavailable", "resolve_python", "start_peer", "peer_version"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
@@ -78,15 +78,27 @@ class PeerProcess:
             return ""
         return " | ".join(lines[-3:])[-400:]
 
-    def call(self, op: str, **fields) -> dict:
-        """Send one request; raise :class:`PeerUnavailable` if the process died, RuntimeError on an error."""
+    def send(self, op: str, **fields) -> None:
+        """Send one request without waiting for its answer (see :meth:`receive`)."""
         if self.proc.poll() is not None:
             raise PeerUnavailable(f"{self.name}: process exited ({self.proc.returncode}): {self._tail()}")
         try:
             self.proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
             self.proc.stdin.flush()
-            line = self.proc.stdout.readline()
         except (BrokenPipeError, OSError) as exc:
+            raise PeerUnavailable(f"{self.name}: {exc}: {self._tail()}") from exc
+
+    def call(self, op: str, **fields) -> dict:
+        """Send one request and wait for its answer."""
+        self.send(op, **fields)
+        return self.receive(op)
+
+    def receive(self, op: str = "request") -> dict:
+        """The answer to the oldest request sent; :class:`PeerUnavailable` if the process died, RuntimeError
+        (with the peer's message) if the request failed."""
+        try:
+            line = self.proc.stdout.readline()
+        except OSError as exc:
             raise PeerUnavailable(f"{self.name}: {exc}: {self._tail()}") from exc
         if not line:
             self.proc.wait(timeout=30)
@@ -109,17 +121,25 @@ class PeerProcess:
         self._log.close()
 
 
-def start_peer(name: str, python: str, log_path: str) -> tuple[PeerProcess, str]:
-    """Start peer ``name`` and ask its version; :class:`PeerUnavailable` (with the import error) if it cannot run."""
+def start_peer(name: str, python: str, log_path: str) -> PeerProcess:
+    """Start peer ``name`` and send it the ``version`` request (its library import); read the answer with
+    :func:`peer_version`. Several peers started in a row import their libraries in parallel."""
     if not os.path.exists(python):
         raise PeerUnavailable(f"interpreter {python} does not exist")
     peer = PeerProcess(name, python, log_path)
+    peer.send("version")
+    return peer
+
+
+def peer_version(peer: PeerProcess) -> dict:
+    """The answer to the ``version`` request sent by :func:`start_peer`; :class:`PeerUnavailable` (with the
+    import error) if the peer cannot run; the process is then closed."""
     try:
-        version = peer.call("version")
+        version = peer.receive("version")
     except RuntimeError as exc:
         peer.close()
         raise PeerUnavailable(str(exc).split(": ", 1)[-1]) from exc
     except PeerUnavailable:
         peer.close()
         raise
-    return peer, version
+    return version

@@ -17,14 +17,13 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import resource
 import sys
 import time
 import traceback
 
 import numpy as np
 
-from ..measure import time_batches, time_loader
+from ..measure import peak_rss_mb, time_batches, time_loader
 
 
 def _handle(module, adapters: dict, req: dict) -> dict:
@@ -44,7 +43,7 @@ def _handle(module, adapters: dict, req: dict) -> dict:
         batches = [np.asarray(b, dtype=np.int64) for b in req["batches"]]
         variant = req["variant"]
         return time_batches(lambda ids: adapter.fetch(ids, variant), batches, check=req.get("check", 0),
-                            warmup=req.get("warmup", 2))
+                            warmup=req.get("warmup", 1))
     if op == "loader":
         return time_loader(lambda: adapter.loader(req["variant"], req["batch_size"], req["workers"], req["seed"]),
                            req["n_batches"])
@@ -60,7 +59,7 @@ def _serve(name: str, out) -> None:
             break
         try:
             result = _handle(module, adapters, req)
-            result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            result["peak_rss_mb"] = peak_rss_mb()
             answer = {"ok": result}
         except Exception as exc:  # reported to the driver, which records the peer as failed with this reason
             traceback.print_exc(file=sys.stderr)
