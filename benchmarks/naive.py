@@ -107,7 +107,7 @@ class NaiveConcat(_Layout):
         L = self.seqlen
         out = np.full((ids.size, L), self.pad, dtype=np.int64)
         for r, s in enumerate(ids.tolist()):
-            for docs, starts, first, n in self.windows:
+            for docs, starts, first, n in self.windows:  # noqa: B007  (the matching class is used below)
                 if first <= s < first + n:
                     break
             lo, hi = (s - first) * L, min((s - first + 1) * L, int(starts[-1]))

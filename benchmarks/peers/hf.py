@@ -46,7 +46,7 @@ class Adapter:
         p = self.plan
         offsets = np.zeros(len(p) + 1, dtype=np.int64)
         np.cumsum(p.length, out=offsets[1:])
-        values = np.concatenate([tokens[s:s + n] for s, n in zip(p.start.tolist(), p.length.tolist())])
+        values = np.concatenate([tokens[s:s + n] for s, n in zip(p.start.tolist(), p.length.tolist(), strict=True)])
         column = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values.astype(np.int32)))
         table = pa.Table.from_arrays([column], names=["input_ids"])
         shutil.rmtree(self.dir, ignore_errors=True)
