@@ -114,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     run.results["command"] = command
     run.results["argv"] = shlex.join(sys.argv)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    text = json.dumps(run.results, indent=1, default=float).replace(ROOT + os.sep, "")  # paths relative to the repo
     with open(os.path.splitext(args.out)[0] + ".json", "w", encoding="utf-8") as f:
-        json.dump(run.results, f, indent=1, default=float)
+        f.write(text)
     _write_report(run.results, args.out, img, command)
     print(f"wrote {args.out} in {run.results['duration_s']:.0f} s", file=sys.stderr)
     return 0

@@ -191,10 +191,19 @@ def _head(res: dict, command: str) -> list[str]:
            f"Versions: Python {env.get('python')}, numpy {env.get('numpy')}, torch {env.get('torch')}, "
            f"consumer {env.get('consumer')}, {env.get('libmagic')}.", ""]
     rows = []
-    for name, p in res.get("peers", {}).items():
+    peers = res.get("peers", {})
+    order = [n for n in ("gperc", "hf", "megatron", "litdata", "mosaic") if n in peers]
+    for name in order + [n for n in peers if n not in order]:
+        p = peers[name]
         if p.get("available"):
             extra = ", ".join(f"{k} {v}" for k, v in p.items() if k in ("pyarrow", "numpy"))
-            where = "own venv" if ".venvs" in p.get("python", "") else "this environment"
+            python = p.get("python", "")
+            if ".venvs" in python:
+                where = "own venv (`benchmarks/.venvs/" + python.split(".venvs/", 1)[1].split("/", 1)[0] + "`)"
+            elif python and python != env.get("executable", python):
+                where = f"`{python}`"
+            else:
+                where = "this environment"
             fails = "; ".join(f"{k}: {v}" for k, v in p.get("failures", {}).items())
             rows.append([name, "yes", f"{p.get('version')}" + (f" ({extra})" if extra else ""), where,
                          fails or ""])
