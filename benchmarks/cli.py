@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         run.close()
     run.results["duration_s"] = time.perf_counter() - t0
+    run.results.setdefault("env", {})["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     run.results["command"] = command
     run.results["argv"] = shlex.join(sys.argv)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

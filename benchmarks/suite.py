@@ -122,7 +122,8 @@ class Run:
         self.results["env"] = {"python": platform.python_version(), "numpy": np.__version__,
                                "torch": torch.__version__, "consumer": consumer.__version__, "libmagic": libmagic,
                                "cpu": cpu, "cores": os.cpu_count(), "mem_gib": round(mem, 1),
-                               "platform": platform.platform(), "executable": sys.executable}
+                               "platform": platform.platform(), "executable": sys.executable,
+                               "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
 
     def start_peers(self) -> None:
         """Start every wanted peer (imports run in parallel) and record which run and why the others do not."""
