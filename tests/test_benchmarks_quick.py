@@ -1,0 +1,84 @@
+"""Smoke test of the benchmark harness: ``python -m benchmarks run --quick`` end to end, without peers.
+
+It checks that the run completes, that the report and its results file exist with every table, that the
+``consumer`` rows were measured (positive times, rows equal to the naive reader's) and that absent peers and
+the absent loader are reported as such. No timing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory) -> tuple[Path, dict, str]:
+    """One quick run (no peers) into a temporary folder: the report path, the results and the report text."""
+    tmp = tmp_path_factory.mktemp("bench")
+    out = tmp / "docs" / "benchmarks.md"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "run", "--quick", "--peers", "none", "--out", str(out),
+                           "--data", str(tmp / "data"), "--work", str(tmp / "work")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((tmp / "docs" / "benchmarks.json").read_text(encoding="utf-8"))
+    return out, results, out.read_text(encoding="utf-8")
+
+
+def test_report_has_every_section(quick_run) -> None:
+    out, _, text = quick_run
+    assert out.exists()
+    for heading in ("# Benchmarks", "## Peers in this run", "## Targets", "## Fetch on the same bytes",
+                    "### small-diff", "### small-concat", "### lognormal-diff", "### lognormal-concat",
+                    "### small-gpt", "## Packed fetch against the machine's limits", "## Loaders",
+                    "## Fetch against file size", "## consumer across settings", "## Build and reopen"):
+        assert heading in text, heading
+    assert "python -m benchmarks run --quick --peers none" in text
+
+
+def test_consumer_rows_measured_and_equal_to_naive(quick_run) -> None:
+    _, res, _ = quick_run
+    for key in ("small-diff", "small-concat", "lognormal-diff", "lognormal-concat"):
+        for b, entry in res["workloads"][key]["batch"].items():
+            systems = entry["systems"]
+            for label in ("consumer raw", "consumer packed", "naive reader"):
+                row = systems[label]
+                assert row["error"] is None, (key, b, label, row["error"])
+                assert len(row["per_rep"]) == res["settings"]["reps"] and row["median_s"] > 0
+                assert row["equal_rows"] is True, (key, b, label)
+    grid = res["grid"]
+    assert len(grid) == 2 * 2 * 2 * 2 * 2 * 2  # source x style x n_bytes x seqlen x batch x query
+    assert all(r["ms"] > 0 and r["tokens_per_s"] > 0 for r in grid)
+    assert {r["query"] for r in grid} == {"supervised", "mlm"}
+    assert all(r["equal_rows"] for r in res["filesize"])
+
+
+def test_absent_parts_are_reported_not_invented(quick_run) -> None:
+    _, res, text = quick_run
+    assert all(not p["available"] for p in res["peers"].values())
+    for name in ("gperc", "hf", "megatron", "litdata", "mosaic"):
+        assert f"| {name} | no |" in text
+    systems = res["workloads"]["small-diff"]["batch"]["20"]["systems"]
+    assert not any(label.startswith(("HF", "Megatron", "litdata", "mosaic", "gperc")) for label in systems)
+    loader = res["loader"]
+    assert loader["systems"]["torch DataLoader transport (memcpy dataset)"]["0"]["batches_per_s"] > 0
+    if "consumer ds.dataloader" in loader["absent"]:
+        assert "loader not available in this version" in text
+    else:
+        assert set(loader["systems"]["consumer ds.dataloader"]) == {"0", "1", "2"}
+
+
+def test_scale_rows_come_from_fresh_processes(quick_run) -> None:
+    _, res, _ = quick_run
+    rows = res["scale"]
+    assert [r["files"] for r in rows] == list(res["settings"]["scale_sizes"])
+    for r in rows:
+        assert r["plain"]["cold"]["cache"] == "miss" and r["plain"]["warm"]["cache"] == "hit"
+        assert r["plain"]["cold"]["files"] == r["files"]
