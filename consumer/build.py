@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,12 +25,13 @@ import numpy as np
 from ._version import __version__
 from .cache import cache_key, check_cache_dir, file_table_sha256, load_entry, save_entry
 from .catalog import CATALOG_NAME, Catalog
-from .documents import DocumentTable, build_documents
+from .documents import DocumentTable, RemoteFiles, build_documents
 from .duplicates import catalog_sha256s, dedupe_plan
 from .errors import FileChangedError, InputError, short_repr
 from .filemeta import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from, libmagic_version
 from .index import SampleIndex, warn_if_padded
 from .ir import ClassFiles, Corpus, normalise, stat_files
+from .remote import class_layout, is_url, list_objects, local_path_of, stat_objects
 from .spec import Metadata, Spec, check_class_to_id
 from .validate import int_vector
 from .vocab import Vocab
@@ -72,24 +73,31 @@ def _info(cache: str, key: str | None, magic_calls: int, t0: float) -> dict:
     return {"cache": cache, "key": key, "libmagic_calls": magic_calls, "seconds": time.perf_counter() - t0}
 
 
-def build(fps: Any, spec: Spec, *, cache_dir: Any = None, verbose: bool = False) -> Built:
+def build(fps: Any, spec: Spec, *, cache_dir: Any = None, verbose: bool = False,
+          storage_options: dict | None = None, remote_cache: Any = None) -> Built:
     """Normalise ``fps``, stat every file, then load the sample index from the cache or build it (catalog,
     libmagic on new or changed files only, documents, index) and cache it. Warns (``ConsumerWarning``)
-    when ``seqlen="auto"`` pads most of every row."""
-    built = _build(fps, spec, cache_dir, verbose)
+    when ``seqlen="auto"`` pads most of every row. URLs (``s3://``, ``https://``, ...) are listed, described
+    from byte ranges and read through fsspec with ``storage_options``; ``remote_cache`` (e.g. ``"20GB"``)
+    keeps a bounded read-through copy of their bytes under the cache directory."""
+    built = _build(fps, spec, cache_dir, verbose, storage_options, remote_cache)
     warn_if_padded(spec.seqlen, spec.style, built.index)
     return built
 
 
-def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool) -> Built:
+def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options: dict | None,
+           remote_cache: Any) -> Built:
     t0 = time.perf_counter()
     cache_root = check_cache_dir(cache_dir)
+    if is_url(fps) and local_path_of(fps) is None:  # a bucket prefix: sub-prefixes are classes, one listing
+        fps = class_layout(list_objects(fps, storage_options))
     corpus = normalise(fps)
     classes = corpus.class_names
     spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, classes))
     paths, cls_list = corpus.flat()
     cls = np.asarray(cls_list, dtype=np.int64)
-    sizes, mtimes = stat_files(paths)
+    remote = _remote(paths, storage_options, cache_root, remote_cache)
+    sizes, mtimes = (remote[1].sizes, remote[1].mtimes_ns) if remote else stat_files(paths)
     catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
     report = None
     if spec.dedupe == "content":
@@ -113,10 +121,11 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool) -> Built:
     if entry is not None and cache_root and key:
         built = _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
         built.info["dedupe"], built.catalog = report, catalog if spec.dedupe else None
-        return built
+        return _with_remote(built, remote)
     want = {"file": ("description",), "mime": ("mime",)}.get(spec.metadata, ()) \
         if isinstance(spec.metadata, str) else ()
-    descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose)
+    descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose,
+                                       describe=remote[2] if remote else None)
     headers = headers_from(spec.metadata, paths, descriptions, mimes)
     documents = build_documents(paths, cls, sizes, headers, vocab, with_header=spec.with_header, mtimes=mtimes)
     index = _index(spec, documents, len(classes))
@@ -131,6 +140,43 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool) -> Built:
         {"spec": spec.key_dict(), "seqlen": index.seqlen, "headers": documents.headers, "classes": classes,
          "form": corpus.form, "files": len(documents), "samples": len(index)})
     built.recipe = ("cached", cache_root, key, spec) if saved else ("arrays", spec, corpus, documents, index)
+    return _with_remote(built, remote)
+
+
+def _remote(paths: list[str], storage_options: dict | None, cache_root: str | None, remote_cache: Any):
+    """``(reader, listing, describe)`` when ``paths`` are URLs (None for local files): one listing gives sizes,
+    mtimes and ETags; ``describe`` runs libmagic on byte ranges of the objects."""
+    urls = [is_url(p) for p in paths]
+    if not any(urls):
+        if storage_options is not None or remote_cache is not None:
+            raise InputError("storage_options / remote_cache are for URLs (s3://, https://, ...); fps holds local "
+                             "paths")
+        return None
+    if not all(urls):
+        local = paths[urls.index(False)]
+        raise InputError(f"fps mixes URLs and local paths (e.g. {local!r}); build one dataset per kind")
+    from .remote_meta import iter_describe_prefixes  # noqa: PLC0415  (fsspec loads only for URLs)
+    from .remote_read import RemoteReader  # noqa: PLC0415
+
+    if remote_cache is not None and cache_root is None:
+        raise InputError("remote_cache needs a cache_dir (it lives there); got cache_dir=False")
+    reader = RemoteReader(storage_options, cache_dir=os.path.join(cache_root, "remote") if remote_cache else None,
+                          cache_bytes=remote_cache)
+    listing = stat_objects(paths, storage_options)
+    facts = {u: (s, e) for u, s, e in zip(listing.urls, listing.sizes.tolist(), listing.etags)}
+
+    def describe(todo: list[str], *, kinds: Any, verbose: bool, chunk: int):
+        return iter_describe_prefixes(todo, [facts[u][0] for u in todo], [facts[u][1] for u in todo],
+                                      storage_options, kinds=kinds, reader=reader, chunk=chunk)
+
+    return reader, listing, describe
+
+
+def _with_remote(built: Built, remote) -> Built:
+    """Attach the remote reader (and the ETags read at indexing time) to a dataset over URLs."""
+    if remote:
+        built.documents = replace(built.documents, remote=RemoteFiles(remote[0], list(remote[1].etags)))
+        built.recipe = ("arrays", built.spec, built.corpus, built.documents, built.index)
     return built
 
 

@@ -69,7 +69,10 @@ def check_cache_dir(cache_dir) -> str | None:
     if cache_dir is None:
         return default_cache_dir()
     if isinstance(cache_dir, (str, os.PathLike)) and not isinstance(cache_dir, bool) and os.fspath(cache_dir):
-        path = os.path.abspath(os.fspath(cache_dir))
+        if isinstance(cache_dir, str) and "://" in cache_dir:
+            raise InputError(f"cache_dir must be a local directory (it holds the catalog and memory-mapped "
+                             f"indexes), got the URL {cache_dir!r}")
+        path = os.path.abspath(os.path.expanduser(os.fspath(cache_dir)))
         if os.path.exists(path) and not os.path.isdir(path):
             raise InputError(f"cache_dir must be a directory, got the file {path!r}")
         return path

@@ -32,7 +32,7 @@ import os
 import sqlite3
 import time
 import warnings
-from typing import Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -203,12 +203,16 @@ class Catalog:
         return {p: by_key[k] for p, k in zip(paths, keys) if k in by_key}
 
     def sync(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *, want: Sequence[str] = (),
-             hashes: bool = False, verbose: bool = False) -> tuple[list[str | None], list[str | None]]:
+             hashes: bool = False, verbose: bool = False,
+             describe: Callable[..., Iterator[tuple[str | None, str | None]]] | None = None
+             ) -> tuple[list[str | None], list[str | None]]:
         """Bring the rows of ``paths`` up to date and return their (descriptions, mimes).
 
         A row is refreshed when it is missing, its size or mtime differ, or it lacks a column of
         ``want`` (``"description"``, ``"mime"``: libmagic runs only for those) or, with ``hashes``, its
         content hash. Every chunk of files is committed on its own. Columns not wanted may be None.
+        ``describe(paths, kinds=, verbose=, chunk=)`` replaces local libmagic (remote objects are described
+        from byte ranges; see :mod:`consumer.remote_meta`).
         """
         want = tuple(want)
         unknown = [w for w in want if w not in _MAGIC_COLUMNS]
@@ -225,16 +229,17 @@ class Catalog:
             if needed or row is None or not fresh or (hashes and row[4] is None):
                 stale.setdefault(needed, []).append(i)
         for needed, files in stale.items():
-            self._refresh(paths, sizes_l, mtimes_l, files, known, want=needed, hashes=hashes, verbose=verbose)
+            self._refresh(paths, sizes_l, mtimes_l, files, known, want=needed, hashes=hashes, verbose=verbose,
+                          describe=describe or describe_files)
         if stale:
             known = self.rows(paths)
         desc = [known[p][2] for p in paths]
         mime = [known[p][3] for p in paths]
         return desc, mime
 
-    def _refresh(self, paths, sizes, mtimes, stale, known, *, want, hashes, verbose) -> None:
+    def _refresh(self, paths, sizes, mtimes, stale, known, *, want, hashes, verbose, describe) -> None:
         todo = [paths[i] for i in stale]
-        results = describe_files(todo, kinds=want, verbose=verbose, chunk=_CHUNK) if want else None
+        results = describe(todo, kinds=want, verbose=verbose, chunk=_CHUNK) if want else None
         cur = self._conn.cursor()
         for start in range(0, len(stale), _CHUNK):
             part = stale[start:start + _CHUNK]

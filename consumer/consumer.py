@@ -40,7 +40,8 @@ class Consumer:
     ``"file"``, ``"mime"``, ``None`` or ``path -> str``; ``class_to_id`` (default: sorted names get 0..C-1);
     ``seed`` of every random choice; ``cache_dir`` a directory, ``None`` (default place) or ``False`` (memory);
     ``verbose`` progress bars; ``long_files`` ``"truncate"``/``"windows"``; ``sampling`` ``"consumer"`` or
-    ``"megatron"`` (Megatron-LM's GPT order); ``dedupe="content"`` drops later copies of equal files.
+    ``"megatron"`` (Megatron-LM's GPT order); ``dedupe="content"`` drops later copies of equal files; URLs
+    (``s3://``, ``https://``) take fsspec ``storage_options`` and an optional ``remote_cache="20GB"``.
     Attributes: ``spec``, ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``, ``seqlen``,
     ``files``, ``corpus``, ``documents``, ``index``, ``build_info``, ``mode`` and the ``spec``'s settings.
     """
@@ -50,10 +51,11 @@ class Consumer:
     def __init__(self, fps: Any, *, style: str = "diff", n_bytes: int = 2, seqlen: int | str = "auto",
                  metadata: Metadata = "file", class_to_id: dict | None = None, seed: int = 4, cache_dir: Any = None,
                  verbose: bool = False, long_files: str = "truncate", sampling: Any = "consumer",
-                 dedupe: str | None = None):
+                 dedupe: str | None = None, storage_options: dict | None = None, remote_cache: Any = None):
         spec = Spec(style=style, n_bytes=n_bytes, seqlen=seqlen, metadata=metadata, long_files=long_files,
                     sampling=sampling, class_to_id=class_to_id, seed=seed, dedupe=dedupe)
-        self._attach(build(fps, spec, cache_dir=cache_dir, verbose=check_bool("verbose", verbose)), verbose)
+        self._attach(build(fps, spec, cache_dir=cache_dir, verbose=check_bool("verbose", verbose),
+                           storage_options=storage_options, remote_cache=remote_cache), verbose)
 
     @classmethod
     def _from_built(cls, built: Built, verbose: bool = False) -> "Consumer":

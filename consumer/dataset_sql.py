@@ -37,6 +37,22 @@ def _view_rows(docs: DocumentTable, index: SampleIndex, classes: list[str], clas
     return rows
 
 
+def _remote_describer(docs: DocumentTable):
+    """libmagic from byte ranges for documents whose paths are URLs (None for local files)."""
+    if docs.remote is None:
+        return None
+    from .remote_meta import iter_describe_prefixes  # noqa: PLC0415  (fsspec loads only for URLs)
+
+    reader = docs.remote.reader
+    facts = {p: (s, e) for p, s, e in zip(docs.paths, docs.doc_size.tolist(), docs.remote.etags)}
+
+    def describe(todo: list[str], *, kinds, verbose: bool, chunk: int):
+        return iter_describe_prefixes(todo, [facts[u][0] for u in todo], [facts[u][1] for u in todo],
+                                      reader.storage_options, kinds=kinds, reader=reader, chunk=chunk)
+
+    return describe
+
+
 class SQLSession:
     """The catalog and the ``files`` view of one dataset (see the module docstring)."""
 
@@ -74,9 +90,10 @@ class SQLSession:
                 ensure = None  # a store's content columns stay NULL: its source files are never read
             else:
                 self.catalog.sync(docs.paths, docs.doc_size, docs.doc_mtime, want=("description", "mime"),
-                                  verbose=self.verbose)
-                ensure = content_completer(self.catalog, docs.paths, docs.doc_size, docs.doc_mtime,
-                                           verbose=self.verbose)
+                                  verbose=self.verbose, describe=_remote_describer(docs))
+                # the content pass reads whole files: local ones only (remote objects keep NULL content columns)
+                ensure = None if docs.remote is not None else content_completer(
+                    self.catalog, docs.paths, docs.doc_size, docs.doc_mtime, verbose=self.verbose)
             catalog = self.catalog
             self._sql = DatasetSQL(catalog.path, None if catalog.path else catalog.connection,
                                    _view_rows(docs, self.index, self.classes, self.class_to_id),

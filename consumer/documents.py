@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
 from .vocab import Vocab, encode_bytes, n_content_tokens
 
-__all__ = ["DocumentTable", "PackedTokens", "build_documents", "tokenise_headers"]
+__all__ = ["DocumentTable", "PackedTokens", "RemoteFiles", "build_documents", "tokenise_headers"]
 
 
 _NO_MTIMES = np.zeros(0, dtype=np.int64)  # "not given": replaced by zeros, one per document
@@ -40,6 +41,16 @@ class PackedTokens:
     doc_ptr: np.ndarray
     store: str
     prefix: str
+
+
+@dataclass(frozen=True, eq=False)
+class RemoteFiles:
+    """How the reader fetches documents whose paths are URLs: a :class:`~consumer.remote_read.RemoteReader`
+    (concurrent range requests, retries, optional read-through cache) and each document's ETag at indexing
+    time (None when the backend has none), checked on every read."""
+
+    reader: Any
+    etags: list
 
 
 def tokenise_headers(headers: list[str], vocab: Vocab, with_header: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -69,6 +80,7 @@ class DocumentTable:
     with_header: bool
     doc_mtime: np.ndarray = field(default_factory=lambda: _NO_MTIMES)  # [D] mtime (ns) at build; zeros when unknown
     packed: PackedTokens | None = None   # a packed store's tokens, or None: read the source files
+    remote: RemoteFiles | None = None    # source files in object storage / over HTTP: read through fsspec
 
     def __post_init__(self) -> None:
         if self.doc_mtime is _NO_MTIMES or self.doc_mtime is None:
@@ -100,12 +112,13 @@ class DocumentTable:
     def subset(self, ids: np.ndarray, new_class: np.ndarray) -> "DocumentTable":
         """The documents ``ids`` (sorted), classes renumbered through ``new_class`` (old index -> new)."""
         packed = None if self.packed is None else replace(self.packed, doc_ptr=self.packed.doc_ptr[ids])
+        remote = None if self.remote is None else replace(self.remote, etags=[self.remote.etags[i] for i in ids.tolist()])
         mtime = self.doc_mtime
         return DocumentTable(vocab=self.vocab, paths=[self.paths[i] for i in ids.tolist()],
                              doc_class=new_class[self.doc_class[ids]], doc_size=self.doc_size[ids],
                              doc_header=self.doc_header[ids], headers=self.headers, header_ptr=self.header_ptr,
                              header_tok=self.header_tok, with_header=self.with_header, doc_mtime=mtime[ids],
-                             packed=packed)
+                             packed=packed, remote=remote)
 
     def header_text(self, doc: int) -> str:
         """The normalised header text of one document."""

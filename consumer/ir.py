@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from .errors import InputError, short_repr
 from .fileio import stat_regular
+from .remote import expand_local, is_url, local_path_of
 
 __all__ = ["Corpus", "ClassFiles", "normalise", "stat_files", "DEFAULT_CLASS"]
 
@@ -84,7 +85,12 @@ class Corpus(BaseModel):
 def _as_path(p: Any, where: str) -> str:
     if not isinstance(p, PathLike):
         raise InputError(f"{where}: expected a path (str or os.PathLike), got {short_repr(p)}")
-    s = os.fspath(p)
+    if is_url(p):
+        local = local_path_of(p)
+        if local is None:
+            return p  # an object-storage or HTTP URL: kept as given (its listing and reads go through fsspec)
+        p = local
+    s = os.fspath(expand_local(p))
     if isinstance(s, bytes):
         s = os.fsdecode(s)
     if not s:
@@ -125,6 +131,8 @@ def _scan_directory(root: str) -> dict[str, list[str]]:
 def _group(fps: Any) -> tuple[dict[str, list[str]], str]:
     """Group any accepted form into ``{class: [paths]}`` (unsorted, unchecked) and name the form."""
     if isinstance(fps, PathLike):
+        if is_url(fps) and local_path_of(fps) is None:
+            raise InputError(f"fps: a URL prefix is listed by the build (Consumer), not here: {fps!r}")
         root = _as_path(fps, "fps")
         if not os.path.isdir(root):
             raise InputError(f"fps: a single path must be a directory, got {os.fspath(fps)!r}")

@@ -177,10 +177,16 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarra
     if need.size:
         scratch = np.zeros(int(span[need].sum()), dtype=np.uint8)
         q = np.cumsum(span[need]) - span[need]
-        view = scratch.data
         paths = docs.paths
-        for g, qq, lo, n in zip(need.tolist(), q.tolist(), byte_lo[need].tolist(), n_bytes_read[need].tolist()):
-            _read_exact(paths[d[g]], view[qq:qq + n], lo)
+        if docs.remote is not None:  # every range of the batch in flight at once
+            dn = d[need].tolist()
+            docs.remote.reader.read_ranges([paths[i] for i in dn], byte_lo[need], n_bytes_read[need], scratch, q,
+                                           expected_etags=[docs.remote.etags[i] for i in dn],
+                                           expected_sizes=docs.doc_size[d[need]])
+        else:
+            view = scratch.data
+            for g, qq, lo, n in zip(need.tolist(), q.tolist(), byte_lo[need].tolist(), n_bytes_read[need].tolist()):
+                _read_exact(paths[d[g]], view[qq:qq + n], lo)
         ids = bytes_to_ids(scratch, nb)
         tok_q = q // nb
         n_full = (t1 - t0)[need]
