@@ -10,21 +10,58 @@ A dataset's connection sees one view, ``files``, with one row per file of the da
     tokens, samples                         document tokens, samples holding them (this dataset's settings)
 
 The catalog is opened read-only (``mode=ro``); the per-dataset rows live in a TEMP table. Every user
-statement runs under an authorizer that allows only reading (SELECT, reads, functions, recursive
-CTEs): writes, ATTACH, PRAGMA and schema changes are refused with :class:`QueryError`, and so is
-more than one statement. SQL errors come back as :class:`QueryError` naming the statement.
+statement runs under an authorizer that allows only reading (SELECT, reads, recursive CTEs) and only
+the SQL functions of :data:`ALLOWED_FUNCTIONS` (SQLite's core, aggregate, window, date/time, math and
+JSON functions): writes, ATTACH, PRAGMA, schema changes and every other function (``load_extension``,
+``fts3_tokenizer``, ``readfile``, ...) are refused with :class:`QueryError`, and so is more than one
+statement. SQL errors come back as :class:`QueryError` naming the statement.
+
+Nothing hangs: SQLite calls a progress handler every :data:`PROGRESS_STEPS` virtual-machine
+instructions, which stops the statement once ``timeout`` seconds have passed (:class:`QueryError`
+naming the statement and the timeout) and lets Ctrl-C (``KeyboardInterrupt``) through even in a
+statement that never returns a row. While a statement runs, a value (string or blob) is limited to
+:data:`MAX_VALUE_BYTES`, so ``zeroblob(1e9)`` or ``printf('%.*c', 1e9, 'x')`` cannot take gigabytes.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
+import time
 
 from .errors import QueryError, short_repr
 
-__all__ = ["Rows", "DatasetSQL"]
+__all__ = ["ALLOWED_FUNCTIONS", "MAX_VALUE_BYTES", "PROGRESS_STEPS", "DatasetSQL", "Rows", "check_timeout"]
 
-_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
+_SCHEMA_TABLES = {"sqlite_master", "sqlite_temp_master", "sqlite_schema", "sqlite_temp_schema"}
+
+ALLOWED_FUNCTIONS = frozenset(
+    # core scalar functions
+    "abs char coalesce concat concat_ws format glob hex ifnull iif if instr length like likelihood likely lower "
+    "ltrim max min nullif octet_length printf quote random randomblob replace round rtrim sign soundex "
+    "sqlite_version substr substring trim typeof unhex unicode unlikely upper zeroblob "
+    # aggregate and window functions
+    "avg count group_concat string_agg sum total row_number rank dense_rank percent_rank cume_dist ntile lag "
+    "lead first_value last_value nth_value "
+    # date and time
+    "date time datetime julianday unixepoch strftime timediff current_date current_time current_timestamp "
+    # math
+    "acos acosh asin asinh atan atan2 atanh ceil ceiling cos cosh degrees exp floor ln log log10 log2 mod pi "
+    "pow power radians sin sinh sqrt tan tanh trunc "
+    # JSON (the -> and ->> operators are functions too)
+    "json jsonb json_array json_array_length json_error_position json_extract json_insert json_object json_patch "
+    "json_pretty json_quote json_remove json_replace json_set json_type json_valid json_group_array "
+    "json_group_object -> ->>".split()
+)
+"""SQL functions a statement may call (case-insensitive); any other function is refused."""
+
+PROGRESS_STEPS = 10_000
+"""SQLite virtual-machine instructions between two checks of the timeout and of Ctrl-C."""
+
+MAX_VALUE_BYTES = 64 * 2**20
+"""Largest string or blob a user statement may build (SQLite's length limit while it runs)."""
 
 
 class Rows(list):
@@ -39,8 +76,56 @@ class Rows(list):
         return [dict(zip(self.columns, r)) for r in self]
 
 
-def _authorize(action, arg1, arg2, db, trigger):  # noqa: ANN001 (sqlite3 callback signature)
-    return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
+class _Authorizer:
+    """SQLite authorizer of user statements: reading and the allowed functions only; remembers the first refusal."""
+
+    __slots__ = ("refused",)
+
+    def __init__(self) -> None:
+        self.refused: str | None = None
+
+    def __call__(self, action, arg1, arg2, db, trigger) -> int:
+        if action == sqlite3.SQLITE_FUNCTION:  # arg2 is the function's name
+            if isinstance(arg2, str) and arg2.lower() in ALLOWED_FUNCTIONS:
+                return sqlite3.SQLITE_OK
+            self.refused = self.refused or f"function {arg2}() is not in the allowed list"
+            return sqlite3.SQLITE_DENY
+        if action in _ALLOWED:
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_UPDATE and arg1 in _SCHEMA_TABLES:
+            # table-valued functions (json_each) declare their columns through the schema; SQLite itself
+            # refuses a user's UPDATE of the schema table
+            return sqlite3.SQLITE_OK
+        self.refused = self.refused or "only read-only SELECT statements are allowed"
+        return sqlite3.SQLITE_DENY
+
+
+def check_timeout(timeout: object) -> float | None:
+    """``timeout`` (seconds) as a float, or None for no limit; QueryError unless a finite number > 0."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
+            or timeout <= 0:
+        raise QueryError(f"timeout must be a number of seconds > 0 or None, got {short_repr(timeout)}")
+    return float(timeout)
+
+
+class _Watchdog:
+    """SQLite progress handler: stops the statement after the deadline; records why it stopped."""
+
+    __slots__ = ("deadline", "timed_out")
+
+    def __init__(self, timeout: float | None) -> None:
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.timed_out = False
+
+    def __call__(self) -> int:
+        # A pending Ctrl-C raises KeyboardInterrupt here (Python runs signal handlers between bytecodes);
+        # sqlite3 then aborts the statement ("interrupted") and the caller re-raises it.
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            self.timed_out = True
+            return 1
+        return 0
 
 
 class DatasetSQL:
@@ -75,25 +160,41 @@ class DatasetSQL:
         self._conn, self._pid = conn, os.getpid()
         return conn
 
-    def query(self, statement: str, params=()) -> Rows:
-        """Run one read-only statement; returns :class:`Rows`."""
+    def query(self, statement: str, params=(), *, timeout: float | None = None) -> Rows:
+        """Run one read-only statement; returns :class:`Rows`.
+
+        ``timeout``: seconds the statement may run (None: no limit); past it, :class:`QueryError` naming
+        the statement and the timeout. Ctrl-C stops a running statement with ``KeyboardInterrupt``.
+        """
         if not isinstance(statement, str) or not statement.strip():
             raise QueryError(f"statement must be a non-empty SQL string, got {short_repr(statement)}")
+        seconds = check_timeout(timeout)
         conn = self._connection()
-        conn.set_authorizer(_authorize)
+        watchdog = _Watchdog(seconds)
+        old_length = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        authorizer = _Authorizer()
+        conn.set_authorizer(authorizer)
+        conn.set_progress_handler(watchdog, PROGRESS_STEPS)
         try:
             cur = conn.execute(statement, params)
             rows = cur.fetchall()
             columns = [c[0] for c in cur.description or []]
         except sqlite3.DatabaseError as e:
+            if watchdog.timed_out:
+                raise QueryError(f"statement stopped after the timeout of {seconds:g} s: "
+                                 f"{short_repr(statement, 200)}") from None
+            if "interrupted" in str(e):  # the progress handler raised: a Ctrl-C arrived while SQLite ran
+                raise KeyboardInterrupt(f"SQL statement interrupted: {short_repr(statement, 200)}") from None
             if "not authorized" in str(e):
-                raise QueryError(f"statement refused (only read-only SELECT statements are allowed): "
+                raise QueryError(f"statement refused ({authorizer.refused or 'not authorized'}): "
                                  f"{short_repr(statement, 200)}") from None
             raise QueryError(f"SQL error in {short_repr(statement, 200)}: {e}") from None
         except (sqlite3.ProgrammingError, sqlite3.Warning) as e:
             raise QueryError(f"SQL error in {short_repr(statement, 200)}: {e}") from None
         finally:
+            conn.set_progress_handler(None, 0)
             conn.set_authorizer(None)
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, old_length)
         return Rows(rows, columns)
 
     def close(self) -> None:
