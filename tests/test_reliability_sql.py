@@ -75,7 +75,8 @@ def test_check_timeout_accepts_numbers() -> None:
 
 _SIGINT_CHILD = textwrap.dedent(
     """
-    import sys
+    import signal, sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with SIGINT ignored
     sys.path.insert(0, sys.argv[1])
     from tests.test_reliability_sql import RUNAWAY, _dataset_sql
     from pathlib import Path
@@ -99,8 +100,7 @@ def test_ctrl_c_interrupts_a_runaway_statement(tmp_path: Path, where: str) -> No
     """A real process runs a statement that never ends (no timeout); SIGINT stops it with KeyboardInterrupt."""
     root = str(Path(__file__).resolve().parents[1])
     proc = subprocess.Popen([sys.executable, "-c", _SIGINT_CHILD, root, str(tmp_path), where],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root)
     try:
         assert proc.stdout.readline().strip() == "running"
         time.sleep(0.3)  # let the one call of the marker function return: SIGINT must land in SQLite's loop
