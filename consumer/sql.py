@@ -37,24 +37,20 @@ __all__ = ["ALLOWED_FUNCTIONS", "MAX_VALUE_BYTES", "PROGRESS_STEPS", "DatasetSQL
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
 _SCHEMA_TABLES = {"sqlite_master", "sqlite_temp_master", "sqlite_schema", "sqlite_temp_schema"}
 
-ALLOWED_FUNCTIONS = frozenset(
-    # core scalar functions
-    "abs char coalesce concat concat_ws format glob hex ifnull iif if instr length like likelihood likely lower "
-    "ltrim max min nullif octet_length printf quote random randomblob replace round rtrim sign soundex "
-    "sqlite_version substr substring trim typeof unhex unicode unlikely upper zeroblob "
-    # aggregate and window functions
-    "avg count group_concat string_agg sum total row_number rank dense_rank percent_rank cume_dist ntile lag "
-    "lead first_value last_value nth_value "
-    # date and time
-    "date time datetime julianday unixepoch strftime timediff current_date current_time current_timestamp "
-    # math
-    "acos acosh asin asinh atan atan2 atanh ceil ceiling cos cosh degrees exp floor ln log log10 log2 mod pi "
-    "pow power radians sin sinh sqrt tan tanh trunc "
-    # JSON (the -> and ->> operators are functions too)
-    "json jsonb json_array json_array_length json_error_position json_extract json_insert json_object json_patch "
-    "json_pretty json_quote json_remove json_replace json_set json_type json_valid json_group_array "
-    "json_group_object -> ->>".split()  # noqa: SIM905 - one readable block of names
-)
+_FUNCTION_NAMES = """
+abs char coalesce concat concat_ws format glob hex ifnull iif if instr length like likelihood likely lower ltrim
+max min nullif octet_length printf quote random randomblob replace round rtrim sign soundex sqlite_version substr
+substring trim typeof unhex unicode unlikely upper zeroblob
+avg count group_concat string_agg sum total
+row_number rank dense_rank percent_rank cume_dist ntile lag lead first_value last_value nth_value
+date time datetime julianday unixepoch strftime timediff current_date current_time current_timestamp
+acos acosh asin asinh atan atan2 atanh ceil ceiling cos cosh degrees exp floor ln log log10 log2 mod pi pow power
+radians sin sinh sqrt tan tanh trunc
+json jsonb json_array json_array_length json_error_position json_extract json_insert json_object json_patch
+json_pretty json_quote json_remove json_replace json_set json_type json_valid json_group_array json_group_object
+-> ->>
+"""  # lines: core scalar; aggregate; window; date and time; math (2); JSON (2; -> and ->> are functions too)
+ALLOWED_FUNCTIONS = frozenset(_FUNCTION_NAMES.split())
 """SQL functions a statement may call (case-insensitive); any other function is refused."""
 
 PROGRESS_STEPS = 10_000
