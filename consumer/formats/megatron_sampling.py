@@ -26,7 +26,11 @@ Notes on fidelity:
   we compute the same ceiling exactly in integers. The two agree below 2**24 tokens; beyond, float32
   rounding can make Megatron drop (or, tripping its own assert, crash on) the last partial sample.
 * When the last document of ``document_index`` is empty and E=1, the "ran out" row's offset is
-  ``0 - 1 = -1``, exactly as the C++ stores it (reading it yields an empty final piece).
+  ``0 - 1 = -1``, exactly as the C++ stores it: :func:`build_sample_index` (the C++ equivalent) returns
+  it. Megatron-core's Python wrapper of the C++ then asserts ``sample_idx.min() >= 0``, so the pipeline
+  never uses such an index; :func:`build_gpt_indices` (the pipeline) refuses it the same way, with an
+  :class:`InputError` naming the case (``drop_last=False``, the extra token, an empty last document)
+  instead of an assertion.
 """
 
 from __future__ import annotations
@@ -273,6 +277,8 @@ def build_gpt_indices(
 
     ``indices`` are the split's sequence ids (default: all of ``sizes``). One ``RandomState(seed)``
     shuffles the document index first, then the shuffle index, exactly as Megatron-core does.
+    InputError where Megatron-core asserts, including a negative end offset (``drop_last=False``, the
+    extra token and an empty last document; see the module notes).
     """
     sizes_arr = _int_array(sizes, "sizes")
     ids = np.arange(sizes_arr.shape[0]) if indices is None else _int_array(indices, "indices")
@@ -289,6 +295,14 @@ def build_gpt_indices(
     rng = _rng(seed, "seed")
     document_index = build_document_index(ids, epochs, rng, separate)
     sample_index = build_sample_index(sizes_arr, document_index, seq_length, epochs, tokens_per_epoch, drop_last, e)
+    if sample_index.size and int(sample_index[:, 1].min()) < 0:
+        last = int(document_index[-1])
+        raise InputError(
+            f"drop_last=False with add_extra_token=True: the last document of the shuffled document index "
+            f"(document {last}) is empty, so the last sample would end at offset -1; Megatron-core refuses this "
+            f"index (its build_sample_idx asserts offsets >= 0). Use drop_last=True, add_extra_token=False, or "
+            f"remove empty documents (sizes[{last}] = {int(sizes_arr[last])})"
+        )
     n = sample_index.shape[0] - 1
     first = num_samples_before_last_epoch(tokens_per_epoch, seq_length, epochs, e) if separate else n
     shuffle_index = build_shuffle_index(first, n, rng)
