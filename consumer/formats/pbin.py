@@ -422,7 +422,8 @@ def _unpickle(data: bytes, what: str, max_units: int = MAX_PICKLE_UNITS, max_dep
     if len(data) <= max_units and _CANONICAL_INDEX.fullmatch(data):  # each byte adds at most 1 unit
         try:
             return pickle.loads(data)
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, AttributeError) as exc:
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, AttributeError,
+                OverflowError) as exc:  # OverflowError: a FRAME length past 2**63
             raise FormatError(f"{what}: not a valid pickle ({type(exc).__name__}: {exc})") from None
     try:
         return _IndexUnpickler(data, max_units, max_depth).load()
