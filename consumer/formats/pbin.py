@@ -15,9 +15,9 @@ Reading never executes the pickle and never allocates more than it describes: th
 ``pickle.dumps`` writes for such a list (only int, tuple, list, memo and frame opcodes, checked by one
 regular expression) goes to CPython's unpickler; anything else to a small interpreter of plain-data opcodes
 that looks nothing up, keeps its memo in a dict and caps objects, container slots and nesting depth
-(:data:`MAX_PICKLE_UNITS`, :data:`MAX_PICKLE_DEPTH`, :data:`MAX_MEMO_INDEX`). The result is then validated: a list of 2-tuples of non-negative
-ints, first offset 0, contiguous, lengths multiples of the width, last offset + length == data_len,
-``data_len + 12 <= file size``, width in {1, 2, 4}.
+(:data:`MAX_PICKLE_UNITS`, :data:`MAX_PICKLE_DEPTH`, :data:`MAX_MEMO_INDEX`). The result is then
+validated: a list of 2-tuples of non-negative ints, first offset 0, contiguous, lengths multiples of the
+width, last offset + length == data_len, ``data_len + 12 <= file size``, width in {1, 2, 4}.
 
 Older files (no version field exists; detected heuristically and refused with a FormatError naming
 the era): <= 2024-01-30 an 8-byte big-endian data_len, 4-byte big-endian tokens, offsets absolute
