@@ -124,6 +124,18 @@ class _Watchdog:
         return 0
 
 
+def _fetch_at_most(cur: sqlite3.Cursor, max_rows: int, statement: str) -> list:
+    rows: list = []
+    while True:
+        chunk = cur.fetchmany(min(max_rows + 1 - len(rows), 10_000) or 1)
+        rows.extend(chunk)
+        if len(rows) > max_rows:
+            raise QueryError(f"statement returned more than max_rows={max_rows} rows (add a LIMIT or raise "
+                             f"max_rows): {short_repr(statement, 200)}")
+        if not chunk:
+            return rows
+
+
 class DatasetSQL:
     """One dataset's read-only SQL connection (made lazily, remade after a fork)."""
 
@@ -156,15 +168,19 @@ class DatasetSQL:
         self._conn, self._pid = conn, os.getpid()
         return conn
 
-    def query(self, statement: str, params=(), *, timeout: float | None = None) -> Rows:
+    def query(self, statement: str, params=(), *, timeout: float | None = None, max_rows: int | None = None) -> Rows:
         """Run one read-only statement; returns :class:`Rows`.
 
         ``timeout``: seconds the statement may run (None: no limit); past it, :class:`QueryError` naming
-        the statement and the timeout. Ctrl-C stops a running statement with ``KeyboardInterrupt``.
+        the statement and the timeout. ``max_rows``: most rows the result may hold (None: no limit); one
+        more is a :class:`QueryError` (rows are fetched in chunks, so a statement yielding rows forever
+        stops there instead of filling memory). Ctrl-C stops a running statement with ``KeyboardInterrupt``.
         """
         if not isinstance(statement, str) or not statement.strip():
             raise QueryError(f"statement must be a non-empty SQL string, got {short_repr(statement)}")
         seconds = check_timeout(timeout)
+        if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0):
+            raise QueryError(f"max_rows must be an int >= 0 or None, got {short_repr(max_rows)}")
         conn = self._connection()
         watchdog = _Watchdog(seconds)
         old_length = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
@@ -173,7 +189,7 @@ class DatasetSQL:
         conn.set_progress_handler(watchdog, PROGRESS_STEPS)
         try:
             cur = conn.execute(statement, params)
-            rows = cur.fetchall()
+            rows = cur.fetchall() if max_rows is None else _fetch_at_most(cur, max_rows, statement)
             columns = [c[0] for c in cur.description or []]
         except sqlite3.DatabaseError as e:
             if watchdog.timed_out:

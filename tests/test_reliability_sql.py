@@ -200,3 +200,16 @@ def test_environment_is_untouched() -> None:
 
     assert signal.getsignal(signal.SIGINT) is before
     assert os.getpid() > 0
+
+
+def test_max_rows_stops_an_endless_result(sql: DatasetSQL) -> None:
+    endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c"
+    with pytest.raises(QueryError, match="returned more than max_rows=25000 rows"):
+        sql.query(endless, max_rows=25_000, timeout=60)
+    assert len(sql.query("SELECT * FROM files", max_rows=3)) == 3
+    assert len(sql.query(endless + " LIMIT 10", max_rows=10)) == 10
+    assert sql.query("SELECT * FROM files WHERE 0", max_rows=0) == []
+    with pytest.raises(QueryError, match="max_rows=2 rows"):
+        sql.query("SELECT * FROM files", max_rows=2)
+    with pytest.raises(QueryError, match="max_rows must be an int >= 0 or None, got -1"):
+        sql.query("SELECT 1", max_rows=-1)
