@@ -77,9 +77,10 @@ def _int_array(x, what: str) -> np.ndarray:
     """A 1-D bool array, or int64 indices checked to fit int64 before the cast (out of range otherwise)."""
     if hasattr(x, "detach"):  # a torch tensor, without importing torch
         x = x.detach().cpu().numpy()
-    try:  # a list mixing int and numpy uint64 would become float64 in numpy: keep exact ints
-        arr = np.array([operator.index(v) for v in x], dtype=object) if isinstance(x, (list, tuple)) and all(
-            _as_index(v) is not None for v in x) else np.asarray(x)
+    try:
+        arr = np.asarray(x)
+        if arr.dtype.kind in "fO" and isinstance(x, (list, tuple)) and all(_as_index(v) is not None for v in x):
+            arr = np.array([operator.index(v) for v in x], dtype=object)  # int mixed with uint64 became float64
     except (ValueError, TypeError, OverflowError):
         raise TypeError(f"{what}: expected a 1-D list/array of integers, got {short_repr(x)}") from None
     if arr.size == 0:

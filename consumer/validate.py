@@ -74,9 +74,10 @@ def int_vector(name: str, values: Any, minimum: int | None = None, maximum: int 
         values = values.detach().cpu().numpy()
     lo = INT64_MIN if minimum is None else max(minimum, INT64_MIN)
     hi = INT64_MAX if maximum is None else min(maximum, INT64_MAX)
-    try:  # a list mixing int and numpy uint64 would become float64 in numpy: keep exact ints
-        arr = np.array([int(v) for v in values], dtype=object) if isinstance(values, (list, tuple)) and all(
-            _is_int(v) for v in values) else np.asarray(values)
+    try:
+        arr = np.asarray(values)
+        if arr.dtype.kind in "fO" and isinstance(values, (list, tuple)) and all(_is_int(v) for v in values):
+            arr = np.array([int(v) for v in values], dtype=object)  # int mixed with uint64 became float64: exact
     except (ValueError, TypeError, OverflowError) as exc:  # ragged nesting, unconvertible objects
         raise error(f"{name} must be a 1-D sequence of integers, got {short_repr(values)} ({exc})") from None
     if arr.ndim != 1:

@@ -25,7 +25,7 @@ import numpy as np
 
 from .errors import InputError, short_repr
 
-__all__ = ["Vocab", "encode_bytes", "decode_ids", "bytes_to_ids", "n_content_tokens", "VALID_N_BYTES"]
+__all__ = ["VALID_N_BYTES", "Vocab", "bytes_to_ids", "decode_ids", "encode_bytes", "n_content_tokens"]
 
 VALID_N_BYTES = (1, 2, 3)
 _SPECIAL_NAMES = ("EOF", "PAD", "MASK", "CLS", "SEP")
@@ -166,9 +166,11 @@ def decode_ids(ids, vocab: Vocab, *, specials: str = "skip") -> bytes:
         raise InputError(f"vocab must be a consumer.Vocab, got {short_repr(vocab)}")
     if hasattr(ids, "detach"):  # torch tensor, without importing torch
         ids = ids.detach().cpu().numpy()
-    try:  # a list mixing int and numpy uint64 would become float64 in numpy: keep exact ints
-        raw = np.array([int(v) for v in ids], dtype=object) if isinstance(ids, (list, tuple)) and all(
-            isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in ids) else np.asarray(ids)
+    try:
+        raw = np.asarray(ids)
+        if raw.dtype.kind in "fO" and isinstance(ids, (list, tuple)) and all(
+                isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in ids):
+            raw = np.array([int(v) for v in ids], dtype=object)  # int mixed with uint64 became float64: exact
     except (ValueError, TypeError, OverflowError):
         raise InputError(f"ids must be a sequence of integer token ids, got {short_repr(ids)}") from None
     raw = raw.reshape(-1)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from consumer import Consumer, Vocab, decode_ids
 from consumer.catalog import Catalog
@@ -226,3 +228,31 @@ def test_readability_is_checked_by_opening_even_for_root(tmp_path: Path) -> None
                           cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"fps: {str(secret)!r} is not readable (permission denied)"
+
+
+int_like = st.one_of(st.integers(-(2**70), 2**70), st.integers(0, 2**64 - 1).map(np.uint64),
+                     st.integers(-(2**63), 2**63 - 1).map(np.int64), st.integers(-128, 127).map(np.int8))
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(int_like, max_size=8))
+def test_int_vector_is_exact_or_refuses(values: list) -> None:
+    """Whatever mix of Python and numpy integers: the exact values, or an InputError; never a wrapped value."""
+    exact = [int(v) for v in values]
+    if all(-(2**63) <= v < 2**63 for v in exact):
+        assert int_vector("ids", values).tolist() == exact
+    else:
+        with pytest.raises(InputError, match="ids: expected integers in"):
+            int_vector("ids", values)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(int_like, min_size=1, max_size=8), n=st.integers(1, 50))
+def test_selection_ids_are_exact_or_out_of_range(values: list, n: int) -> None:
+    exact = [int(v) for v in values]
+    rng = np.random.default_rng(0)
+    if all(-n <= v < n for v in exact):
+        assert resolve(values, n, np.array([0, n]), ["a"], rng).tolist() == [v % n for v in exact]
+    else:
+        with pytest.raises(SampleIndexError, match="out of range"):
+            resolve(values, n, np.array([0, n]), ["a"], rng)
