@@ -86,7 +86,6 @@ _REFUSED_KIND = {
     "REDUCE": "a call", "BUILD": "an object state", "OBJ": "an object", "NEWOBJ": "an object",
     "NEWOBJ_EX": "an object",
 }
-_CONTAINERS = (list, tuple)
 
 
 class _PickleRefused(Exception):
@@ -102,7 +101,7 @@ class _IndexUnpickler:
     """
 
     def __init__(self, data: bytes, max_units: int, max_depth: int) -> None:
-        self.data = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+        self.data = data if isinstance(data, bytes) else bytes(data)
         self.max_units = max_units
         self.max_depth = max_depth
 
@@ -113,9 +112,9 @@ class _IndexUnpickler:
         """The unpickled object; :class:`_PickleRefused` for anything outside the rules above."""
         try:
             return self._run()
-        except (IndexError, struct.error):  # a hot-path opcode read past the end
-            raise _PickleRefused(f"truncated: an opcode's argument runs past the end of the {len(self.data)} bytes") \
-                from None
+        except (IndexError, struct.error):  # a hot-path opcode read past the end (or below the stack)
+            raise _PickleRefused(f"truncated or malformed: an opcode reads past the end of the {len(self.data)} "
+                                 "bytes or below the bottom of the stack") from None
 
     def _run(self) -> object:
         data = self.data
