@@ -20,8 +20,9 @@ from consumer import Consumer, Vocab, decode_ids
 from consumer.catalog import Catalog
 from consumer.errors import FormatError, InputError, QueryError, SampleIndexError
 from consumer.fileio import ensure_directory, load_json_bounded, stat_regular
-from consumer.formats.megatron_sampling import build_gpt_indices
-from consumer.formats.pbin import load_index_pickle
+from consumer.formats.megatron_sampling import build_document_index, build_gpt_indices
+from consumer.formats.mmidx import IndexedReader, IndexedWriter, read_index
+from consumer.formats.pbin import load_index_pickle, read_pbin, write_pbin
 from consumer.index import AUTO_SEQLEN_CAP, MAX_SEQLEN, build_index, resolve_seqlen
 from consumer.ir import normalise, stat_files
 from consumer.select import as_sample_ids, resolve
@@ -79,6 +80,11 @@ def _sql(tmp: Path) -> DatasetSQL:
 def _file_then_dir(tmp: Path) -> object:
     (tmp / "f").write_bytes(b"")
     return ensure_directory(tmp / "f" / "cache", "cache_dir")
+
+
+def _write_ragged_idx(tmp: Path) -> object:
+    with IndexedWriter(tmp / "ragged", np.uint16) as writer:
+        writer.add_document([[1], [2, 3]])
 
 
 RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
@@ -177,7 +183,29 @@ ROWS: list[tuple[str, Callable, type[Exception], str]] = [
      "'/proc/self/status' reports size 0 but has content"),
     ("/proc/self/status (Consumer)", lambda t, d: Consumer(["/proc/self/status"], cache_dir=False), InputError,
      "reports size 0 but has content"),
+    # readers and writers of this branch: paths and token arrays
+    ("IndexedReader(5)", lambda t, d: IndexedReader(5), InputError, "prefix must be a non-empty path, got 5"),
+    ("read_index NUL", lambda t, d: read_index("x\x00.idx"), InputError, "idx_path: a path cannot contain a NUL"),
+    ("IndexedWriter NUL", lambda t, d: IndexedWriter(str(t / "a\x00b"), np.uint16), InputError, "prefix: a path"),
+    ("read_pbin(5)", lambda t, d: read_pbin(5), InputError, "path must be a path (str or os.PathLike), got 5"),
+    ("write_pbin NUL", lambda t, d: write_pbin(str(t / "a\x00.pbin"), [[1]], 2), InputError, "NUL byte"),
+    ("write_pbin ragged document", lambda t, d: write_pbin(t / "r.pbin", [[[1], [2, 3]]], 2), InputError,
+     "documents[0] must be a 1-D array of integer token ids, got [[1], [2, 3]]"),
+    ("IndexedWriter ragged document", lambda t, d: _write_ragged_idx(t), InputError,
+     "tokens must be a 1-D array of integer token ids"),
     # group 8: Megatron edge
+    ("build_gpt_indices seq_length 2**70", lambda t, d: build_gpt_indices([5, 5], 2**70, 1), InputError,
+     "seq_length must be an int in"),
+    ("build_gpt_indices num_samples 10**12", lambda t, d: build_gpt_indices([5, 5], 4, 1, num_samples=10**12),
+     InputError, "needs 400000000001 epochs of 10 tokens"),
+    ("build_gpt_indices drop_last='no'", lambda t, d: build_gpt_indices([5, 5], 4, 1, drop_last="no"), InputError,
+     "drop_last must be a bool (or 0/1), got 'no'"),
+    ("build_gpt_indices 2**40-token document", lambda t, d: build_gpt_indices([2**40, 5], 4, 1), InputError,
+     "sample_index: 274877906946 entries need about"),
+    ("build_document_index 2**40 epochs", lambda t, d: build_document_index([1, 2], 2**40, 1, False), InputError,
+     "document_index: 2199023255552 entries need about"),
+    ("build_gpt_indices uint64 sizes", lambda t, d: build_gpt_indices(np.array([U64_MAX, 3], np.uint64), 4, 1),
+     InputError, "sizes: expected values <= 9223372036854775807, got 18446744073709551615"),
     ("build_gpt_indices drop_last=False, empty last doc",
      lambda t, d: build_gpt_indices(np.array([4, 3, 0], np.int32), 4, 3, drop_last=False), InputError,
      "the last document of the shuffled document index (document 2) is empty"),

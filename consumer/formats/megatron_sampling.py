@@ -35,23 +35,27 @@ Notes on fidelity:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 
 from ..errors import InputError, short_repr
 
 __all__ = [
     "build_document_index",
+    "build_gpt_indices",
     "build_sample_index",
     "build_shuffle_index",
-    "build_gpt_indices",
     "num_epochs_for",
     "num_samples_before_last_epoch",
-    "separate_last_epoch_for",
     "sample_index_dtype",
+    "separate_last_epoch_for",
     "shuffle_index_dtype",
 ]
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
+_INT64_MAX = int(np.iinfo(np.int64).max)
 _UINT32_MAX = int(np.iinfo(np.uint32).max)
 _LAST_EPOCH_THRESHOLD = 0.80
 
@@ -75,17 +79,42 @@ def _extra(add_extra_token: bool | int) -> int:
     return int(add_extra_token)
 
 
-def _positive_int(value: object, name: str, minimum: int) -> int:
+def _flag(value: object, name: str) -> bool:
+    if not isinstance(value, bool | int | np.integer | np.bool_) or value not in (0, 1):
+        raise InputError(f"{name} must be a bool (or 0/1), got {short_repr(value)}")
+    return bool(value)
+
+
+def _positive_int(value: object, name: str, minimum: int, maximum: int = _INT64_MAX) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise InputError(f"{name} must be an int >= {minimum}, got {short_repr(value)}")
+    if value > maximum:
+        raise InputError(f"{name} must be an int in [{minimum}, {maximum}], got {int(value)}")
     return int(value)
 
 
 def _int_array(values: object, name: str) -> np.ndarray:
-    arr = np.asarray(values)
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError, OverflowError):
+        raise InputError(f"{name} must be a 1-D integer array, got {short_repr(values)}") from None
     if arr.ndim != 1 or (arr.size and (not np.issubdtype(arr.dtype, np.integer))):
         raise InputError(f"{name} must be a 1-D integer array, got {short_repr(values)}")
+    if arr.size and arr.dtype.kind == "u" and int(arr.max()) > _INT64_MAX:
+        raise InputError(f"{name}: expected values <= {_INT64_MAX}, got {int(arr.max())}")
     return arr
+
+
+@contextmanager
+def _allocating(what: str, count: int, bytes_per_item: int) -> Iterator[None]:
+    """Turn a MemoryError while building ``count`` items of ``what`` into an InputError giving the size."""
+    try:
+        yield
+    except MemoryError:
+        need = count * bytes_per_item
+        raise InputError(
+            f"{what}: {count} entries need about {need / 2**30:.1f} GiB, more than this machine can allocate"
+        ) from None
 
 
 # ------------------------------------------------------------------------------------ epochs
@@ -99,10 +128,16 @@ def num_epochs_for(
         return 1
     e = _extra(add_extra_token)
     tokens = _positive_int(tokens_per_epoch, "tokens_per_epoch", 1)
-    length = _positive_int(seq_length, "seq_length", 1)
+    length = _positive_int(seq_length, "seq_length", 1, _INT32_MAX)
     samples = _positive_int(num_samples, "num_samples", 0)
     needed = samples * length + e
-    return max(1, -(-needed // tokens))
+    epochs = max(1, -(-needed // tokens))
+    if epochs > _INT32_MAX:
+        raise InputError(
+            f"num_samples={samples} with seq_length={length} needs {epochs} epochs of {tokens} tokens; "
+            f"Megatron counts epochs in int32 (at most {_INT32_MAX})"
+        )
+    return epochs
 
 
 def num_samples_before_last_epoch(
@@ -165,7 +200,8 @@ def build_document_index(
         )
     rng = _rng(rng_or_seed)
     if not separate_last_epoch or epochs == 1:
-        document_index = np.tile(docs.astype(np.int32), epochs)
+        with _allocating("document_index", docs.size * epochs, 4):
+            document_index = np.tile(docs.astype(np.int32), epochs)
         rng.shuffle(document_index)
         return document_index
     first = build_document_index(docs, epochs - 1, rng, False)
@@ -211,8 +247,8 @@ def build_sample_index(
     """
     sizes_arr = _int_array(sizes, "sizes")
     doc_index = _int_array(document_index, "document_index")
-    length = _positive_int(seq_length, "seq_length", 2)
-    epochs = _positive_int(num_epochs, "num_epochs", 1)
+    length = _positive_int(seq_length, "seq_length", 2, _INT32_MAX)
+    epochs = _positive_int(num_epochs, "num_epochs", 1, _INT32_MAX)
     tokens = _positive_int(tokens_per_epoch, "tokens_per_epoch", 2)
     e = _extra(add_extra_token)
     if sizes_arr.size and int(sizes_arr.min()) < 0:
@@ -231,15 +267,16 @@ def build_sample_index(
             f"tokens_per_epoch * num_epochs: expected the stream's token count {total}, "
             f"got {tokens} * {epochs} = {tokens * epochs}"
         )
-    n = _sample_count(total, length, e, drop_last)
+    n = _sample_count(total, length, e, _flag(drop_last, "drop_last"))
     dtype = sample_index_dtype(doc_index.shape[0], int(sizes_arr.max()))
-    out = np.zeros((n + 1, 2), dtype=dtype)
-    ends = np.arange(1, n + 1, dtype=np.int64) * length  # flat start of sample k+1 = end of sample k
-    complete = ends + e <= total  # all but possibly the last row when drop_last=False
-    q = ends[complete]
-    d = np.searchsorted(starts, q + e, side="left") - 1  # first doc whose end reaches q + E
-    out[1 : 1 + q.shape[0], 0] = d
-    out[1 : 1 + q.shape[0], 1] = q - starts[d]
+    with _allocating("sample_index", n + 1, 2 * dtype.itemsize + 40):  # the index plus its temporaries
+        out = np.zeros((n + 1, 2), dtype=dtype)
+        ends = np.arange(1, n + 1, dtype=np.int64) * length  # flat start of sample k+1 = end of sample k
+        complete = ends + e <= total  # all but possibly the last row when drop_last=False
+        q = ends[complete]
+        d = np.searchsorted(starts, q + e, side="left") - 1  # first doc whose end reaches q + E
+        out[1 : 1 + q.shape[0], 0] = d
+        out[1 : 1 + q.shape[0], 1] = q - starts[d]
     if not complete.all():  # the C++ "ran out of documents" branch
         last = doc_index.shape[0] - 1
         out[-1] = (last, int(doc_sizes[last]) - e)
@@ -255,11 +292,12 @@ def build_shuffle_index(num_samples: int, total_size: int, rng_or_seed: int | Rn
     total = _positive_int(total_size, "total_size", first_n)
     rng = _rng(rng_or_seed)
     dtype = shuffle_index_dtype(total)
-    first = np.arange(first_n, dtype=dtype)
+    with _allocating("shuffle_index", total, 2 * dtype.itemsize):
+        first = np.arange(first_n, dtype=dtype)
+        last = np.arange(first_n, total, dtype=dtype) if first_n != total else None
     rng.shuffle(first)
-    if first_n == total:
+    if last is None:
         return first
-    last = np.arange(first_n, total, dtype=dtype)
     rng.shuffle(last)
     return np.concatenate((first, last))
 

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FormatError, InputError, SampleIndexError, short_repr
-from ..fileio import stat_regular
+from ..fileio import check_path, stat_regular
 
 __all__ = [
     "HEADER_SIZE",
@@ -573,9 +573,19 @@ def _read_header(path: Path, size: int, head: bytes) -> tuple[int, int]:
     return data_len, width
 
 
+def _as_path(path: object) -> Path:
+    """``path`` as a Path: InputError for a non-path, an empty path or a NUL byte."""
+    if not isinstance(path, str | os.PathLike):
+        raise InputError(f"path must be a path (str or os.PathLike), got {short_repr(path)}")
+    text = os.fsdecode(check_path(path, "path"))
+    if not text:
+        raise InputError("path must be a non-empty path, got ''")
+    return Path(text)
+
+
 def read_pbin(path: str | os.PathLike[str]) -> PbinFile:
     """Open and validate a ``.pbin``; tokens are memory-mapped (nothing mapped when data_len is 0)."""
-    file = Path(path)
+    file = _as_path(path)
     size = _file_size(file)
     with open(file, "rb") as f:
         head = f.read(HEADER_SIZE)
@@ -599,7 +609,11 @@ def read_pbin(path: str | os.PathLike[str]) -> PbinFile:
 
 
 def _as_tokens(tokens: object, width: int, i: int) -> np.ndarray:
-    arr = np.asarray(tokens)
+    try:
+        arr = np.asarray(tokens)
+    except (ValueError, TypeError, OverflowError):
+        raise InputError(f"documents[{i}] must be a 1-D array of integer token ids, got {short_repr(tokens)}") \
+            from None
     if arr.ndim != 1:
         raise InputError(f"documents[{i}] must be 1-D, got shape {arr.shape}")
     if arr.size == 0:
@@ -623,7 +637,7 @@ def write_pbin(path: str | os.PathLike[str], documents: Iterable[object], token_
     width = token_size_in_bytes
     if isinstance(width, bool) or width not in TOKEN_WIDTHS:
         raise InputError(f"token_size_in_bytes must be one of {list(TOKEN_WIDTHS)}, got {short_repr(width)}")
-    final = Path(path)
+    final = _as_path(path)
     directory = final.parent if str(final.parent) else Path(".")
     if not directory.is_dir():
         raise InputError(f"path: directory does not exist: {directory}")
