@@ -30,6 +30,8 @@ import os
 import sqlite3
 import time
 
+import numpy as np
+
 from .errors import QueryError, short_repr
 
 __all__ = ["ALLOWED_FUNCTIONS", "MAX_VALUE_BYTES", "PROGRESS_STEPS", "DatasetSQL", "Rows", "check_timeout"]
@@ -124,6 +126,15 @@ class _Watchdog:
         return 0
 
 
+def _plain_params(params: object) -> object:
+    """Numpy scalars as Python values: sqlite3 would bind ``numpy.int64(3)`` as an 8-byte blob, not as 3."""
+    if isinstance(params, dict):
+        return {k: v.item() if isinstance(v, np.generic) else v for k, v in params.items()}
+    if isinstance(params, (list, tuple)):
+        return [v.item() if isinstance(v, np.generic) else v for v in params]
+    return params
+
+
 def _fetch_at_most(cur: sqlite3.Cursor, max_rows: int, statement: str) -> list:
     rows: list = []
     while True:
@@ -188,9 +199,11 @@ class DatasetSQL:
         conn.set_authorizer(authorizer)
         conn.set_progress_handler(watchdog, PROGRESS_STEPS)
         try:
-            cur = conn.execute(statement, params)
+            cur = conn.execute(statement, _plain_params(params))
             rows = cur.fetchall() if max_rows is None else _fetch_at_most(cur, max_rows, statement)
             columns = [c[0] for c in cur.description or []]
+        except QueryError:  # max_rows
+            raise
         except sqlite3.DatabaseError as e:
             if watchdog.timed_out:
                 raise QueryError(f"statement stopped after the timeout of {seconds:g} s: "
@@ -201,7 +214,7 @@ class DatasetSQL:
                 raise QueryError(f"statement refused ({authorizer.refused or 'not authorized'}): "
                                  f"{short_repr(statement, 200)}") from None
             raise QueryError(f"SQL error in {short_repr(statement, 200)}: {e}") from None
-        except (sqlite3.ProgrammingError, sqlite3.Warning) as e:
+        except (sqlite3.Error, sqlite3.Warning, OverflowError, ValueError) as e:  # binding errors, bad text
             raise QueryError(f"SQL error in {short_repr(statement, 200)}: {e}") from None
         finally:
             conn.set_progress_handler(None, 0)

@@ -79,7 +79,7 @@ class Vocab:
 
     def tail(self, k: int) -> int:
         """Marker id announcing that the next token carries only ``k`` bytes (1 <= k < n_bytes)."""
-        if not 1 <= k < self.n_bytes:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k < self.n_bytes:
             raise InputError(f"tail length k must be in 1..{self.n_bytes - 1}, got {short_repr(k)}")
         return self.n_data + 4 + k
 
@@ -135,6 +135,8 @@ def bytes_to_ids(buf: np.ndarray, n_bytes: int) -> np.ndarray:
 
 def encode_bytes(data: bytes | bytearray | memoryview, vocab: Vocab) -> np.ndarray:
     """Token ids (int64) of ``data``: full big-endian tokens, then ``TAIL_k`` + padded tail if needed."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):  # bytes(10**10) would allocate 10 GB of zeros
+        raise InputError(f"data must be bytes, bytearray or memoryview, got {type(data).__name__}: {short_repr(data)}")
     nb = vocab.n_bytes
     raw = np.frombuffer(bytes(data), dtype=np.uint8)
     nfull, k = divmod(raw.size, nb)

@@ -213,3 +213,23 @@ def test_max_rows_stops_an_endless_result(sql: DatasetSQL) -> None:
         sql.query("SELECT * FROM files", max_rows=2)
     with pytest.raises(QueryError, match="max_rows must be an int >= 0 or None, got -1"):
         sql.query("SELECT 1", max_rows=-1)
+
+
+def test_numpy_parameters_bind_as_numbers(sql: DatasetSQL) -> None:
+    """sqlite3 alone binds numpy.int64(2) as an 8-byte blob (size > blob is always false): values are converted."""
+    assert sql.query("SELECT count(*) FROM files WHERE size > ?", (np.int64(1),)) == [(2,)]
+    assert sql.query("SELECT count(*) FROM files WHERE size > :s", {"s": np.uint8(2)}) == [(1,)]
+    assert sql.query("SELECT ?", [np.float32(0.5)]) == [(0.5,)]
+
+
+@pytest.mark.parametrize(("params", "needle"), [((2**70,), "too large"), (([1],), "Error binding parameter 1"),
+                                                ((1, 2), "Incorrect number of bindings")])
+def test_bad_parameters_are_query_errors(sql: DatasetSQL, params: object, needle: str) -> None:
+    with pytest.raises(QueryError, match="SQL error in 'SELECT ") as info:
+        sql.query("SELECT ?", params)
+    assert needle in str(info.value)
+
+
+def test_lone_surrogate_in_a_statement_is_a_query_error(sql: DatasetSQL) -> None:
+    with pytest.raises(QueryError, match="surrogates not allowed"):
+        sql.query("SELECT '\ud800'")
