@@ -59,7 +59,8 @@ PROGRESS_STEPS = 10_000
 """SQLite virtual-machine instructions between two checks of the timeout and of Ctrl-C."""
 
 MAX_VALUE_BYTES = 64 * 2**20
-"""Largest string or blob a user statement may build (SQLite's length limit while it runs)."""
+"""Largest string or blob a user statement may build (SQLite's length limit while it runs; Python >= 3.11)."""
+_LIMIT_LENGTH = getattr(sqlite3, "SQLITE_LIMIT_LENGTH", None) if hasattr(sqlite3.Connection, "setlimit") else None
 
 
 class Rows(list):
@@ -194,7 +195,7 @@ class DatasetSQL:
             raise QueryError(f"max_rows must be an int >= 0 or None, got {short_repr(max_rows)}")
         conn = self._connection()
         watchdog = _Watchdog(seconds)
-        old_length = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        old_length = conn.setlimit(_LIMIT_LENGTH, MAX_VALUE_BYTES) if _LIMIT_LENGTH is not None else None
         authorizer = _Authorizer()
         conn.set_authorizer(authorizer)
         conn.set_progress_handler(watchdog, PROGRESS_STEPS)
@@ -219,7 +220,8 @@ class DatasetSQL:
         finally:
             conn.set_progress_handler(None, 0)
             conn.set_authorizer(None)
-            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, old_length)
+            if old_length is not None:
+                conn.setlimit(_LIMIT_LENGTH, old_length)
         return Rows(rows, columns)
 
     def close(self) -> None:

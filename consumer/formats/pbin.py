@@ -413,12 +413,17 @@ class _IndexUnpickler:
 # CPython's C unpickler may load it (5x faster than the interpreter above); anything else goes to the latter.
 _CANONICAL_TOKENS = rb"K.|M..|J....|\x86|\x94|\(|e|a|\x95.{8}|\x8a(?:" + b"|".join(
     bytes([k]) + rb".{%d}" % k for k in range(1, 10)) + rb")"
-_CANONICAL_INDEX = re.compile(rb"\x80[\x04\x05](?:\x95.{8})?\]\x94(?:" + _CANONICAL_TOKENS + rb")*+\.", re.DOTALL)
+try:  # a possessive repeat (Python >= 3.11): one linear pass, no backtracking state
+    _CANONICAL_INDEX: re.Pattern[bytes] | None = re.compile(
+        rb"\x80[\x04\x05](?:\x95.{8})?\]\x94(?:" + _CANONICAL_TOKENS + rb")*+\.", re.DOTALL)
+except re.error:  # Python 3.10: a plain repeat would keep backtracking state per token, so no fast path
+    _CANONICAL_INDEX = None
 
 
 def _unpickle(data: bytes, what: str, max_units: int = MAX_PICKLE_UNITS, max_depth: int = MAX_PICKLE_DEPTH) -> object:
     """Load a pickle of plain data without executing anything and with bounded allocation (FormatError otherwise)."""
-    if len(data) <= max_units and _CANONICAL_INDEX.fullmatch(data):  # each byte adds at most 1 unit
+    if _CANONICAL_INDEX is not None and len(data) <= max_units and _CANONICAL_INDEX.fullmatch(data):
+        # each byte adds at most 1 unit, so the C unpickler stays within max_units too
         try:
             return pickle.loads(data)
         except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, AttributeError,
