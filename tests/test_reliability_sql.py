@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -76,20 +75,28 @@ def test_check_timeout_accepts_numbers() -> None:
 
 _SIGINT_CHILD = textwrap.dedent(
     """
-    import signal, sys
+    import inspect, signal, sys, threading, time
     signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with SIGINT ignored
     sys.path.insert(0, sys.argv[1])
     from tests.test_reliability_sql import RUNAWAY, _dataset_sql
+    from consumer.sql import DatasetSQL
     from pathlib import Path
     sql = _dataset_sql(Path(sys.argv[2]), sys.argv[3] == "file")
+    lines, first = inspect.getsourcelines(DatasetSQL.query)
+    in_sqlite = {first + i for i, line in enumerate(lines) if "conn.execute(" in line or "fetchall()" in line}
+    main = threading.main_thread().ident
 
-    def started(x):  # called by SQLite once the statement runs: only then may the parent send SIGINT
-        print("running", flush=True)
-        return x
+    def announce():  # "running" once the main thread waits inside SQLite (the sqlite3 module releases the GIL)
+        while True:
+            frame = sys._current_frames().get(main)
+            if frame is not None and frame.f_code.co_name == "query" and frame.f_lineno in in_sqlite:
+                print("running", flush=True)
+                return
+            time.sleep(0.005)
 
-    sql._connection().create_function("likely", 1, started)  # an allowed name, overridden in this test only
+    threading.Thread(target=announce, daemon=True).start()
     try:
-        sql.query(RUNAWAY.replace("SELECT 1", "SELECT likely(1)"))
+        sql.query(RUNAWAY)
     except KeyboardInterrupt as e:
         print("KeyboardInterrupt:", e, flush=True)
     """
@@ -104,7 +111,6 @@ def test_ctrl_c_interrupts_a_runaway_statement(tmp_path: Path, where: str) -> No
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root)
     try:
         assert proc.stdout.readline().strip() == "running"
-        time.sleep(0.3)  # let the one call of the marker function return: SIGINT must land in SQLite's loop
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
     finally:
