@@ -29,11 +29,11 @@ from .documents import DocumentTable, RemoteFiles, build_documents
 from .duplicates import catalog_sha256s, dedupe_plan
 from .errors import FileChangedError, InputError, short_repr
 from .filemeta import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from, libmagic_version
-from .index import SampleIndex, warn_if_padded
+from .index import AUTO_SEQLEN_CAP, SampleIndex, warn_if_padded
 from .ir import ClassFiles, Corpus, normalise, stat_files
 from .remote import class_layout, is_url, list_objects, local_path_of, stat_objects
-from .spec import Metadata, Spec, check_class_to_id
-from .validate import int_vector
+from .spec import Metadata, Spec
+from .validate import check_class_to_id, int_vector
 from .vocab import Vocab
 
 __all__ = ["Built", "build", "build_packed", "build_subset", "build_from_dict", "restore", "files_listing"]
@@ -97,7 +97,7 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
     paths, cls_list = corpus.flat()
     cls = np.asarray(cls_list, dtype=np.int64)
     remote = _remote(paths, storage_options, cache_root, remote_cache)
-    sizes, mtimes = (remote[1].sizes, remote[1].mtimes_ns) if remote else stat_files(paths)
+    sizes, mtimes = (remote[1].sizes, remote[1].mtimes_ns) if remote else stat_files(paths, [classes[c] for c in cls_list])
     catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
     report = None
     if spec.dedupe == "content":
@@ -114,6 +114,7 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
     key = None
     if cache_root and not callable(spec.metadata):
         key = cache_key({**spec.key_dict(), "max_header_bytes": MAX_HEADER_BYTES, "header_rules": HEADER_RULES_VERSION,
+                         "auto_seqlen_cap": AUTO_SEQLEN_CAP,
                          "consumer_version": __version__, "classes": classes,
                          "libmagic": libmagic_version() if spec.metadata else None,
                          "files_sha256": file_table_sha256(paths, cls, sizes, mtimes)})
@@ -235,9 +236,9 @@ def build_packed(prefix: Any, spec: Spec, verify: bool = False) -> Built:
     if verify:
         verify_packed(prefix)
     store, corpus, documents, metadata = open_store(prefix)
-    spec = spec.replace(n_bytes=store.vocab.n_bytes, metadata=metadata,
-                        class_to_id=store.sidecar["class_to_id"] if spec.class_to_id is None else spec.class_to_id)
-    spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, corpus.class_names))
+    where = "class_to_id" if spec.class_to_id is not None else f"class_to_id in {store.prefix}.consumer.json"
+    spec = spec.replace(n_bytes=store.vocab.n_bytes, metadata=metadata, class_to_id=check_class_to_id(
+        store.sidecar["class_to_id"] if spec.class_to_id is None else spec.class_to_id, corpus.class_names, where))
     requested = spec
     index = _index(spec, documents, len(corpus.classes))
     warn_if_padded(spec.seqlen, spec.style, index)

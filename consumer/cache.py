@@ -38,8 +38,8 @@ import warnings
 
 import numpy as np
 
-from .errors import ConsumerWarning, InputError, short_repr
-from .fileio import fsync_dir, is_temp_name, sha256_file, temp_path
+from .errors import ConsumerWarning, FormatError, InputError, short_repr
+from .fileio import fsync_dir, is_temp_name, load_json_bounded, sha256_file, temp_path
 
 __all__ = ["CACHE_FORMAT", "default_cache_dir", "check_cache_dir", "cache_key", "file_table_sha256",
            "save_entry", "load_entry", "list_entries", "clear"]
@@ -75,6 +75,11 @@ def check_cache_dir(cache_dir) -> str | None:
         path = os.path.abspath(os.path.expanduser(os.fspath(cache_dir)))
         if os.path.exists(path) and not os.path.isdir(path):
             raise InputError(f"cache_dir must be a directory, got the file {path!r}")
+        parent = os.path.dirname(path)
+        while parent and not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if parent and not os.path.isdir(parent):
+            raise InputError(f"cache_dir {path!r} cannot be a directory: {parent!r} is a file")
         return path
     raise InputError("cache_dir must be a directory path, None (default location) or False (in memory), "
                      f"got {short_repr(cache_dir)}")
@@ -180,8 +185,8 @@ def load_entry(root: str, key: str, skip: tuple[str, ...] = ()) -> tuple[dict[st
     Arrays named in ``skip`` are neither read nor verified (a caller that does not need them)."""
     folder = _entry_dir(root, key)
     try:
-        with open(os.path.join(folder, "description.json"), encoding="utf-8") as f:
-            desc = json.load(f)
+        with open(os.path.join(folder, "description.json"), "rb") as f:
+            desc = load_json_bounded(f.read(), os.path.join(folder, "description.json"))
         if not isinstance(desc, dict) or desc.get("cache_format") != CACHE_FORMAT or desc.get("key") != key \
                 or desc.get("checksum") != _checksum(desc):
             return None
@@ -199,7 +204,7 @@ def load_entry(root: str, key: str, skip: tuple[str, ...] = ()) -> tuple[dict[st
                 return None
             arrays[name] = arr
         return arrays, desc
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, FormatError):
         return None  # damaged or incomplete in any way: rebuilt by the caller, never served
 
 

@@ -19,11 +19,11 @@ from .frames import files_table
 from .queries import MaskConfig
 from .sampler import BatchCursor
 from .seeds import generator
-from .select import resolve, split_key
+from .select import as_sample_ids, resolve, split_key
 from .spec import Metadata, Spec, metadata_name
 from .split import split_file_ids
 from .sql import Rows
-from .validate import check_bool, int_vector
+from .validate import check_bool
 from .vocab import decode_ids
 
 __all__ = ["Consumer"]
@@ -145,7 +145,7 @@ class Consumer:
 
     def fetch(self, sample_ids: Any, query: Any = None, *, epoch: int = 0) -> dict:
         """The columns of ``query`` for these sample ids, as int64 tensors (``epoch`` varies the masks)."""
-        return to_tensors(self.fetch_numpy(int_vector("sample_ids", np.ravel(sample_ids)), query, epoch=epoch))
+        return to_tensors(self.fetch_numpy(as_sample_ids(sample_ids, len(self)), query, epoch=epoch))
 
     def fetch_numpy(self, sample_ids: np.ndarray, query: Any = None, *, epoch: int = 0,
                     width: int | None = None) -> dict[str, np.ndarray]:
@@ -198,9 +198,9 @@ class Consumer:
         """The file catalog (SQLite under ``cache_dir``, or in memory with ``cache_dir=False``)."""
         return self._session.catalog
 
-    def sql(self, statement: str, params: Any = ()) -> Rows:
-        """One read-only SQL statement over the view ``files`` (one row per file; columns in the user guide)."""
-        return self._session.query(statement, params)
+    def sql(self, statement: str, params: Any = (), *, timeout: float | None = None, max_rows: int | None = None) -> Rows:
+        """One read-only SQL statement over the view ``files`` (one row per file); ``timeout`` in seconds."""
+        return self._session.query(statement, params, timeout=timeout, max_rows=max_rows)
 
     def duplicates(self) -> list:
         """Groups of files with equal bytes (``.members``: file_id, path, class; ``.cross_class``)."""

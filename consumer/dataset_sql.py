@@ -77,8 +77,8 @@ class SQLSession:
             self._catalog = Catalog(os.path.join(self.cache_root, CATALOG_NAME) if self.cache_root else None)
         return self._catalog
 
-    def query(self, statement: str, params=()) -> Rows:
-        """Run one read-only statement over the ``files`` view."""
+    def query(self, statement: str, params=(), *, timeout: float | None = None, max_rows: int | None = None) -> Rows:
+        """Run one read-only statement over the ``files`` view (``timeout`` seconds, ``max_rows`` rows at most)."""
         if self._sql is None:
             docs = self.documents
             if docs.packed is not None:
@@ -98,7 +98,7 @@ class SQLSession:
             self._sql = DatasetSQL(catalog.path, None if catalog.path else catalog.connection,
                                    _view_rows(docs, self.index, self.classes, self.class_to_id),
                                    identity=(docs.doc_size, docs.doc_mtime), ensure_content=ensure)
-        return self._sql.query(statement, params)
+        return self._sql.query(statement, params, timeout=timeout, max_rows=max_rows)
 
     def duplicates(self) -> list[DuplicateGroup]:
         """Groups of files with equal content (sha256 from the catalog's content pass, run once per file)."""

@@ -7,11 +7,17 @@
   ``dir/.name.<12 hex>.tmp``: hidden, in the target directory (so ``os.replace`` is atomic), created
   exclusively. Writers fill it, fsync it and rename it into place, so a killed writer never leaves
   a file that looks complete; ``consumer cache clear`` recognises leftovers by that pattern.
+- :func:`check_path`: a path without NUL bytes (the OS cannot name such a file);
+- :func:`ensure_directory`: create a directory (``cache_dir``), turning "a parent is a file" and other
+  OS refusals into :class:`InputError` naming the path and the part that is in the way;
+- :func:`load_json_bounded`: JSON metadata (sidecars, descriptions) with a size and nesting cap, as
+  :class:`FormatError` naming the file, never ``RecursionError`` or a raw decoder error.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import secrets
@@ -19,20 +25,49 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import InputError
+import numpy as np
 
-__all__ = ["stat_regular", "temp_path", "is_temp_name", "open_temp", "discard", "fsync_dir", "atomic_write_bytes",
-           "sha256_file"]
+from .errors import FormatError, InputError, short_repr
+
+__all__ = [
+    "MAX_JSON_BYTES",
+    "MAX_JSON_DEPTH",
+    "atomic_write_bytes",
+    "check_path",
+    "ensure_directory",
+    "fsync_dir",
+    "load_json_bounded",
+    "sha256_file",
+    "stat_regular",
+    "temp_path",
+    "is_temp_name",
+    "open_temp",
+    "discard",
+]
+
+MAX_JSON_BYTES = 256 * 2**20
+"""Largest JSON metadata file :func:`load_json_bounded` reads by default (256 MiB)."""
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays/objects :func:`load_json_bounded` accepts by default."""
+
+
+def check_path(path: str | bytes | os.PathLike, what: str) -> str | bytes:
+    """``os.fspath(path)``, refusing a path with a NUL byte (InputError naming ``what`` and the path)."""
+    text = os.fspath(path)
+    if ("\x00" if isinstance(text, str) else b"\x00") in text:
+        raise InputError(f"{what}: a path cannot contain a NUL byte, got {short_repr(text)}")
+    return text
 
 
 def stat_regular(path: str | os.PathLike, what: str) -> os.stat_result:
     """``os.stat(path)``, raising :class:`InputError` (naming ``what`` and the path) unless it is a
     readable regular file."""
+    check_path(path, what)
     try:
         st = os.stat(path)
     except FileNotFoundError:
         raise InputError(f"{what}: file not found: {os.fspath(path)!r}") from None
-    except OSError as e:
+    except OSError as e:  # ELOOP (a symlink loop), EACCES on a parent, ENAMETOOLONG, ...
         raise InputError(f"{what}: cannot stat {os.fspath(path)!r}: {e.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"{what}: {os.fspath(path)!r} is a directory, not a regular file")
@@ -118,3 +153,82 @@ def sha256_file(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 22), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def ensure_directory(path: str | os.PathLike, what: str) -> str:
+    """Create directory ``path`` (and parents) if needed; return it as an absolute ``str``.
+
+    InputError naming ``what`` and the path when it cannot be a directory: a NUL byte, a part of it that
+    is a file (``NotADirectoryError``: the message names that part), no permission, a read-only file
+    system, a name too long.
+    """
+    text = os.path.abspath(os.fsdecode(check_path(path, what)))
+    try:
+        os.makedirs(text, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = _first_non_directory(text)
+        raise InputError(f"{what}: cannot use {text!r} as a directory: {blocker!r} is a file, not a directory") \
+            from None
+    except OSError as e:
+        raise InputError(f"{what}: cannot create the directory {text!r}: {e.strerror}") from None
+    return text
+
+
+def _first_non_directory(path: str) -> str:
+    """The first existing part of ``path`` (from the root down) that is not a directory."""
+    parts = []
+    head = path
+    while True:
+        parts.append(head)
+        parent = os.path.dirname(head)
+        if parent == head:
+            break
+        head = parent
+    for part in reversed(parts):
+        if os.path.lexists(part) and not os.path.isdir(part):
+            return part
+    return path
+
+
+def _json_depth(raw: bytes) -> int:
+    """Deepest nesting of ``[``/``{`` outside JSON strings, computed with numpy (no recursion, no loop per byte)."""
+    a = np.frombuffer(raw, dtype=np.uint8)
+    if a.size == 0:
+        return 0
+    idx = np.arange(a.size)
+    backslash = a == 0x5C
+    # length of the run of backslashes right before each byte: odd means the byte is escaped
+    last_plain = np.maximum.accumulate(np.where(backslash, -1, idx))
+    run_before = np.empty(a.size, dtype=np.int64)
+    run_before[0] = 0
+    run_before[1:] = idx[:-1] - last_plain[:-1]
+    quote = (a == 0x22) & (run_before % 2 == 0)
+    inside = (np.cumsum(quote) - quote) % 2 == 1  # quotes before this byte: odd means inside a string
+    step = np.zeros(a.size, dtype=np.int64)
+    step[((a == 0x5B) | (a == 0x7B)) & ~inside] = 1
+    step[((a == 0x5D) | (a == 0x7D)) & ~inside] = -1
+    return int(np.cumsum(step).max())
+
+
+def load_json_bounded(text: str | bytes, what: str, *, max_bytes: int = MAX_JSON_BYTES,
+                      max_depth: int = MAX_JSON_DEPTH) -> object:
+    """Parse JSON metadata; FormatError naming ``what`` (e.g. the file) for anything wrong with it.
+
+    Refused: more than ``max_bytes`` bytes, arrays/objects nested deeper than ``max_depth`` (checked
+    before parsing, so a deeply nested file never reaches the recursive decoder), bytes that are not
+    UTF-8, and invalid JSON (including integers too long for Python's int conversion).
+    """
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    if len(raw) > max_bytes:
+        raise FormatError(f"{what}: JSON of {len(raw)} bytes, more than the cap of {max_bytes} bytes")
+    depth = _json_depth(raw)
+    if depth > max_depth:
+        raise FormatError(f"{what}: JSON nested {depth} levels deep, more than the cap of {max_depth}")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise FormatError(f"{what}: not UTF-8 JSON: {e}") from None
+    except RecursionError:  # not reachable after the depth check; kept so no RecursionError can escape
+        raise FormatError(f"{what}: JSON nested too deeply") from None
+    except ValueError as e:  # JSONDecodeError, and int conversions past sys.get_int_max_str_digits()
+        raise FormatError(f"{what}: invalid JSON: {e}") from None

@@ -28,8 +28,10 @@ from functools import cached_property
 import numpy as np
 
 from .errors import ConsumerWarning, InputError, short_repr
+from .validate import check_int, int_vector
 
-__all__ = ["SampleIndex", "STYLES", "LONG_FILES", "build_index", "check_seqlen", "resolve_seqlen", "warn_if_padded"]
+__all__ = ["AUTO_SEQLEN_CAP", "LONG_FILES", "MAX_SEQLEN", "STYLES", "SampleIndex", "auto_seqlen", "build_index",
+           "check_seqlen", "resolve_seqlen", "warn_if_padded"]
 
 LONG_FILES = ("truncate", "windows", "crop")  # crop: like truncate, the window moved per epoch at fetch time
 
@@ -73,6 +75,20 @@ class SampleIndex:
         return np.repeat(starts, counts) + offsets, rows
 
 
+MAX_SEQLEN = 2**31 - 1
+"""Largest ``seqlen`` accepted (tokens per sample): positions fit int32, as in Megatron and most models."""
+AUTO_SEQLEN_CAP = 2**20
+"""Largest ``seqlen`` that ``seqlen="auto"`` picks (1,048,576 tokens: 8 MiB per int64 row). Longer
+documents are truncated (``diff`` with ``long_files="truncate"``) or windowed; pass an int to go higher."""
+
+
+def auto_seqlen(doc_len: np.ndarray) -> tuple[int, int]:
+    """``(seqlen, longest)`` for ``seqlen="auto"``: the longest document in tokens, capped at
+    :data:`AUTO_SEQLEN_CAP`. ``seqlen < longest`` tells the caller the cap applied (worth a warning)."""
+    longest = int(np.max(doc_len)) if np.size(doc_len) else 1
+    return min(max(longest, 1), AUTO_SEQLEN_CAP), longest
+
+
 _AUTO = re.compile(r"auto(?::p(\d+(?:\.\d+)?))?")
 SEQLEN_FORMS = ("a positive int, 'auto' (the longest document) or 'auto:pNN' (the NN-th percentile of document "
                 "lengths, 0 < NN <= 100)")
@@ -89,6 +105,8 @@ def check_seqlen(seqlen) -> int | str:
         return seqlen
     if isinstance(seqlen, bool) or not isinstance(seqlen, (int, np.integer)) or seqlen < 1:
         raise InputError(f"seqlen must be {SEQLEN_FORMS}, got {short_repr(seqlen)}")
+    if seqlen > MAX_SEQLEN:
+        raise InputError(f"seqlen must be at most {MAX_SEQLEN} tokens (2**31 - 1), got {short_repr(seqlen)}")
     return int(seqlen)
 
 
@@ -105,7 +123,7 @@ def resolve_seqlen(seqlen, doc_len: np.ndarray | None) -> int:
         return 1
     q = _AUTO.fullmatch(checked).group(1)
     if q is None:
-        return int(doc_len.max())
+        return auto_seqlen(doc_len)[0]
     return max(1, int(np.percentile(doc_len, float(q), method="inverted_cdf")))
 
 
@@ -192,7 +210,7 @@ def build_concat(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate"
 def build_diff(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") -> SampleIndex:
     """diff style: one padded sample per document (or consecutive windows of it with ``long_files="windows"``).
     ``"crop"`` indexes like ``"truncate"``; the reader moves each long file's window per epoch."""
-    if long_files not in LONG_FILES:
+    if not isinstance(long_files, str) or long_files not in LONG_FILES:
         raise InputError(f"long_files must be one of {LONG_FILES}, got {short_repr(long_files)}")
     n_docs = doc_len.size
     if long_files == "windows":
@@ -214,12 +232,16 @@ def build_index(style: str, doc_len: np.ndarray, doc_class: np.ndarray, n_classe
     ``doc_class`` must be non-decreasing (documents grouped by class, as :class:`~consumer.ir.Corpus` orders
     them). ``long_files`` applies to ``diff`` only.
     """
-    if style not in STYLES:
+    if not isinstance(style, str) or style not in STYLES:
         raise InputError(f"style must be one of {sorted(STYLES)}, got {short_repr(style)}")
-    if long_files not in LONG_FILES:
+    if not isinstance(long_files, str) or long_files not in LONG_FILES:
         raise InputError(f"long_files must be one of {LONG_FILES}, got {short_repr(long_files)}")
-    doc_len = np.asarray(doc_len, dtype=np.int64)
-    doc_class = np.asarray(doc_class, dtype=np.int64)
+    seqlen = resolve_seqlen(seqlen, None)
+    n_classes = check_int("n_classes", n_classes, 0)
+    doc_len = int_vector("doc_len", doc_len)
+    doc_class = int_vector("doc_class", doc_class, 0, n_classes - 1)
+    if doc_len.shape != doc_class.shape:
+        raise InputError(f"doc_len and doc_class must have the same length, got {doc_len.size} and {doc_class.size}")
     if doc_len.size and doc_len.min() < 1:
         raise InputError(f"doc_len must be >= 1 for every document, got {int(doc_len.min())}")
     if doc_class.size and np.any(np.diff(doc_class) < 0):

@@ -11,25 +11,31 @@ Accepted ``fps`` forms (``str`` and ``pathlib.Path`` paths alike):
 
 Every form is checked element by element (not only the first, as gperc did). Paths become absolute
 and normalised; classes are sorted by name and paths within a class by path, so the same files
-give the same :class:`Corpus` whatever the form. The same file twice is an error.
-:func:`stat_files` then checks the files with ``os.stat`` only (nothing is opened): missing files,
-directories, FIFOs, devices, sockets and unreadable files are refused before anything could block.
+give the same :class:`Corpus` whatever the form. The same path twice is an error, and so is a path with
+a NUL byte; a directory scan refuses entries it cannot classify (a symlink loop, no permission) with an
+:class:`InputError` naming them instead of skipping them.
+
+:func:`stat_files` then checks every file: ``os.stat`` first, so missing files, directories, FIFOs,
+devices and sockets are refused before anything could block; then one ``open`` (non-blocking, closed at
+once) proves it is readable, for root too. One file, one label: the same file reached under two paths
+(a symlink, a hard link) is refused by device and inode, naming both paths. A regular file that reports
+size 0 is probed for one byte: procfs/sysfs files (``/proc/self/status``) report 0 but have content, and
+are refused rather than read as empty.
 """
 
 from __future__ import annotations
 
 import os
-import stat
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from .errors import InputError, short_repr
-from .fileio import stat_regular
+from .fileio import check_path, stat_regular
 from .remote import expand_local, is_url, local_path_of
 
-__all__ = ["Corpus", "ClassFiles", "normalise", "stat_files", "DEFAULT_CLASS"]
+__all__ = ["DEFAULT_CLASS", "ClassFiles", "Corpus", "normalise", "stat_files"]
 
 DEFAULT_CLASS = "null"
 PathLike = (str, os.PathLike)
@@ -90,7 +96,7 @@ def _as_path(p: Any, where: str) -> str:
         if local is None:
             return p  # an object-storage or HTTP URL: kept as given (its listing and reads go through fsspec)
         p = local
-    s = os.fspath(expand_local(p))
+    s = check_path(expand_local(p), where)
     if isinstance(s, bytes):
         s = os.fsdecode(s)
     if not s:
@@ -104,12 +110,27 @@ def _as_class(c: Any, where: str) -> str:
     return c
 
 
+def _walk_error(error: OSError) -> None:
+    """``os.walk``'s ``onerror``: a folder that cannot be listed is an error, not a silently missing subtree."""
+    raise InputError(f"fps: cannot list the directory {error.filename!r}: {error.strerror}")
+
+
 def _scan_directory(root: str) -> dict[str, list[str]]:
     subdirs, files = [], []
-    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError as e:
+        raise InputError(f"fps: cannot list the directory {root!r}: {e.strerror}") from None
+    for entry in entries:
         if entry.name.startswith("."):
             continue
-        (subdirs if entry.is_dir() else files).append(entry)
+        try:
+            is_dir = entry.is_dir()
+            if not is_dir and entry.is_symlink():
+                os.stat(entry.path)  # a broken link or a symlink loop fails here, naming the entry below
+        except OSError as e:
+            raise InputError(f"fps: cannot read {entry.path!r} in the directory {root!r}: {e.strerror}") from None
+        (subdirs if is_dir else files).append(entry)
     if not subdirs:
         return {DEFAULT_CLASS: [e.path for e in files]}
     if files:
@@ -120,7 +141,7 @@ def _scan_directory(root: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for d in subdirs:
         found = []
-        for dirpath, dirnames, filenames in os.walk(d.path, followlinks=False):
+        for dirpath, dirnames, filenames in os.walk(d.path, onerror=_walk_error, followlinks=False):
             dirnames[:] = sorted(n for n in dirnames if not n.startswith("."))
             prefix = dirpath + os.sep  # dirpath comes from walking a normalised absolute path
             found.extend(prefix + f for f in filenames if not f.startswith("."))
@@ -202,29 +223,66 @@ def normalise(fps: Any) -> Corpus:
     return Corpus(classes=tuple(classes), form=form)
 
 
-def stat_files(paths: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def stat_files(paths: list[str], classes: list[str] | None = None, *,
+               check_open: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Sizes (bytes) and mtimes (ns) of ``paths``, refusing anything that is not a readable regular file.
 
-    Only ``os.stat`` is used, so a FIFO or a device is refused before anything could block on it.
+    Per file: ``os.stat`` (a FIFO or a device is refused before anything could block on it), then one
+    non-blocking ``open`` + ``close`` to prove readability (permission bits, ACLs, root without
+    ``CAP_DAC_OVERRIDE``, root-squashed mounts alike). Refused with :class:`InputError` naming the
+    path(s): the same file (device + inode) under two paths (``classes``, one name per path, only makes
+    the message name the labels), and a file that reports size 0 yet yields a byte (procfs/sysfs).
+
+    ``check_open`` (bool per path, default all True) limits the open to some files, e.g. those a catalog
+    has not seen with the same stat before: the open roughly doubles a warm reopen on slow file systems.
+    Files reporting size 0 are always opened and probed.
     """
     sizes = np.empty(len(paths), dtype=np.int64)
     mtimes = np.empty(len(paths), dtype=np.int64)
-    uid, groups = os.geteuid(), set(os.getgroups()) | {os.getegid()}
+    if check_open is not None:
+        check_open = np.asarray(check_open, dtype=bool)
+        if check_open.shape != (len(paths),):
+            raise InputError(f"check_open must hold one bool per path ({len(paths)}), got shape {check_open.shape}")
+    seen: dict[tuple[int, int], int] = {}
     for i, path in enumerate(paths):
         st = stat_regular(path, "fps")
-        if not _readable(st, uid, groups):
-            raise InputError(f"fps: {path!r} is not readable (permission denied)")
+        key = (st.st_dev, st.st_ino)
+        first = seen.setdefault(key, i) if st.st_ino else i  # st_ino 0: a file system without inode numbers
+        if first != i:
+            raise InputError(_same_file_message(paths, classes, first, i))
+        if check_open is None or st.st_size == 0 or check_open[i]:
+            _probe(path, st)
         sizes[i] = st.st_size
         mtimes[i] = st.st_mtime_ns
     return sizes, mtimes
 
 
-def _readable(st: os.stat_result, uid: int, groups: set[int]) -> bool:
-    """Read permission from the mode bits (no second system call per file; ACLs are not consulted)."""
-    if uid == 0:
-        return True
-    if st.st_uid == uid:
-        return bool(st.st_mode & stat.S_IRUSR)
-    if st.st_gid in groups:
-        return bool(st.st_mode & stat.S_IRGRP)
-    return bool(st.st_mode & stat.S_IROTH)
+def _same_file_message(paths: list[str], classes: list[str] | None, first: int, second: int) -> str:
+    labels = f" (classes {classes[first]!r} and {classes[second]!r})" if classes is not None else ""
+    return (f"fps: {paths[first]!r} and {paths[second]!r} are the same file (same device and inode: a symlink "
+            f"or a hard link){labels}; one file must appear once, with one label")
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+def _probe(path: str, st: os.stat_result) -> None:
+    """Open ``path`` once (readability); for a file reporting size 0, also read one byte."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except PermissionError:
+        raise InputError(f"fps: {path!r} is not readable (permission denied)") from None
+    except OSError as e:
+        raise InputError(f"fps: cannot open {path!r}: {e.strerror}") from None
+    try:
+        if st.st_size == 0:
+            try:
+                data = os.read(fd, 1)
+            except OSError as e:
+                raise InputError(f"fps: cannot read {path!r}: {e.strerror}") from None
+            if data:
+                raise InputError(
+                    f"fps: {path!r} reports size 0 but has content (a procfs/sysfs-like file whose size is not "
+                    "known in advance); refused rather than read as empty")
+    finally:
+        os.close(fd)

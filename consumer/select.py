@@ -13,7 +13,11 @@ Forms (gperc's I0–I6):
 
 Errors: an index out of range raises :class:`SampleIndexError` (an ``IndexError``); an unknown class
 or asking a class for more samples than it has raises :class:`SelectionError` (a ``KeyError``);
-an unsupported key type raises ``TypeError``. Every message names the bad value.
+an unsupported key type raises ``TypeError``. Every message names the bad value. Ranges are checked on
+the exact values before any cast to int64, so ``10**20`` or ``numpy.uint64(2**64 - 1)`` is out of range,
+never wrapped onto another sample.
+
+:func:`as_sample_ids` is the stricter form behind ``ds.fetch(sample_ids)``: integers in ``[0, n)`` only.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ import operator
 import numpy as np
 
 from .errors import InputError, SampleIndexError, SelectionError, short_repr
+from .validate import INT64_MAX, int_vector
 
-__all__ = ["split_key", "resolve", "NEXT"]
+__all__ = ["NEXT", "as_sample_ids", "resolve", "split_key"]
 
 NEXT = object()  # marker: "the next batch" (I0), resolved by the caller's batcher
 
@@ -69,14 +74,43 @@ def _check_range(ids: np.ndarray, n: int, what: str) -> np.ndarray:
 
 
 def _int_array(x, what: str) -> np.ndarray:
+    """A 1-D bool array, or int64 indices checked to fit int64 before the cast (out of range otherwise)."""
     if hasattr(x, "detach"):  # a torch tensor, without importing torch
         x = x.detach().cpu().numpy()
-    arr = np.asarray(x)
+    try:
+        arr = np.asarray(x)
+        if arr.dtype.kind in "fO" and isinstance(x, (list, tuple)) and all(_as_index(v) is not None for v in x):
+            arr = np.array([operator.index(v) for v in x], dtype=object)  # int mixed with uint64 became float64
+    except (ValueError, TypeError, OverflowError):
+        raise TypeError(f"{what}: expected a 1-D list/array of integers, got {short_repr(x)}") from None
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64)
-    if arr.ndim != 1 or not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_):
+    if arr.ndim == 1 and arr.dtype == np.bool_:
+        return arr
+    if arr.ndim == 1 and arr.dtype == object and all(_as_index(v) is not None for v in arr.tolist()):
+        values = [operator.index(v) for v in arr.tolist()]
+        big = next((v for v in values if not -INT64_MAX <= v <= INT64_MAX), None)
+        if big is not None:
+            raise SampleIndexError(f"{what}: index {big} out of range")
+        return np.array(values, dtype=np.int64)
+    if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
         raise TypeError(f"{what}: expected a 1-D list/array of integers, got {short_repr(x)}")
-    return arr
+    if arr.dtype.kind == "u" and int(arr.max()) > INT64_MAX:
+        raise SampleIndexError(f"{what}: index {int(arr.max())} out of range")
+    return arr.astype(np.int64, copy=False)
+
+
+def as_sample_ids(values, n: int) -> np.ndarray:
+    """Sample ids (int64) for ``ds.fetch``: one int or a 1-D sequence/array/tensor of ints in ``[0, n)``.
+
+    :class:`InputError` naming ``sample_ids`` and the value for floats (``0.5`` is not sample 0), bools,
+    other objects, or ids outside ``[0, n)`` (checked before any cast: ``2**64 - 1`` never becomes ``-1``).
+    """
+    if _as_index(values) is not None:
+        values = [values]
+    elif np.ndim(values) == 0 and not isinstance(values, (list, tuple)):
+        raise InputError(f"sample_ids must be an int or a 1-D sequence of ints, got {short_repr(values)}")
+    return int_vector("sample_ids", values, 0, n - 1)
 
 
 def resolve(selection, n: int, class_ptr: np.ndarray, class_names: list[str], rng: np.random.Generator) -> np.ndarray:
@@ -86,7 +120,9 @@ def resolve(selection, n: int, class_ptr: np.ndarray, class_names: list[str], rn
     """
     i = _as_index(selection)
     if i is not None:
-        return _check_range(np.array([i], dtype=np.int64), n, "ds[i]")
+        if not -n <= i < n:  # on the Python int: 10**20 is out of range, not an OverflowError
+            raise SampleIndexError(f"ds[i]: index {i} out of range for {n} samples")
+        return np.array([i + n if i < 0 else i], dtype=np.int64)
     if isinstance(selection, slice):
         if selection.step == 0:
             raise InputError(f"ds[{selection.start}:{selection.stop}:0]: slice step cannot be zero")
@@ -104,7 +140,7 @@ def resolve(selection, n: int, class_ptr: np.ndarray, class_names: list[str], rn
             if arr.size != n:
                 raise SampleIndexError(f"ds[mask]: boolean mask has length {arr.size}, expected {n}")
             return np.flatnonzero(arr).astype(np.int64)
-        return _check_range(arr.astype(np.int64), n, "ds[[...]]")
+        return _check_range(arr, n, "ds[[...]]")
     raise TypeError(
         f"unsupported selection {type(selection).__name__}: {short_repr(selection)}; use None, an int, "
         "a slice, a list of ints, {class: n} or {class: [indices]}")
@@ -131,7 +167,7 @@ def _resolve_dict(selection: dict, class_ptr: np.ndarray, class_names: list[str]
             arr = _int_array(want, f"class {name!r}")
             if arr.dtype == np.bool_:
                 raise TypeError(f"class {name!r}: expected indices, got a boolean array")
-            parts.append(lo + _check_range(arr.astype(np.int64), size, f"class {name!r}"))
+            parts.append(lo + _check_range(arr, size, f"class {name!r}"))
             continue
         raise TypeError(f"class {name!r}: value must be a count (int) or a list of indices, got {short_repr(want)}")
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

@@ -25,7 +25,7 @@ from .errors import InputError, short_repr
 from .filemeta import check_metadata
 from .index import LONG_FILES, STYLES, check_seqlen
 from .sampling import ConsumerSampling, MegatronSampling, Sampling, parse_sampling
-from .validate import check_choice, check_int, is_int
+from .validate import check_choice, check_class_to_id, check_int
 from .vocab import Vocab
 
 __all__ = ["Spec", "Metadata", "metadata_name", "check_class_to_id", "DEDUPE_MODES"]
@@ -38,28 +38,6 @@ Metadata = Union[str, None, Callable[[str], str]]
 def metadata_name(metadata: Metadata) -> str | None:
     """The JSON form of a header mode: its name, ``None``, or ``"callable"``."""
     return metadata if metadata is None or isinstance(metadata, str) else "callable"
-
-
-def check_class_to_id(class_to_id: Any, classes: list[str], where: str = "class_to_id") -> dict[str, int]:
-    """``class_to_id`` checked against ``classes`` (every class, distinct ids >= 0; extra classes allowed),
-    or the default (sorted class names get ``0 .. C-1``) when it is None."""
-    if class_to_id is None:
-        return {c: i for i, c in enumerate(classes)}
-    if not isinstance(class_to_id, dict):
-        raise InputError(f"{where} must be a dict {{class: int}}, got {short_repr(class_to_id)}")
-    missing = [c for c in classes if c not in class_to_id]
-    if missing:
-        raise InputError(f"{where} misses class(es) {missing}; it has {short_repr(sorted(map(str, class_to_id)))}")
-    out: dict[str, int] = {}
-    for c, i in class_to_id.items():
-        if not is_int(i) or i < 0 or i > np.iinfo(np.int64).max:
-            raise InputError(f"{where}[{c!r}] must be an int >= 0, got {short_repr(i)}")
-        out[c] = int(i)
-    ids = [out[c] for c in classes]
-    if len(set(ids)) != len(ids):
-        dup = sorted({i for i in ids if ids.count(i) > 1})
-        raise InputError(f"{where} gives the same id to several classes: duplicate ids {dup}")
-    return out
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ import numpy as np
 
 from .errors import InputError, short_repr
 
-__all__ = ["Vocab", "encode_bytes", "decode_ids", "bytes_to_ids", "n_content_tokens", "VALID_N_BYTES"]
+__all__ = ["VALID_N_BYTES", "Vocab", "bytes_to_ids", "decode_ids", "encode_bytes", "n_content_tokens"]
 
 VALID_N_BYTES = (1, 2, 3)
 _SPECIAL_NAMES = ("EOF", "PAD", "MASK", "CLS", "SEP")
@@ -79,7 +79,7 @@ class Vocab:
 
     def tail(self, k: int) -> int:
         """Marker id announcing that the next token carries only ``k`` bytes (1 <= k < n_bytes)."""
-        if not 1 <= k < self.n_bytes:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k < self.n_bytes:
             raise InputError(f"tail length k must be in 1..{self.n_bytes - 1}, got {short_repr(k)}")
         return self.n_data + 4 + k
 
@@ -135,6 +135,8 @@ def bytes_to_ids(buf: np.ndarray, n_bytes: int) -> np.ndarray:
 
 def encode_bytes(data: bytes | bytearray | memoryview, vocab: Vocab) -> np.ndarray:
     """Token ids (int64) of ``data``: full big-endian tokens, then ``TAIL_k`` + padded tail if needed."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):  # bytes(10**10) would allocate 10 GB of zeros
+        raise InputError(f"data must be bytes, bytearray or memoryview, got {type(data).__name__}: {short_repr(data)}")
     nb = vocab.n_bytes
     raw = np.frombuffer(bytes(data), dtype=np.uint8)
     nfull, k = divmod(raw.size, nb)
@@ -157,7 +159,8 @@ def decode_ids(ids, vocab: Vocab, *, specials: str = "skip") -> bytes:
     ``ids`` is any 1-D integer sequence (list, numpy array or torch tensor). Special tokens are
     dropped (``specials="skip"``) or rendered as ``<EOF>``, ``<PAD>``, ... (``specials="tags"``).
     A data token after ``TAIL_k`` contributes only its first ``k`` bytes. Ids outside
-    ``[0, vocab.size)`` raise :class:`InputError`. Fully vectorised.
+    ``[0, vocab.size)`` and non-integers (``1.7`` is not rounded to 1, ``True`` is not 1) raise
+    :class:`InputError`. Fully vectorised.
     """
     if specials not in _SPECIAL_MODES:
         raise InputError(f"specials must be one of {_SPECIAL_MODES}, got {short_repr(specials)}")
@@ -165,12 +168,31 @@ def decode_ids(ids, vocab: Vocab, *, specials: str = "skip") -> bytes:
         raise InputError(f"vocab must be a consumer.Vocab, got {short_repr(vocab)}")
     if hasattr(ids, "detach"):  # torch tensor, without importing torch
         ids = ids.detach().cpu().numpy()
-    arr = np.asarray(ids).astype(np.int64, copy=False).reshape(-1)
-    if arr.size == 0:
+    try:
+        raw = np.asarray(ids)
+        if raw.dtype.kind in "fO" and isinstance(ids, (list, tuple)) and all(
+                isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in ids):
+            raw = np.array([int(v) for v in ids], dtype=object)  # int mixed with uint64 became float64: exact
+    except (ValueError, TypeError, OverflowError):
+        raise InputError(f"ids must be a sequence of integer token ids, got {short_repr(ids)}") from None
+    raw = raw.reshape(-1)
+    if raw.size == 0:
         return b""
-    bad = (arr < 0) | (arr >= vocab.size)
+    if raw.dtype == object and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                                   for v in raw.tolist()):
+        values = raw.tolist()
+        outside = [v for v in values if not 0 <= v < vocab.size]
+        if outside:
+            raise InputError(f"ids contain values outside [0, {vocab.size}): {short_repr(outside[:5])}")
+        raw = np.array(values, dtype=np.int64)
+    if raw.dtype == np.bool_ or not np.issubdtype(raw.dtype, np.integer):
+        first = next((v for v in raw.tolist() if not isinstance(v, int) or isinstance(v, bool)), raw[0])
+        raise InputError(f"ids must be integer token ids (floats are not rounded, bools are refused), "
+                         f"got {short_repr(first)} (dtype {raw.dtype})")
+    bad = (raw < 0) | (raw >= vocab.size)  # on the original dtype: uint64 values never wrap
     if bad.any():
-        raise InputError(f"ids contain values outside [0, {vocab.size}): {short_repr(arr[bad][:5].tolist())}")
+        raise InputError(f"ids contain values outside [0, {vocab.size}): {short_repr(raw[bad][:5].tolist())}")
+    arr = raw.astype(np.int64)
     nb = vocab.n_bytes
     is_data = arr < vocab.n_data
     # bytes contributed per token: nb for data, k after a TAIL_k marker, tag length or 0 for specials

@@ -54,7 +54,32 @@ _HOMES = {
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 
-__all__ = sorted(_WHERE)
+__all__ = [
+    "FAIRSEQ",
+    "IndexedReader",
+    "IndexedWriter",
+    "MEGATRON",
+    "MMIndex",
+    "PbinFile",
+    "batch_by_size",
+    "build_document_index",
+    "build_gpt_indices",
+    "build_sample_index",
+    "build_shuffle_index",
+    "copy_ranges",
+    "load_index_pickle",
+    "merge",
+    "num_epochs_for",
+    "num_samples_before_last_epoch",
+    "optimal_dtype",
+    "read_index",
+    "read_pbin",
+    "sample_index_dtype",
+    "separate_last_epoch_for",
+    "shuffle_index_dtype",
+    "write_fairseq",
+    "write_pbin",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -26,10 +26,17 @@ Notes on fidelity:
   we compute the same ceiling exactly in integers. The two agree below 2**24 tokens; beyond, float32
   rounding can make Megatron drop (or, tripping its own assert, crash on) the last partial sample.
 * When the last document of ``document_index`` is empty and E=1, the "ran out" row's offset is
-  ``0 - 1 = -1``, exactly as the C++ stores it (reading it yields an empty final piece).
+  ``0 - 1 = -1``, exactly as the C++ stores it: :func:`build_sample_index` (the C++ equivalent) returns
+  it. Megatron-core's Python wrapper of the C++ then asserts ``sample_idx.min() >= 0``, so the pipeline
+  never uses such an index; :func:`build_gpt_indices` (the pipeline) refuses it the same way, with an
+  :class:`InputError` naming the case (``drop_last=False``, the extra token, an empty last document)
+  instead of an assertion.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -37,17 +44,18 @@ from ..errors import InputError, short_repr
 
 __all__ = [
     "build_document_index",
+    "build_gpt_indices",
     "build_sample_index",
     "build_shuffle_index",
-    "build_gpt_indices",
     "num_epochs_for",
     "num_samples_before_last_epoch",
-    "separate_last_epoch_for",
     "sample_index_dtype",
+    "separate_last_epoch_for",
     "shuffle_index_dtype",
 ]
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
+_INT64_MAX = int(np.iinfo(np.int64).max)
 _UINT32_MAX = int(np.iinfo(np.uint32).max)
 _LAST_EPOCH_THRESHOLD = 0.80
 
@@ -71,17 +79,42 @@ def _extra(add_extra_token: bool | int) -> int:
     return int(add_extra_token)
 
 
-def _positive_int(value: object, name: str, minimum: int) -> int:
+def _flag(value: object, name: str) -> bool:
+    if not isinstance(value, bool | int | np.integer | np.bool_) or value not in (0, 1):
+        raise InputError(f"{name} must be a bool (or 0/1), got {short_repr(value)}")
+    return bool(value)
+
+
+def _positive_int(value: object, name: str, minimum: int, maximum: int = _INT64_MAX) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise InputError(f"{name} must be an int >= {minimum}, got {short_repr(value)}")
+    if value > maximum:
+        raise InputError(f"{name} must be an int in [{minimum}, {maximum}], got {int(value)}")
     return int(value)
 
 
 def _int_array(values: object, name: str) -> np.ndarray:
-    arr = np.asarray(values)
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError, OverflowError):
+        raise InputError(f"{name} must be a 1-D integer array, got {short_repr(values)}") from None
     if arr.ndim != 1 or (arr.size and (not np.issubdtype(arr.dtype, np.integer))):
         raise InputError(f"{name} must be a 1-D integer array, got {short_repr(values)}")
+    if arr.size and arr.dtype.kind == "u" and int(arr.max()) > _INT64_MAX:
+        raise InputError(f"{name}: expected values <= {_INT64_MAX}, got {int(arr.max())}")
     return arr
+
+
+@contextmanager
+def _allocating(what: str, count: int, bytes_per_item: int) -> Iterator[None]:
+    """Turn a MemoryError while building ``count`` items of ``what`` into an InputError giving the size."""
+    try:
+        yield
+    except MemoryError:
+        need = count * bytes_per_item
+        raise InputError(
+            f"{what}: {count} entries need about {need / 2**30:.1f} GiB, more than this machine can allocate"
+        ) from None
 
 
 # ------------------------------------------------------------------------------------ epochs
@@ -95,10 +128,16 @@ def num_epochs_for(
         return 1
     e = _extra(add_extra_token)
     tokens = _positive_int(tokens_per_epoch, "tokens_per_epoch", 1)
-    length = _positive_int(seq_length, "seq_length", 1)
+    length = _positive_int(seq_length, "seq_length", 1, _INT32_MAX)
     samples = _positive_int(num_samples, "num_samples", 0)
     needed = samples * length + e
-    return max(1, -(-needed // tokens))
+    epochs = max(1, -(-needed // tokens))
+    if epochs > _INT32_MAX:
+        raise InputError(
+            f"num_samples={samples} with seq_length={length} needs {epochs} epochs of {tokens} tokens; "
+            f"Megatron counts epochs in int32 (at most {_INT32_MAX})"
+        )
+    return epochs
 
 
 def num_samples_before_last_epoch(
@@ -161,7 +200,8 @@ def build_document_index(
         )
     rng = _rng(rng_or_seed)
     if not separate_last_epoch or epochs == 1:
-        document_index = np.tile(docs.astype(np.int32), epochs)
+        with _allocating("document_index", docs.size * epochs, 4):
+            document_index = np.tile(docs.astype(np.int32), epochs)
         rng.shuffle(document_index)
         return document_index
     first = build_document_index(docs, epochs - 1, rng, False)
@@ -207,8 +247,8 @@ def build_sample_index(
     """
     sizes_arr = _int_array(sizes, "sizes")
     doc_index = _int_array(document_index, "document_index")
-    length = _positive_int(seq_length, "seq_length", 2)
-    epochs = _positive_int(num_epochs, "num_epochs", 1)
+    length = _positive_int(seq_length, "seq_length", 2, _INT32_MAX)
+    epochs = _positive_int(num_epochs, "num_epochs", 1, _INT32_MAX)
     tokens = _positive_int(tokens_per_epoch, "tokens_per_epoch", 2)
     e = _extra(add_extra_token)
     if sizes_arr.size and int(sizes_arr.min()) < 0:
@@ -227,15 +267,16 @@ def build_sample_index(
             f"tokens_per_epoch * num_epochs: expected the stream's token count {total}, "
             f"got {tokens} * {epochs} = {tokens * epochs}"
         )
-    n = _sample_count(total, length, e, drop_last)
+    n = _sample_count(total, length, e, _flag(drop_last, "drop_last"))
     dtype = sample_index_dtype(doc_index.shape[0], int(sizes_arr.max()))
-    out = np.zeros((n + 1, 2), dtype=dtype)
-    ends = np.arange(1, n + 1, dtype=np.int64) * length  # flat start of sample k+1 = end of sample k
-    complete = ends + e <= total  # all but possibly the last row when drop_last=False
-    q = ends[complete]
-    d = np.searchsorted(starts, q + e, side="left") - 1  # first doc whose end reaches q + E
-    out[1 : 1 + q.shape[0], 0] = d
-    out[1 : 1 + q.shape[0], 1] = q - starts[d]
+    with _allocating("sample_index", n + 1, 2 * dtype.itemsize + 40):  # the index plus its temporaries
+        out = np.zeros((n + 1, 2), dtype=dtype)
+        ends = np.arange(1, n + 1, dtype=np.int64) * length  # flat start of sample k+1 = end of sample k
+        complete = ends + e <= total  # all but possibly the last row when drop_last=False
+        q = ends[complete]
+        d = np.searchsorted(starts, q + e, side="left") - 1  # first doc whose end reaches q + E
+        out[1 : 1 + q.shape[0], 0] = d
+        out[1 : 1 + q.shape[0], 1] = q - starts[d]
     if not complete.all():  # the C++ "ran out of documents" branch
         last = doc_index.shape[0] - 1
         out[-1] = (last, int(doc_sizes[last]) - e)
@@ -251,11 +292,12 @@ def build_shuffle_index(num_samples: int, total_size: int, rng_or_seed: int | Rn
     total = _positive_int(total_size, "total_size", first_n)
     rng = _rng(rng_or_seed)
     dtype = shuffle_index_dtype(total)
-    first = np.arange(first_n, dtype=dtype)
+    with _allocating("shuffle_index", total, 2 * dtype.itemsize):
+        first = np.arange(first_n, dtype=dtype)
+        last = np.arange(first_n, total, dtype=dtype) if first_n != total else None
     rng.shuffle(first)
-    if first_n == total:
+    if last is None:
         return first
-    last = np.arange(first_n, total, dtype=dtype)
     rng.shuffle(last)
     return np.concatenate((first, last))
 
@@ -273,6 +315,8 @@ def build_gpt_indices(
 
     ``indices`` are the split's sequence ids (default: all of ``sizes``). One ``RandomState(seed)``
     shuffles the document index first, then the shuffle index, exactly as Megatron-core does.
+    InputError where Megatron-core asserts, including a negative end offset (``drop_last=False``, the
+    extra token and an empty last document; see the module notes).
     """
     sizes_arr = _int_array(sizes, "sizes")
     ids = np.arange(sizes_arr.shape[0]) if indices is None else _int_array(indices, "indices")
@@ -289,6 +333,14 @@ def build_gpt_indices(
     rng = _rng(seed, "seed")
     document_index = build_document_index(ids, epochs, rng, separate)
     sample_index = build_sample_index(sizes_arr, document_index, seq_length, epochs, tokens_per_epoch, drop_last, e)
+    if sample_index.size and int(sample_index[:, 1].min()) < 0:
+        last = int(document_index[-1])
+        raise InputError(
+            f"drop_last=False with add_extra_token=True: the last document of the shuffled document index "
+            f"(document {last}) is empty, so the last sample would end at offset -1; Megatron-core refuses this "
+            f"index (its build_sample_idx asserts offsets >= 0). Use drop_last=True, add_extra_token=False, or "
+            f"remove empty documents (sizes[{last}] = {int(sizes_arr[last])})"
+        )
     n = sample_index.shape[0] - 1
     first = num_samples_before_last_epoch(tokens_per_epoch, seq_length, epochs, e) if separate else n
     shuffle_index = build_shuffle_index(first, n, rng)

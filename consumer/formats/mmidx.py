@@ -60,7 +60,7 @@ from typing import IO, Iterable, Iterator, Sequence
 import numpy as np
 
 from ..errors import FormatError, InputError, SampleIndexError, short_repr
-from ..fileio import discard, fsync_dir, open_temp, stat_regular
+from ..fileio import check_path, discard, fsync_dir, open_temp, stat_regular
 from ..validate import int_vector, is_int
 
 __all__ = [
@@ -167,10 +167,18 @@ def _map_readonly(path: Path, size: int) -> np.ndarray:
     return np.memmap(path, dtype=np.uint8, mode="r", shape=(size,))
 
 
-def _prefix_paths(prefix: str | os.PathLike[str]) -> tuple[Path, Path]:
-    text = os.fspath(prefix)
+def _path_text(path: object, what: str) -> str:
+    """``path`` as text: InputError naming ``what`` for a non-path, an empty path or a NUL byte."""
+    if not isinstance(path, str | os.PathLike):
+        raise InputError(f"{what} must be a non-empty path, got {short_repr(path)}")
+    text = check_path(path, what)
     if not isinstance(text, str) or not text:
-        raise InputError(f"prefix must be a non-empty path, got {short_repr(prefix)}")
+        raise InputError(f"{what} must be a non-empty path, got {short_repr(path)}")
+    return text
+
+
+def _prefix_paths(prefix: str | os.PathLike[str]) -> tuple[Path, Path]:
+    text = _path_text(prefix, "prefix")
     return Path(text + ".idx"), Path(text + ".bin")
 
 
@@ -313,7 +321,7 @@ def read_index(idx_path: str | os.PathLike[str], *, multimodal: bool = False) ->
     Raises FormatError for a wrong magic, version or dtype code, a size that fits neither flavour,
     negative lengths, pointers that are not the cumulative lengths, or a malformed document index.
     """
-    path = Path(idx_path)
+    path = Path(_path_text(idx_path, "idx_path"))
     size = _regular_file_size(path, "idx_path")
     with open(path, "rb") as f:
         head = f.read(_MEGATRON_HEADER)
@@ -558,7 +566,10 @@ def _copy_ranges_gather(out: np.ndarray, tokens: np.ndarray, src: np.ndarray, cn
 
 def _as_tokens(tokens: object, dtype: np.dtype, name: str) -> np.ndarray:
     """Tokens as a contiguous little-endian array of ``dtype``; InputError for non-integers or out-of-range ids."""
-    arr = np.asarray(tokens)
+    try:
+        arr = np.asarray(tokens)
+    except (ValueError, TypeError, OverflowError):
+        raise InputError(f"{name} must be a 1-D array of integer token ids, got {short_repr(tokens)}") from None
     if arr.ndim != 1:
         raise InputError(f"{name} must be 1-D, got shape {arr.shape}")
     if arr.size == 0:

@@ -56,7 +56,6 @@ and every document's length are checked.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,7 +65,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import FormatError, InputError, short_repr
-from ..fileio import stat_regular
+from ..fileio import load_json_bounded, stat_regular
 from ..formats.mmidx import IndexedReader, IndexedWriter, optimal_dtype
 from ..formats.pbin import read_pbin, write_pbin
 from ..spec import Spec
@@ -310,10 +309,7 @@ def read_sidecar_file(prefix: Path) -> dict:
         hint = f"; temporary files of an interrupted pack exist: {temps[:4]}" if temps else ""
         raise InputError(f"prefix: no packed store at {str(prefix)!r}: expected {str(path)!r}, not found{hint}")
     stat_regular(path, "prefix (sidecar)")
-    try:
-        side = json.loads(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise FormatError(f"{path}: sidecar: expected a JSON object, got unparsable text ({e})") from None
+    side = load_json_bounded(path.read_bytes(), f"{path}: sidecar (expected a JSON object, got unparsable text)")
     if not isinstance(side, dict):
         raise FormatError(f"{path}: sidecar: expected a JSON object, got {type(side).__name__}")
     name = side.get("format")

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..documents import DocumentTable, PackedTokens, tokenise_headers
-from ..errors import FormatError, InputError, short_repr
+from ..errors import FormatError, InputError
 from ..ir import ClassFiles, Corpus
 from ..validate import check_int
 from ..vocab import Vocab, decode_ids
