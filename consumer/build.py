@@ -97,7 +97,9 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
     paths, cls_list = corpus.flat()
     cls = np.asarray(cls_list, dtype=np.int64)
     remote = _remote(paths, storage_options, cache_root, remote_cache)
-    sizes, mtimes = (remote[1].sizes, remote[1].mtimes_ns) if remote else stat_files(paths, [classes[c] for c in cls_list])
+    identity = None if remote else np.zeros((len(paths), 2), dtype=np.int64)
+    sizes, mtimes = (remote[1].sizes, remote[1].mtimes_ns) if remote else stat_files(
+        paths, [classes[c] for c in cls_list], identity=identity)
     catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
     report = None
     if spec.dedupe == "content":
@@ -105,6 +107,7 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
                            catalog_sha256s(catalog, paths, sizes, mtimes, verbose=verbose), sizes)
         keep = plan.keep
         paths, cls, sizes, mtimes = [paths[i] for i in keep.tolist()], cls[keep], sizes[keep], mtimes[keep]
+        identity = None if identity is None else identity[keep]
         kept = np.unique(cls)
         corpus = _corpus(corpus.class_names, kept, paths, cls, corpus.form)
         cls = np.searchsorted(kept, cls).astype(np.int64)
@@ -122,13 +125,16 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
     if entry is not None and cache_root and key:
         built = _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
         built.info["dedupe"], built.catalog = report, catalog if spec.dedupe else None
+        if identity is not None:
+            built.documents = replace(built.documents, doc_ident=identity)
         return _with_remote(built, remote)
     want = {"file": ("description",), "mime": ("mime",)}.get(spec.metadata, ()) \
         if isinstance(spec.metadata, str) else ()
     descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose,
                                        describe=remote[2] if remote else None)
     headers = headers_from(spec.metadata, paths, descriptions, mimes)
-    documents = build_documents(paths, cls, sizes, headers, vocab, with_header=spec.with_header, mtimes=mtimes)
+    documents = build_documents(paths, cls, sizes, headers, vocab, with_header=spec.with_header, mtimes=mtimes,
+                                identity=identity)
     index = _index(spec, documents, len(classes))
     spec = _resolved(spec, index, classes)
     built = Built(spec, corpus, documents, index, cache_root, _info("miss" if key else "off", key,

@@ -261,7 +261,7 @@ def _sql(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     ds = _open(args)
     calls = _describe_all(ds, args)
-    rows = ds.sql(args.statement)
+    rows = ds.sql(args.statement, timeout=args.timeout or None)
     if args.format == "json":
         print(json.dumps([{k: _cell(v) for k, v in r.items()} for r in rows.as_dicts()], indent=1, default=str))
     elif args.format == "csv":
@@ -468,6 +468,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_corpus_options(q)
     q.add_argument("statement", help='one SELECT statement over the view files, e.g. '
                                      '"SELECT class, count(*), sum(size) FROM files GROUP BY class"')
+    q.add_argument("--timeout", type=float, default=60.0,
+                   help="seconds the statement may run before it is stopped; 0 for no limit (default: %(default)s)")
     q.add_argument("--format", default="table", choices=["table", "csv", "json"],
                    help="output: an aligned table, CSV with a header row, or a JSON list of objects "
                         "(default: %(default)s)")

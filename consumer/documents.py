@@ -81,6 +81,7 @@ class DocumentTable:
     doc_mtime: np.ndarray = field(default_factory=lambda: _NO_MTIMES)  # [D] mtime (ns) at build; zeros when unknown
     packed: PackedTokens | None = None   # a packed store's tokens, or None: read the source files
     remote: RemoteFiles | None = None    # source files in object storage / over HTTP: read through fsspec
+    doc_ident: np.ndarray | None = None  # [D, 2] (device, inode) at build time, checked on every read; None: unknown
 
     def __post_init__(self) -> None:
         if self.doc_mtime is _NO_MTIMES or self.doc_mtime is None:
@@ -118,7 +119,8 @@ class DocumentTable:
                              doc_class=new_class[self.doc_class[ids]], doc_size=self.doc_size[ids],
                              doc_header=self.doc_header[ids], headers=self.headers, header_ptr=self.header_ptr,
                              header_tok=self.header_tok, with_header=self.with_header, doc_mtime=mtime[ids],
-                             packed=packed, remote=remote)
+                             packed=packed, remote=remote,
+                             doc_ident=None if self.doc_ident is None else self.doc_ident[ids])
 
     def header_text(self, doc: int) -> str:
         """The normalised header text of one document."""
@@ -126,7 +128,8 @@ class DocumentTable:
 
 
 def build_documents(paths: list[str], doc_class, sizes, header_texts: list[str], vocab: Vocab,
-                    with_header: bool, mtimes: np.ndarray | None = None) -> DocumentTable:
+                    with_header: bool, mtimes: np.ndarray | None = None,
+                    identity: np.ndarray | None = None) -> DocumentTable:
     """Assemble a :class:`DocumentTable`: tokenise each distinct header once, point files at them."""
     headers = sorted(set(header_texts)) if with_header else [""]
     lookup = {h: i for i, h in enumerate(headers)}
@@ -136,4 +139,5 @@ def build_documents(paths: list[str], doc_class, sizes, header_texts: list[str],
     return DocumentTable(vocab=vocab, paths=list(paths), doc_class=np.asarray(doc_class, dtype=np.int64),
                          doc_size=np.asarray(sizes, dtype=np.int64), doc_header=doc_header, headers=headers,
                          header_ptr=header_ptr, header_tok=header_tok, with_header=with_header,
-                         doc_mtime=_NO_MTIMES if mtimes is None else np.asarray(mtimes, dtype=np.int64))
+                         doc_mtime=_NO_MTIMES if mtimes is None else np.asarray(mtimes, dtype=np.int64),
+                         doc_ident=identity)

@@ -223,9 +223,14 @@ def normalise(fps: Any) -> Corpus:
     return Corpus(classes=tuple(classes), form=form)
 
 
-def stat_files(paths: list[str], classes: list[str] | None = None, *,
-               check_open: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Sizes (bytes) and mtimes (ns) of ``paths``, refusing anything that is not a readable regular file.
+def stat_files(paths: list[str], classes: list[str] | None = None, *, check_open: np.ndarray | None = None,
+               identity: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Sizes (bytes) and change stamps (ns) of ``paths``, refusing anything that is not a readable regular file.
+
+    The change stamp is ``max(st_mtime_ns, st_ctime_ns)``: the change time cannot be set back by users
+    (``touch -r`` restores an mtime, not a ctime), so a file rewritten in place with its size and mtime
+    restored still gets a new stamp. ``identity`` (an int64 ``[N, 2]`` array, filled when given) receives
+    each file's ``(device, inode)``, which the reader compares on every read.
 
     Per file: ``os.stat`` (a FIFO or a device is refused before anything could block on it), then one
     non-blocking ``open`` + ``close`` to prove readability (permission bits, ACLs, root without
@@ -253,7 +258,9 @@ def stat_files(paths: list[str], classes: list[str] | None = None, *,
         if check_open is None or st.st_size == 0 or check_open[i]:
             _probe(path, st)
         sizes[i] = st.st_size
-        mtimes[i] = st.st_mtime_ns
+        mtimes[i] = max(st.st_mtime_ns, st.st_ctime_ns)
+        if identity is not None:
+            identity[i] = (st.st_dev, st.st_ino)
     return sizes, mtimes
 
 

@@ -16,6 +16,7 @@ written. A file that became shorter than at build time raises :class:`FileChange
 from __future__ import annotations
 
 import os
+import stat
 
 import numpy as np
 
@@ -185,8 +186,11 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarra
                                            expected_sizes=docs.doc_size[d[need]])
         else:
             view = scratch.data
-            for g, qq, lo, n in zip(need.tolist(), q.tolist(), byte_lo[need].tolist(), n_bytes_read[need].tolist()):
-                _read_exact(paths[d[g]], view[qq:qq + n], lo)
+            dn = d[need]
+            sizes, stamps = docs.doc_size[dn].tolist(), docs.doc_mtime[dn].tolist()
+            idents = [None] * dn.size if docs.doc_ident is None else docs.doc_ident[dn].tolist()
+            for k, (qq, lo, n) in enumerate(zip(q.tolist(), byte_lo[need].tolist(), n_bytes_read[need].tolist())):
+                _read_exact(paths[dn[k]], view[qq:qq + n], lo, sizes[k], stamps[k], idents[k])
         ids = bytes_to_ids(scratch, nb)
         tok_q = q // nb
         n_full = (t1 - t0)[need]
@@ -200,15 +204,40 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarra
             flat[base[g] + cs[g] + nfull[g] + 1] = ids[tok_q[tails] + n_full[tails]]
 
 
-def _read_exact(path: str, into: memoryview, offset: int) -> None:
+def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list | None) -> None:
+    """The opened file must be the one indexed: a regular file of the same size, change stamp
+    (``max(mtime, ctime)``: users cannot set the ctime back) and, when known, device and inode."""
+    mode = st.st_mode
+    if not stat.S_ISREG(mode):
+        kind = "Is a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+        raise FileChangedError(f"cannot read {path!r}: {kind} now; it was a regular file at build time "
+                               "(replaced, or swapped for a link?)")
+    if st.st_size != size:
+        how = "shorter than at build time" if st.st_size < size else "longer than at build time (appended to?)"
+        raise FileChangedError(f"{path!r} is {how}: size {st.st_size} bytes, indexed {size}")
+    if ident is not None and ident[1] and (st.st_dev, st.st_ino) != tuple(ident):
+        raise FileChangedError(f"{path!r} changed since the build: it is another file now (device/inode "
+                               f"{st.st_dev}/{st.st_ino}, indexed {ident[0]}/{ident[1]}): replaced or swapped")
+    if stamp and max(st.st_mtime_ns, st.st_ctime_ns) != stamp:
+        raise FileChangedError(f"{path!r} changed since the build: modified at {max(st.st_mtime_ns, st.st_ctime_ns)} "
+                               f"ns, indexed {stamp} ns (rewritten in place?); rebuild the dataset")
+
+
+def _read_exact(path: str, into: memoryview, offset: int, size: int = -1, stamp: int = 0,
+                ident: list | None = None) -> None:
     """Fill ``into`` with the file's bytes from ``offset``: one ``preadv`` per call in practice, looping
-    for reads the kernel splits (over 2 GiB). Refuses (FileChangedError) a file that vanished, was
-    replaced by something that is not a regular file, or became too short."""
+    for reads the kernel splits (over 2 GiB). The opened descriptor is checked with one ``fstat`` against
+    what was indexed (``size``, ``stamp``, ``ident``; see :func:`_check_same`): FileChangedError naming the
+    path and what changed for a file rewritten, appended to, replaced or swapped for a link, and for a file
+    that vanished or became too short."""
     try:
         fd = os.open(path, _OPEN_FLAGS)  # O_NONBLOCK: a FIFO put in a file's place must not hang us
     except OSError as e:
         raise FileChangedError(f"cannot open {path!r} (it was readable at build time): {e.strerror}") from None
     try:
+        if size >= 0:
+            _check_same(path, os.fstat(fd), size, stamp, ident)
         done, n = 0, len(into)
         while done < n:
             try:

@@ -243,3 +243,12 @@ def test_info_reports_the_padding_share(corpus_dir, capsys):
     share = padding_share(ds.index)
     assert 0 < share < 1
     assert f"rows: {len(ds)} samples of 32 tokens, {share:.0%} of all row tokens are PAD" in out
+
+
+def test_sql_stops_a_runaway_statement_at_its_timeout(tmp_path, capsys):
+    from .conftest import write_corpus
+    root = tmp_path / "c"
+    write_corpus(root, {"cat": [10, 20]})
+    runaway = "WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r) SELECT count(*) FROM r"
+    assert main(["sql", str(root), runaway, "--timeout", "0.5", "--cache-dir", "off", "--quiet"]) == 2
+    assert "statement stopped after the timeout of 0.5 s" in capsys.readouterr().err
