@@ -237,7 +237,10 @@ def _read_exact(path: str, into: memoryview, offset: int, size: int = -1, stamp:
         raise FileChangedError(f"cannot open {path!r} (it was readable at build time): {e.strerror}") from None
     try:
         if size >= 0:
-            _check_same(path, os.fstat(fd), size, stamp, ident)
+            st = os.fstat(fd)
+            if st.st_size != size or (stamp and max(st.st_mtime_ns, st.st_ctime_ns) != stamp) or (
+                    ident is not None and st.st_ino != ident[1]) or not stat.S_ISREG(st.st_mode):
+                _check_same(path, st, size, stamp, ident)  # builds the message (or lets a benign case pass)
         done, n = 0, len(into)
         while done < n:
             try:
