@@ -167,7 +167,8 @@ def _remote(paths: list[str], storage_options: dict | None, cache_root: str | No
 
     if remote_cache is not None and cache_root is None:
         raise InputError("remote_cache needs a cache_dir (it lives there); got cache_dir=False")
-    reader = RemoteReader(storage_options, cache_dir=os.path.join(cache_root, "remote") if remote_cache else None,
+    reader = RemoteReader(storage_options, cache_dir=os.path.join(cache_root, "remote") if remote_cache and cache_root
+                          else None,
                           cache_bytes=remote_cache)
     listing = stat_objects(paths, storage_options)
     facts = {u: (s, e) for u, s, e in zip(listing.urls, listing.sizes.tolist(), listing.etags)}

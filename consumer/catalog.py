@@ -12,11 +12,11 @@ Layout (``<cache_dir>/catalog.sqlite``, or ``:memory:`` when caching is off)::
           entropy REAL, printable REAL, zeros REAL,  -- content statistics (consumer.content), NULL until
           histogram BLOB)                            --   computed; reset to NULL when the file changes
 
-It caches the expensive libmagic results: :meth:`Catalog.sync` runs libmagic only on files that are
-new, whose size or mtime changed, or that lack the column asked for (description or MIME type), and commits every chunk of files
-in its own transaction. A build killed part-way keeps what it committed; the next one continues
-from there and ends with the same rows as an uninterrupted build. Several processes may sync the
-same catalog at once (SQLite's locking, a busy timeout, idempotent upserts).
+It caches the expensive libmagic results: :meth:`Catalog.sync` runs libmagic only on files that
+are new, whose size or change stamp changed, or that lack the column asked for (description or MIME
+type), and commits every chunk of files in its own transaction. A build killed part-way keeps what it
+committed; the next one continues from there and ends with the same rows as an uninterrupted build.
+Several processes may sync the same catalog at once (SQLite's locking, a busy timeout, idempotent upserts).
 
 The content columns (sha256, entropy, printable, zeros, histogram; see :mod:`consumer.content`) are
 filled by :meth:`Catalog.ensure_content`, only for files that lack them or whose size or mtime changed;
@@ -32,7 +32,7 @@ import os
 import sqlite3
 import time
 import warnings
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 

@@ -12,8 +12,8 @@ from .build import Built, build, build_from_dict, build_packed, build_subset, re
 from .catalog import Catalog
 from .collate import to_tensors
 from .dataset_sql import SQLSession
-from .export import dataset_dict, dump_json, load_json
 from .display import repr_html, text_repr
+from .export import dataset_dict, dump_json, load_json
 from .fetch import Fetcher
 from .frames import files_table
 from .queries import MaskConfig
@@ -27,7 +27,6 @@ from .validate import check_bool
 from .vocab import decode_ids
 
 __all__ = ["Consumer"]
-
 _DEFAULT = object()  # "use the mode's default query"
 
 
@@ -42,8 +41,8 @@ class Consumer:
     ``verbose`` progress bars; ``long_files`` ``"truncate"``/``"windows"``; ``sampling`` ``"consumer"`` or
     ``"megatron"`` (Megatron-LM's GPT order); ``dedupe="content"`` drops later copies of equal files; URLs
     (``s3://``, ``https://``) take fsspec ``storage_options`` and an optional ``remote_cache="20GB"``.
-    Attributes: ``spec``, ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``, ``seqlen``,
-    ``files``, ``corpus``, ``documents``, ``index``, ``build_info``, ``mode`` and the ``spec``'s settings.
+    Attributes: ``spec`` (and its settings), ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``,
+    ``seqlen``, ``files``, ``corpus``, ``documents``, ``index``, ``build_info``, ``mode``.
     """
 
     mode: str | None  # the default query of bare selections (set_*_mode)
@@ -58,7 +57,7 @@ class Consumer:
                            storage_options=storage_options, remote_cache=remote_cache), verbose)
 
     @classmethod
-    def _from_built(cls, built: Built, verbose: bool = False) -> "Consumer":
+    def _from_built(cls, built: Built, verbose: bool = False) -> Consumer:
         self = cls.__new__(cls)
         self._attach(built, verbose)
         return self
@@ -84,7 +83,7 @@ class Consumer:
     @classmethod
     def from_packed(cls, prefix: Any, *, style: str = "diff", seqlen: int | str = "auto",
                     class_to_id: dict | None = None, seed: int = 4, long_files: str = "truncate",
-                    sampling: Any = "consumer", verify: bool = False) -> "Consumer":
+                    sampling: Any = "consumer", verify: bool = False) -> Consumer:
         """A store written by :meth:`pack`: the same tokens, memory-mapped; ``verify`` first reads all of it."""
         return cls._from_built(build_packed(prefix, Spec(style=style, seqlen=seqlen, long_files=long_files,
                                                          sampling=sampling, class_to_id=class_to_id, seed=seed),
@@ -92,23 +91,23 @@ class Consumer:
 
     @classmethod
     def from_dict(cls, d: Any, *, cache_dir: Any = None, verbose: bool = False,
-                  metadata: Metadata | None = None) -> "Consumer":
+                  metadata: Metadata | None = None) -> Consumer:
         """Rebuild the dataset a ``get_dict(include_files=True)`` (or its ``to_json`` text or file) describes."""
         return cls._from_built(build_from_dict(d if isinstance(d, dict) else load_json(d), cache_dir=cache_dir,
                                                verbose=verbose, metadata=metadata), verbose)
 
     from_json = from_dict
 
-    def subset(self, file_ids: Any) -> "Consumer":
+    def subset(self, file_ids: Any) -> Consumer:
         """A dataset over some of this one's files (``file_id`` values): same settings, tokens and row width."""
         return self._from_built(build_subset(self._built, file_ids, self._session.open_catalog), self.verbose)
 
-    def split(self, fractions: dict, *, seed: int | None = None) -> dict[str, "Consumer"]:
+    def split(self, fractions: dict, *, seed: int | None = None) -> dict[str, Consumer]:
         """Disjoint datasets by file, stratified per class, stable: ``ds.split({"train": 0.9, "val": 0.1})``."""
         ids = split_file_ids(self.files, self.documents.doc_class, fractions, self.seed if seed is None else seed)
         return {name: self.subset(part) for name, part in ids.items()}
 
-    def where(self, condition: str, params: Any = ()) -> "Consumer":
+    def where(self, condition: str, params: Any = ()) -> Consumer:
         """A new dataset over the files matching an SQL condition on the ``files`` view (see :meth:`sql`)."""
         return self.subset(self._session.file_ids_where(condition, params))
 
@@ -174,7 +173,6 @@ class Consumer:
     def dataloader(self, batch_size: int, **options: Any) -> Any:
         """A resumable torch DataLoader over this dataset (workers, class balance, ranks): see ``make_loader``."""
         from .loader import make_loader  # noqa: PLC0415  (torch loads only when a loader is made)
-
         return make_loader(self, batch_size, **options)
 
     def batches(self, epoch: int) -> list[np.ndarray]:
@@ -198,9 +196,9 @@ class Consumer:
         """The file catalog (SQLite under ``cache_dir``, or in memory with ``cache_dir=False``)."""
         return self._session.catalog
 
-    def sql(self, statement: str, params: Any = (), *, timeout: float | None = None, max_rows: int | None = None) -> Rows:
-        """One read-only SQL statement over the view ``files`` (one row per file); ``timeout`` in seconds."""
-        return self._session.query(statement, params, timeout=timeout, max_rows=max_rows)
+    def sql(self, statement: str, params: Any = (), **limits: Any) -> Rows:
+        """One read-only SQL statement over the view ``files``; limits: ``timeout=`` (s), ``max_rows=``."""
+        return self._session.query(statement, params, **limits)
 
     def duplicates(self) -> list:
         """Groups of files with equal bytes (``.members``: file_id, path, class; ``.cross_class``)."""
@@ -210,10 +208,10 @@ class Consumer:
         """Close the SQL and catalog connections (also done by ``with Consumer(...) as ds:``)."""
         self._session.close()
 
-    def __enter__(self) -> "Consumer":
+    def __enter__(self) -> Consumer:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: Any) -> None:  # closes the connections: ``with Consumer(...) as ds:``
         self.close()
 
     def get_dict(self, include_files: bool = False) -> dict:
@@ -228,7 +226,6 @@ class Consumer:
     def pack(self, prefix: Any, format: str = "megatron", *, verbose: bool | None = None, **options: Any) -> dict:
         """Write every document to a packed store (``"megatron"`` ``.bin/.idx`` or ``"modalities"`` ``.pbin``)."""
         from .packed.write import pack  # noqa: PLC0415  (the store modules load only when used)
-
         return pack(self.documents, self.classes, self.spec, prefix, format,
                     self.verbose if verbose is None else verbose, **options)
 

@@ -11,15 +11,15 @@ file table and headers, in an in-memory catalog.
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from .catalog import CATALOG_NAME, Catalog, display_path, path_key
 from .documents import DocumentTable
+from .duplicates import DuplicateGroup, catalog_sha256s, find_duplicates
 from .errors import QueryError, SelectionError, short_repr
 from .index import SampleIndex
-from .duplicates import DuplicateGroup, catalog_sha256s, find_duplicates
 from .sql import DatasetSQL, Rows, content_completer
 
 __all__ = ["SQLSession"]
@@ -32,7 +32,8 @@ def _view_rows(docs: DocumentTable, index: SampleIndex, classes: list[str], clas
     def rows() -> Iterator[tuple]:
         for i, (c, t, n) in enumerate(zip(docs.doc_class.tolist(), docs.doc_len.tolist(), per_doc_samples.tolist())):
             path = docs.paths[i]
-            yield (i, path_key(path), display_path(path), classes[c], class_to_id[classes[c]], docs.header_text(i), t, n)
+            name = classes[c]
+            yield (i, path_key(path), display_path(path), name, class_to_id[name], docs.header_text(i), t, n)
 
     return rows
 

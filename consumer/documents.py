@@ -110,10 +110,11 @@ class DocumentTable:
         """Total tokens of each document: header, SEP, content and EOF."""
         return self.content_start + self.content_len + 1
 
-    def subset(self, ids: np.ndarray, new_class: np.ndarray) -> "DocumentTable":
+    def subset(self, ids: np.ndarray, new_class: np.ndarray) -> DocumentTable:
         """The documents ``ids`` (sorted), classes renumbered through ``new_class`` (old index -> new)."""
         packed = None if self.packed is None else replace(self.packed, doc_ptr=self.packed.doc_ptr[ids])
-        remote = None if self.remote is None else replace(self.remote, etags=[self.remote.etags[i] for i in ids.tolist()])
+        remote = None if self.remote is None else replace(self.remote,
+                                                          etags=[self.remote.etags[i] for i in ids.tolist()])
         mtime = self.doc_mtime
         return DocumentTable(vocab=self.vocab, paths=[self.paths[i] for i in ids.tolist()],
                              doc_class=new_class[self.doc_class[ids]], doc_size=self.doc_size[ids],

@@ -77,7 +77,8 @@ class Fetcher:
         shift = None
         if self.crop:
             doc = self.index.seg_doc[first_seg]
-            shift = crop_offsets(self.seed, epoch, sample_ids, self.documents.doc_len[doc] - self.index.seg_len[first_seg])
+            room = self.documents.doc_len[doc] - self.index.seg_len[first_seg]
+            shift = crop_offsets(self.seed, epoch, sample_ids, room)
         tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking, runs=self._runs,
                                     width=width, shift=shift)
         if self.documents.packed is not None:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator, Sequence
 
 from .errors import InputError, MissingDependencyError, short_repr
 from .progress import progress_bar

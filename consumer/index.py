@@ -121,7 +121,8 @@ def resolve_seqlen(seqlen, doc_len: np.ndarray | None) -> int:
         raise InputError(f"seqlen={checked!r} needs the document lengths to be resolved")
     if not doc_len.size:
         return 1
-    q = _AUTO.fullmatch(checked).group(1)
+    match = _AUTO.fullmatch(checked)
+    q = match.group(1) if match else None
     if q is None:
         return auto_seqlen(doc_len)[0]
     return max(1, int(np.percentile(doc_len, float(q), method="inverted_cdf")))

@@ -92,9 +92,9 @@ def _as_path(p: Any, where: str) -> str:
     if not isinstance(p, PathLike):
         raise InputError(f"{where}: expected a path (str or os.PathLike), got {short_repr(p)}")
     if is_url(p):
-        local = local_path_of(p)
+        local = local_path_of(str(p))
         if local is None:
-            return p  # an object-storage or HTTP URL: kept as given (its listing and reads go through fsspec)
+            return str(p)  # an object-storage or HTTP URL: kept as given (listed and read through fsspec)
         p = local
     s = check_path(expand_local(p), where)
     if isinstance(s, bytes):
@@ -116,7 +116,8 @@ def _walk_error(error: OSError) -> None:
 
 
 def _scan_directory(root: str) -> dict[str, list[str]]:
-    subdirs, files = [], []
+    subdirs: list[os.DirEntry] = []
+    files: list[os.DirEntry] = []
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError as e:
@@ -140,7 +141,7 @@ def _scan_directory(root: str) -> dict[str, list[str]]:
             "move the files into a class folder or pass an explicit list")
     out: dict[str, list[str]] = {}
     for d in subdirs:
-        found = []
+        found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(d.path, onerror=_walk_error, followlinks=False):
             dirnames[:] = sorted(n for n in dirnames if not n.startswith("."))
             prefix = dirpath + os.sep  # dirpath comes from walking a normalised absolute path
@@ -152,7 +153,7 @@ def _scan_directory(root: str) -> dict[str, list[str]]:
 def _group(fps: Any) -> tuple[dict[str, list[str]], str]:
     """Group any accepted form into ``{class: [paths]}`` (unsorted, unchecked) and name the form."""
     if isinstance(fps, PathLike):
-        if is_url(fps) and local_path_of(fps) is None:
+        if is_url(fps) and local_path_of(str(fps)) is None:
             raise InputError(f"fps: a URL prefix is listed by the build (Consumer), not here: {fps!r}")
         root = _as_path(fps, "fps")
         if not os.path.isdir(root):

@@ -71,7 +71,7 @@ class MegatronSampling:
         return {"name": "megatron", "num_samples": self.num_samples, "add_extra_token": self.add_extra_token}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "MegatronSampling":
+    def from_dict(cls, d: dict) -> MegatronSampling:
         """The settings :meth:`to_dict` wrote."""
         return cls(num_samples=d.get("num_samples"), add_extra_token=d.get("add_extra_token", True))
 

@@ -22,8 +22,9 @@ All columns are numpy here (int64); :mod:`consumer.collate` turns them into tens
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, cast
+from typing import cast
 
 import numpy as np
 

@@ -56,7 +56,8 @@ def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
         if start.size == 0 or start.min() >= 0:
             if shift is not None:
                 start = start + shift
-            return _rows_from_runs(docs.packed.tokens, docs.vocab.pad, L, start, index.sample_tokens()[sample_ids]), None
+            lengths = index.sample_tokens()[sample_ids]
+            return _rows_from_runs(docs.packed.tokens, docs.vocab.pad, L, start, lengths), None
     segs, rows = index.segments_of(sample_ids)
     starts = index.seg_start[segs] if shift is None else index.seg_start[segs] + shift[rows]
     return read_segments(docs, (int(sample_ids.size), L), rows, index.seg_col[segs],

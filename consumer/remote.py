@@ -32,8 +32,9 @@ import email.utils
 import hashlib
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

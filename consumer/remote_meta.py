@@ -29,8 +29,9 @@ import os
 import struct
 import tempfile
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -47,9 +47,10 @@ import gc
 import hashlib
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -420,7 +421,7 @@ class RemoteReader:
             plan.append((i, keys))
         data: dict[str, bytes] = {}
         missing = []
-        for key, (i, bstart, blen) in blocks.items():
+        for key, (_i, _bstart, blen) in blocks.items():
             got = cache.get(key, blen)
             if got is None:
                 missing.append(key)

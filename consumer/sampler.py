@@ -10,8 +10,6 @@ global RNG is touched.
 
 from __future__ import annotations
 
-from typing import Union
-
 import numpy as np
 
 from .errors import InputError, short_repr
@@ -94,7 +92,7 @@ class EpochBatcher:
                 "position": self.position}
 
     @classmethod
-    def from_state_dict(cls, state: dict) -> "EpochBatcher":
+    def from_state_dict(cls, state: dict) -> EpochBatcher:
         """Rebuild a batcher from :meth:`state_dict` output (checked, with clear errors)."""
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION \
                 or state.get("kind", cls.kind) != cls.kind:
@@ -180,7 +178,7 @@ class TokenBudgetBatcher:
                 "epoch": self.epoch, "position": self.position}
 
     @classmethod
-    def from_state_dict(cls, state: dict, lengths: np.ndarray) -> "TokenBudgetBatcher":
+    def from_state_dict(cls, state: dict, lengths: np.ndarray) -> TokenBudgetBatcher:
         """Rebuild from :meth:`state_dict` output and the dataset's sample lengths."""
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION or state.get("kind") != cls.kind:
             raise InputError(f"state must be a token-batch state of version {STATE_VERSION}, got {short_repr(state)}")
@@ -195,7 +193,7 @@ class TokenBudgetBatcher:
         return b
 
 
-Batcher = Union[EpochBatcher, TokenBudgetBatcher]
+Batcher = EpochBatcher | TokenBudgetBatcher
 
 
 def batcher_from_state(state: dict, lengths: np.ndarray) -> Batcher:

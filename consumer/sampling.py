@@ -13,7 +13,7 @@ A sampling object is a small frozen value with ``name``, ``to_dict()``, ``check(
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +48,7 @@ class ConsumerSampling:
                            long_files=long_files)
 
 
-Sampling = Union[ConsumerSampling, MegatronSampling]
+Sampling = ConsumerSampling | MegatronSampling
 SAMPLINGS: dict[str, Any] = {"consumer": ConsumerSampling, "megatron": MegatronSampling}
 
 

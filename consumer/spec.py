@@ -16,8 +16,9 @@ validators into its own ``ValidationError``, while every bad argument must raise
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Union
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ __all__ = ["Spec", "Metadata", "metadata_name", "check_class_to_id", "DEDUPE_MOD
 
 DEDUPE_MODES = (None, "content")
 
-Metadata = Union[str, None, Callable[[str], str]]
+Metadata = str | None | Callable[[str], str]
 
 
 def metadata_name(metadata: Metadata) -> str | None:
@@ -92,17 +93,17 @@ class Spec:
         """Whether documents carry ``[header] SEP``."""
         return self.metadata is not None
 
-    def replace(self, **changes: Any) -> "Spec":
+    def replace(self, **changes: Any) -> Spec:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
-    def resolve(self, doc_len: np.ndarray, classes: list[str]) -> "Spec":
+    def resolve(self, doc_len: np.ndarray, classes: list[str]) -> Spec:
         """The spec with ``resolved_seqlen`` (rows' width for these documents) and a checked, complete
         ``class_to_id`` (the default when none was given)."""
         return self.replace(resolved_seqlen=self.sampling.row_width(self.seqlen, doc_len),
                             class_to_id=check_class_to_id(self.class_to_id, classes))
 
-    def for_subset(self) -> "Spec":
+    def for_subset(self) -> Spec:
         """The spec of a dataset over some of this one's files: same settings and row width."""
         if self.megatron or self.resolved_seqlen is None:
             return self
@@ -125,12 +126,13 @@ class Spec:
                 "dedupe": self.dedupe, "class_to_id": None if self.class_to_id is None else dict(self.class_to_id)}
 
     @classmethod
-    def from_dict(cls, d: dict, metadata: Metadata | None = None) -> "Spec":
+    def from_dict(cls, d: dict, metadata: Metadata | None = None) -> Spec:
         """The spec :meth:`to_dict` described (``get_dict()`` output works too). A ``"callable"`` header mode
         cannot be stored: pass the callable as ``metadata``."""
         if not isinstance(d, dict):
             raise InputError(f"spec must be a dict made by to_dict()/get_dict(), got {short_repr(d)}")
-        missing = [k for k in ("style", "n_bytes", "seqlen", "long_files", "sampling", "metadata", "seed") if k not in d]
+        needed = ("style", "n_bytes", "seqlen", "long_files", "sampling", "metadata", "seed")
+        missing = [k for k in needed if k not in d]
         if missing:
             raise InputError(f"spec misses {missing}; pass a dict made by to_dict()/get_dict()")
         mode = d["metadata"]

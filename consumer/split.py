@@ -62,7 +62,7 @@ def split_file_ids(paths: list[str], doc_class: np.ndarray, fractions: Any, seed
     return out
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
+def _splitmix64(x: Any) -> Any:
     with np.errstate(over="ignore"):
         x = x + np.uint64(0x9E3779B97F4A7C15)
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)

@@ -37,10 +37,10 @@ import math
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
-from collections.abc import Callable, Sequence
-
 
 from .content import named_content_columns
 from .errors import QueryError, short_repr
@@ -160,7 +160,7 @@ class _Watchdog:
         return 0
 
 
-def _plain_params(params: object) -> object:
+def _plain_params(params: Any) -> Any:
     """Numpy scalars as Python values: sqlite3 would bind ``numpy.int64(3)`` as an 8-byte blob, not as 3."""
     if isinstance(params, dict):
         return {k: v.item() if isinstance(v, np.generic) else v for k, v in params.items()}
@@ -206,8 +206,8 @@ class DatasetSQL:
         self._ensure_content = ensure_content
         self._content_ready = False
         self._errors = FunctionErrors()
-        self._conn = None
-        self._pid = None
+        self._conn: sqlite3.Connection | None = None
+        self._pid: int | None = None
 
     def _temp_rows(self):
         if self._identity is None:
@@ -224,8 +224,10 @@ class DatasetSQL:
         if self._catalog_path is not None:
             conn = sqlite3.connect(f"file:{self._catalog_path}?mode=ro", uri=True, timeout=60.0,
                                    check_same_thread=False)
-        else:
+        elif self._shared is not None:
             conn = self._shared
+        else:
+            raise QueryError("statement: this dataset has no catalog to query")
         conn.set_authorizer(None)
         conn.execute("DROP VIEW IF EXISTS temp.files")
         conn.execute("DROP TABLE IF EXISTS temp.dataset_files")
@@ -295,7 +297,7 @@ class DatasetSQL:
         finally:
             conn.set_progress_handler(None, 0)
             conn.set_authorizer(None)
-            if old_length is not None:
+            if old_length is not None and _LIMIT_LENGTH is not None:
                 conn.setlimit(_LIMIT_LENGTH, old_length)
         return Rows(rows, columns)
 

@@ -73,7 +73,7 @@ def check_int(name: str, value: object, minimum: int | None = None, maximum: int
     """
     if not _is_int(value):
         raise error(f"{name} must be {_bounds(minimum, maximum)}, got {short_repr(value)}")
-    out = int(value)  # type: ignore[arg-type]
+    out = int(value)  # type: ignore[call-overload]  # an integer: checked above
     if (minimum is not None and out < minimum) or (maximum is not None and out > maximum):
         raise error(f"{name} must be {_bounds(minimum, maximum)}, got {out}")
     return out

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The test command of the README: set up (idempotent), then run the whole test suite.
+# The test command of the README: set up (idempotent), then lint, type-check and run the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+.venv/bin/python -m ruff check consumer tests benchmarks examples
+.venv/bin/python -m mypy
 .venv/bin/python -m pytest -q "$@"

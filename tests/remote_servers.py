@@ -15,11 +15,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator
 
 __all__ = ["Faults", "FileServer", "moto_server", "file_server", "faulty_proxy", "free_port", "etag_of_bytes"]
 

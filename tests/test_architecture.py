@@ -25,7 +25,8 @@ LAYERS: dict[str, int] = {
     # 3: storage and the fetch steps
     "catalog": 3, "cache": 3, "sql": 3, "reader": 3, "select": 3, "queries": 3, "sampler": 3, "packed.layout": 3,
     # 4: assembling datasets, fetching, tensors
-    "fetch": 4, "dataset_sql": 4, "packed.open": 4, "packed.write": 4, "packed.verify": 4, "packed": 4, "build": 4, "export": 4,
+    "fetch": 4, "dataset_sql": 4, "packed.open": 4, "packed.write": 4, "packed.verify": 4, "packed": 4, "build": 4,
+    "export": 4,
     "collate": 4, "display": 4, "frames": 1, "plan": 3, "loader": 4, "split": 1,
     # 5: the facade; 6: the package face and the command line
     "consumer": 5, "__init__": 6, "__main__": 6, "cli": 6,
@@ -98,7 +99,7 @@ def test_one_home_per_heavy_dependency(library: str, home: set[str]) -> None:
 
 def test_import_consumer_loads_neither_torch_nor_the_store_modules() -> None:
     code = ("import sys, consumer; "
-            "print(sorted(m for m in ('torch', 'consumer.packed', 'consumer.formats.pbin', 'consumer.formats.fairseq_batching') "
-            "if m in sys.modules))")
+            "print(sorted(m for m in ('torch', 'consumer.packed', 'consumer.formats.pbin', "
+            "'consumer.formats.fairseq_batching') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -76,7 +76,7 @@ def test_a_statement_naming_a_content_column_computes_it_once(dataset):
     assert ensure.calls == 0 and all(r[-1] is None for r in star)  # '*' names no column: nothing read
     rows = sql.query("SELECT file_id, sha256, entropy, printable, zeros, histogram FROM files ORDER BY file_id")
     assert ensure.calls == 1
-    for (fid, sha, ent, prn, zer, hist), data in zip(rows, datas):
+    for (_fid, sha, ent, prn, zer, hist), data in zip(rows, datas):
         counts = np.bincount(np.frombuffer(data, dtype=np.uint8), minlength=256)
         assert sha == hashlib.sha256(data).hexdigest()
         assert hist == encode_histogram(counts)
@@ -128,7 +128,7 @@ def test_sql_functions_in_the_view(dataset):
     rows = sql.query("SELECT file_id, entropy, hist_entropy(histogram), hist_total(histogram), size, "
                      "hist_fraction(histogram, 48, 57), hist_count(histogram, 0, 0), hist_mode(histogram), "
                      "hist_json(histogram) FROM files ORDER BY file_id")
-    for (fid, ent, hent, total, size, digits, zeros, mode, js), data in zip(rows, datas):
+    for (_fid, ent, hent, total, size, digits, zeros, mode, js), data in zip(rows, datas):
         arr = np.frombuffer(data, dtype=np.uint8)
         assert hent == ent and total == size == len(data)
         assert digits == (np.count_nonzero((arr >= 48) & (arr <= 57)) / len(data) if data else 0.0)

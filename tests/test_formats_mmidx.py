@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest

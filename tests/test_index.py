@@ -74,8 +74,9 @@ def test_worked_example_from_gperc_docs():
     # the gperc docs' table: cat f1 137, f2 417, f3 139; dog f4 123, f5 52, f6 390; seqlen 128
     doc_len = np.array([137, 417, 139, 123, 52, 390])
     idx = build_index("concat", doc_len, np.array([0, 0, 0, 1, 1, 1]), 2, 128)
+    end = idx.seg_ptr[2]
     first = [(int(d), int(a), int(a + n)) for d, a, n in
-             zip(idx.seg_doc[idx.seg_ptr[0]:idx.seg_ptr[2]], idx.seg_start[:idx.seg_ptr[2]], idx.seg_len[:idx.seg_ptr[2]])]
+             zip(idx.seg_doc[idx.seg_ptr[0]:end], idx.seg_start[:end], idx.seg_len[:end])]
     assert first == [(0, 0, 128), (0, 128, 137), (1, 0, 119)]
     assert idx.samples_per_class().tolist() == [6, 5]
 

@@ -14,10 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from consumer import Consumer
+from consumer import Consumer, inspect_packed, merge_packed, open_packed, read_sidecar
 from consumer.errors import FileChangedError, FormatError, InputError
 from consumer.formats import IndexedReader, read_pbin
-from consumer import inspect_packed, merge_packed, open_packed, read_sidecar
 
 from .conftest import write_corpus
 

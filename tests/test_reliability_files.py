@@ -16,7 +16,8 @@ from consumer.fileio import _json_depth, check_path, ensure_directory, load_json
 from consumer.ir import stat_files
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(alphabet='[]{}"\\ab,:', max_size=6),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    | st.text(alphabet='[]{}"\\ab,:', max_size=6),
     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\k', max_size=3), c, max_size=3),
     max_leaves=30,
 )

@@ -8,7 +8,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -205,8 +204,9 @@ def test_a_catalog_claiming_a_schema_it_lacks_is_rebuilt(tmp_path):
 def test_a_full_disk_names_the_cache_dir_and_the_bytes_needed(tmp_path):
     """A tiny tmpfs would need privileges; RLIMIT_FSIZE makes every write past a few bytes fail with EFBIG,
     so ENOSPC is simulated where the kernel reports it: /dev/full."""
-    from consumer.cache import _write_error  # the policy shared by every cache write
     import errno
+
+    from consumer.cache import _write_error  # the policy shared by every cache write
 
     with pytest.raises(Exception) as info:
         _write_error("/data/cache", 12345, OSError(errno.ENOSPC, "No space left on device"))

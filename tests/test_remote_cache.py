@@ -4,6 +4,7 @@ the size bound holds, damaged blocks are detected and refetched, objects without
 from __future__ import annotations
 
 import os
+
 import numpy as np
 import pytest
 

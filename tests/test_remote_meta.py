@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from consumer.remote import list_objects, open_filesystem
 from consumer.errors import InputError
+from consumer.remote import list_objects, open_filesystem
 from consumer.remote_meta import describe_prefixes, elf_ranges, iter_describe_prefixes, plan_ranges
 from consumer.remote_read import RemoteReader
 

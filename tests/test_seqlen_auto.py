@@ -14,7 +14,6 @@ from consumer.errors import ConsumerWarning, InputError
 from consumer.index import build_index, check_seqlen, padding_share, resolve_seqlen, warn_if_padded
 
 
-
 @pytest.mark.parametrize("good", ["auto", "auto:p95", "auto:p50", "auto:p99.9", "auto:p100", "auto:p0.5", 1, 8192,
                                   np.int64(7)])
 def test_check_seqlen_accepts(good):

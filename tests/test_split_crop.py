@@ -76,8 +76,8 @@ def test_crop_serves_a_seeded_window_per_file_and_epoch(ds, tmp_path):
     crop.pack(tmp_path / "store")
     packed = Consumer.from_packed(tmp_path / "store", seqlen=32, long_files="crop", seed=7)
     for e in range(2):
-        a, b = crop.fetch_numpy(ids, ["input_array", "labels"], epoch=e), packed.fetch_numpy(ids, ["input_array", "labels"],
-                                                                                               epoch=e)
+        q = ["input_array", "labels"]
+        a, b = crop.fetch_numpy(ids, q, epoch=e), packed.fetch_numpy(ids, q, epoch=e)
         assert all(np.array_equal(a[k], b[k]) for k in a)
 
 
@@ -97,7 +97,8 @@ def test_a_dataset_built_in_memory_after_sql_pickles_small_and_feeds_spawn_worke
     assert len(blob) < 3 << 20
     clone = pickle.loads(blob)
     ids = np.arange(len(ds))
-    assert np.array_equal(clone.fetch_numpy(ids, "mlm", epoch=3)["labels"], ds.fetch_numpy(ids, "mlm", epoch=3)["labels"])
+    labels = clone.fetch_numpy(ids, "mlm", epoch=3)["labels"]
+    assert np.array_equal(labels, ds.fetch_numpy(ids, "mlm", epoch=3)["labels"])
     spawned = ds.dataloader(4, query=["sample_id", "input_array"], num_workers=1, multiprocessing_context="spawn")
     inline = ds.dataloader(4, query=["sample_id", "input_array"])
     got = [b["sample_id"].tolist() for b in spawned]

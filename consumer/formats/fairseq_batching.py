@@ -14,7 +14,7 @@ window that doubles until it contains the end: Python work per batch, never per 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -167,7 +167,7 @@ def separate_last_epoch_for(
         return False
     e = _extra(add_extra_token)
     length = _positive_int(seq_length, "seq_length", 1)
-    sans = num_samples_before_last_epoch(tokens_per_epoch, length, epochs, e)
+    sans = num_samples_before_last_epoch(tokens_per_epoch, length, epochs, bool(e))
     from_final = int(num_samples) - sans
     per_epoch = (int(tokens_per_epoch) - e) // length
     if not 0 <= from_final <= per_epoch + 1:
@@ -326,13 +326,14 @@ def build_gpt_indices(
     tokens_per_epoch = int(sizes_arr[ids].sum(dtype=np.int64))
     if tokens_per_epoch <= 1:
         raise InputError(f"sizes[indices]: expected more than 1 token per epoch, got {tokens_per_epoch}")
-    epochs = num_epochs_for(tokens_per_epoch, seq_length, num_samples, e)
-    separate = separate_last_epoch_for(tokens_per_epoch, seq_length, num_samples, epochs, e)
+    epochs = num_epochs_for(tokens_per_epoch, seq_length, num_samples, bool(e))
+    separate = separate_last_epoch_for(tokens_per_epoch, seq_length, num_samples, epochs, bool(e))
     if isinstance(seed, np.random.RandomState | np.random.Generator):
         raise InputError(f"seed must be an int (the pipeline creates its own RandomState), got {short_repr(seed)}")
     rng = _rng(seed, "seed")
     document_index = build_document_index(ids, epochs, rng, separate)
-    sample_index = build_sample_index(sizes_arr, document_index, seq_length, epochs, tokens_per_epoch, drop_last, e)
+    sample_index = build_sample_index(sizes_arr, document_index, seq_length, epochs, tokens_per_epoch, drop_last,
+                                      bool(e))
     if sample_index.size and int(sample_index[:, 1].min()) < 0:
         last = int(document_index[-1])
         raise InputError(
@@ -342,6 +343,6 @@ def build_gpt_indices(
             f"remove empty documents (sizes[{last}] = {int(sizes_arr[last])})"
         )
     n = sample_index.shape[0] - 1
-    first = num_samples_before_last_epoch(tokens_per_epoch, seq_length, epochs, e) if separate else n
+    first = num_samples_before_last_epoch(tokens_per_epoch, seq_length, epochs, bool(e)) if separate else n
     shuffle_index = build_shuffle_index(first, n, rng)
     return document_index, sample_index, shuffle_index

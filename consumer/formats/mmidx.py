@@ -52,10 +52,11 @@ import array
 import os
 import shutil
 import struct
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Iterable, Iterator, Sequence
+from typing import IO
 
 import numpy as np
 

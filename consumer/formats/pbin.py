@@ -396,10 +396,10 @@ class _IndexUnpickler:
                     f"expected a pickle of only lists, tuples and ints, got a reference to {ref} (at byte {at}); "
                     "refusing to load it (a pickle that names a callable can execute code)")
             else:
-                name = _OPNAME.get(op)
-                if name is None:
+                opname = _OPNAME.get(op)
+                if opname is None:
                     raise self._fail(at, f"unknown opcode {bytes([op])!r}")
-                kind = f"{_REFUSED_KIND[name]} (opcode {name})" if name in _REFUSED_KIND else f"opcode {name}"
+                kind = f"{_REFUSED_KIND[opname]} (opcode {opname})" if opname in _REFUSED_KIND else f"opcode {opname}"
                 raise self._fail(at, f"expected a list of (offset, length) tuples, got {kind}")
             units += 1
             if units > max_units:
@@ -604,9 +604,10 @@ def read_pbin(path: str | os.PathLike[str]) -> PbinFile:
     dtype = _DTYPES[width]
     count = data_len // width
     if count == 0:
-        data = np.empty(0, dtype=dtype)
+        data = np.empty(0, dtype=np.dtype(dtype))  # type: ignore[call-overload]
     else:
-        data = np.memmap(file, dtype=dtype, mode="r", offset=HEADER_SIZE, shape=(count,))
+        data = np.memmap(file, dtype=np.dtype(dtype), mode="r", offset=HEADER_SIZE,  # type: ignore[call-overload]
+                         shape=(count,))
     return PbinFile(file, data, index, width)
 
 
@@ -622,7 +623,7 @@ def _as_tokens(tokens: object, width: int, i: int) -> np.ndarray:
     if arr.ndim != 1:
         raise InputError(f"documents[{i}] must be 1-D, got shape {arr.shape}")
     if arr.size == 0:
-        return np.empty(0, dtype=_DTYPES[width])
+        return np.empty(0, dtype=np.dtype(_DTYPES[width]))  # type: ignore[call-overload]
     if not np.issubdtype(arr.dtype, np.integer):
         raise InputError(f"documents[{i}] must hold integers, got dtype {arr.dtype}")
     top = 256**width - 1
@@ -630,7 +631,7 @@ def _as_tokens(tokens: object, width: int, i: int) -> np.ndarray:
     if lo < 0 or hi > top:
         bad = lo if lo < 0 else hi
         raise InputError(f"documents[{i}]: token ids must be in [0, {top}] for width {width}, got {bad}")
-    return np.ascontiguousarray(arr, dtype=_DTYPES[width])
+    return np.ascontiguousarray(arr, dtype=np.dtype(_DTYPES[width]))  # type: ignore[call-overload]
 
 
 def write_pbin(path: str | os.PathLike[str], documents: Iterable[object], token_size_in_bytes: int,

@@ -57,9 +57,10 @@ and every document's length are checked.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -12,8 +12,8 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -26,8 +26,17 @@ from ..progress import progress_bar
 from ..reader import read_segments
 from ..spec import Spec, metadata_name
 from ..validate import check_bool, check_choice, check_int
-from .layout import (FORMATS, SIDECAR_SUFFIX, TABLE_SUFFIX, as_prefix, make_sidecar, store_dtype, store_suffixes,
-                     with_suffix, write_table)
+from .layout import (
+    FORMATS,
+    SIDECAR_SUFFIX,
+    TABLE_SUFFIX,
+    as_prefix,
+    make_sidecar,
+    store_dtype,
+    store_suffixes,
+    with_suffix,
+    write_table,
+)
 from .open import Store, load_store
 
 __all__ = ["pack", "merge_packed", "DEFAULT_CHUNK_TOKENS"]
