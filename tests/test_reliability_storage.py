@@ -230,3 +230,24 @@ def test_a_fetch_over_the_memory_budget_is_refused_before_allocating(tmp_path, m
     monkeypatch.setenv("CONSUMER_MAX_BATCH_BYTES", "lots")
     with pytest.raises(Exception, match="CONSUMER_MAX_BATCH_BYTES must be a positive number of bytes"):
         small.fetch_numpy(np.arange(2))
+
+
+def test_an_inflating_file_table_is_refused_before_it_inflates(tmp_path):
+    """A small .consumer.npz whose member declares (and holds) a huge array: refused from the zip header."""
+    import zipfile
+
+    fps = write_corpus(tmp_path / "data", SMALL)
+    prefix = tmp_path / "store"
+    Consumer(fps, cache_dir=False, **KW).pack(prefix)
+    table = tmp_path / "store.consumer.npz"
+    big = np.zeros(40_000_000, dtype=np.int64)  # 320 MB of zeros: compresses to about 0.3 MB
+    with zipfile.ZipFile(table, "a", compression=zipfile.ZIP_DEFLATED) as z:
+        with z.open("doc_size_extra.npy", "w", force_zip64=True) as f:
+            np.lib.format.write_array(f, big)
+    assert table.stat().st_size < 2 << 20
+    side_path = tmp_path / "store.consumer.json"
+    side = json.loads(side_path.read_text())
+    side["files"]["table"]["size"] = table.stat().st_size
+    side_path.write_text(json.dumps(side))
+    with pytest.raises(FormatError, match=r"file table member 'doc_size_extra.npy': expected at most \d+ bytes"):
+        Consumer.from_packed(prefix)

@@ -57,6 +57,7 @@ and every document's length are checked.
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,9 +213,30 @@ def write_table(path: Path, paths: Sequence[str], doc_class, doc_size, doc_heade
 
 
 
+_PATH_MAX = 4096  # bytes of one path at most (PATH_MAX), so the paths blob is bounded by the document count
+
+
+def _check_table_sizes(path: Path, n: int) -> None:
+    """Refuse a table whose members would inflate past what ``n`` documents can need, before inflating
+    anything: zipfile never produces more than a member's declared size, so declared sizes bound memory."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = z.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise FormatError(f"{path}: file table: expected an .npz of plain arrays, got an unreadable file "
+                          f"({type(e).__name__}: {e})") from None
+    caps = {"paths.npy": n * (_PATH_MAX + 1) + 4096}
+    for m in members:
+        cap = caps.get(m.filename, n * 8 + 4096)
+        if m.file_size > cap:
+            raise FormatError(f"{path}: file table member {m.filename!r}: expected at most {cap} bytes for {n} "
+                              f"documents, got {m.file_size} declared (refused before inflating)")
+
+
 def read_table(path: Path, side: dict) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
     """The file table (store order): paths, class index, size, header index, all checked."""
     n = side["documents"]
+    _check_table_sizes(path, n)
     try:
         with np.load(path, allow_pickle=False) as z:
             missing = [k for k in _TABLE_KEYS if k not in z.files]
