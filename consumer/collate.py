@@ -22,6 +22,8 @@ def _torch():
 
 
 def to_tensors(columns: dict[str, np.ndarray]) -> dict:
-    """Each numpy column as an int64 CPU torch tensor sharing its memory (made contiguous if needed)."""
+    """Each numpy column as a CPU torch tensor sharing its memory (made contiguous if needed): int64, or int32
+    for columns fetched with ``out_dtype=numpy.int32`` (``nn.Embedding`` takes both)."""
     torch = _torch()
-    return {name: torch.from_numpy(np.ascontiguousarray(arr, dtype=np.int64)) for name, arr in columns.items()}
+    return {name: torch.from_numpy(np.ascontiguousarray(arr, dtype=arr.dtype if arr.dtype == np.int32 else np.int64))
+            for name, arr in columns.items()}

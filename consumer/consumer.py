@@ -142,14 +142,15 @@ class Consumer:
         ids, epoch, width = self._cursor.next()
         return to_tensors(self.fetch_numpy(ids, query, epoch=epoch, width=width))
 
-    def fetch(self, sample_ids: Any, query: Any = None, *, epoch: int = 0) -> dict:
-        """The columns of ``query`` for these sample ids, as int64 tensors (``epoch`` varies the masks)."""
-        return to_tensors(self.fetch_numpy(as_sample_ids(sample_ids, len(self)), query, epoch=epoch))
+    def fetch(self, sample_ids: Any, query: Any = None, *, epoch: int = 0, out_dtype: Any = np.int64) -> dict:
+        """The columns of ``query`` for these sample ids, as tensors (``epoch`` varies the masks)."""
+        ids = as_sample_ids(sample_ids, len(self))
+        return to_tensors(self.fetch_numpy(ids, query, epoch=epoch, out_dtype=out_dtype))
 
-    def fetch_numpy(self, sample_ids: np.ndarray, query: Any = None, *, epoch: int = 0,
-                    width: int | None = None) -> dict[str, np.ndarray]:
-        """:meth:`fetch` as numpy arrays (no torch); ``width`` (>= the longest sample) narrows the rows."""
-        return self._fetcher.fetch(sample_ids, query, mask=self._mask, epoch=epoch, width=width)
+    def fetch_numpy(self, sample_ids: np.ndarray, query: Any = None, *, epoch: int = 0, width: int | None = None,
+                    out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
+        """:meth:`fetch` as numpy (``width`` narrows rows; ``out_dtype=numpy.int32`` halves the bytes written)."""
+        return self._fetcher.fetch(sample_ids, query, mask=self._mask, epoch=epoch, width=width, out_dtype=out_dtype)
 
     def document_tokens(self, file_id: int) -> np.ndarray:
         """The whole token stream of one file: header, SEP, content, EOF."""

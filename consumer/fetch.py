@@ -9,6 +9,7 @@ and holds no open resources.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,7 @@ class Fetcher:
         self._runs: np.ndarray | None = None  # packed stores: per-sample contiguous ranges, made on first use
 
     def fetch(self, sample_ids: np.ndarray, query=None, *, mask: MaskConfig, epoch: int = 0,
-              width: int | None = None) -> dict[str, np.ndarray]:
+              width: int | None = None, out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
         """The columns of ``query`` for ``sample_ids`` (int64, in order). ``epoch`` varies the masks;
         ``width`` (>= the longest selected sample) narrows the rows from ``seqlen``."""
         cols = columns_of(query)
@@ -64,6 +65,9 @@ class Fetcher:
             raise InputError(f"width={width} is narrower than the longest selected sample "
                              f"({int(self.index.sample_tokens()[sample_ids].max())} tokens)")
         masking = needs_masking(cols)
+        dtype = np.dtype(out_dtype) if out_dtype in (np.int64, np.int32, "int64", "int32") else None
+        if dtype is None:
+            raise InputError(f"out_dtype must be numpy.int64 or numpy.int32, got {short_repr(out_dtype)}")
         rows, width_ = int(sample_ids.size), self.index.seqlen if width is None else int(width)
         # token rows, content mask, masked copy and labels, attention mask: at most ~5 [B, L] int64 arrays at once
         need = rows * (width_ + 1) * 8 * (5 if masking else 2)
@@ -80,7 +84,7 @@ class Fetcher:
             room = self.documents.doc_len[doc] - self.index.seg_len[first_seg]
             shift = crop_offsets(self.seed, epoch, sample_ids, room)
         tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking, runs=self._runs,
-                                    width=width, shift=shift)
+                                    width=width, shift=shift, dtype=dtype)
         if self.documents.packed is not None:
             self._check_ids(tokens, sample_ids)
         return build_columns(
@@ -94,7 +98,7 @@ class Fetcher:
         """Ids read from a store must be < vocab.size (a flipped bit must not reach an embedding): one
         vectorised pass, negative ids caught too (as uint64 they are huge)."""
         size = self.documents.vocab.size
-        if tokens.size and int(tokens.reshape(-1).view(np.uint64).max()) >= size:
+        if tokens.size and int(tokens.reshape(-1).view(np.dtype(f"u{tokens.itemsize}")).max()) >= size:
             row = int(np.argmax(((tokens < 0) | (tokens >= size)).any(axis=1)))
             bad = tokens[row][(tokens[row] < 0) | (tokens[row] >= size)]
             packed = self.documents.packed

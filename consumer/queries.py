@@ -131,7 +131,7 @@ class Column:
 COLUMN_BUILDERS: dict[str, Column] = {
     "input_array": Column("[B, L] token ids (masked when output_tensor or labels is selected)",
                           lambda b: b.masked if b.masked is not None else b.tokens),
-    "attention_mask": Column("[B, L] 1 on real tokens, 0 on PAD", lambda b: (b.tokens != b.pad).astype(np.int64)),
+    "attention_mask": Column("[B, L] 1 on real tokens, 0 on PAD", lambda b: (b.tokens != b.pad).astype(b.tokens.dtype)),
     "class": Column("[B] class id of each sample (class_to_id)", lambda b: b.class_ids),
     "output_tensor": Column("[B, L] the unmasked token ids", lambda b: b.tokens),
     "labels": Column("[B, L] original id where masked, -100 elsewhere",
@@ -152,7 +152,7 @@ def build_columns(cols: tuple[str, ...], tokens: np.ndarray, content: np.ndarray
     ``rng_factory()`` returns the masking generator; it is only called when masking happens.
     """
     if cfg.add_cls:
-        tokens = np.concatenate([np.full((tokens.shape[0], 1), vocab.cls, dtype=np.int64), tokens], axis=1)
+        tokens = np.concatenate([np.full((tokens.shape[0], 1), vocab.cls, dtype=tokens.dtype), tokens], axis=1)
         if content is not None:
             content = np.concatenate([np.zeros((content.shape[0], 1), dtype=bool), content], axis=1)
     masked = chosen = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,8 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.nda
 
 def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
               content_mask: bool = False, runs: np.ndarray | None = None,
-              width: int | None = None, shift: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+              width: int | None = None, shift: np.ndarray | None = None,
+              dtype: Any = np.int64) -> tuple[np.ndarray, np.ndarray | None]:
     """Token rows ``[B, seqlen]`` (int64, PAD-filled) of ``sample_ids``, and optionally a content mask.
 
     The content mask is True exactly where a row holds a content token of a file (not header, SEP,
@@ -57,11 +59,11 @@ def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
             if shift is not None:
                 start = start + shift
             lengths = index.sample_tokens()[sample_ids]
-            return _rows_from_runs(docs.packed.tokens, docs.vocab.pad, L, start, lengths), None
+            return _rows_from_runs(docs.packed.tokens, docs.vocab.pad, L, start, lengths, dtype), None
     segs, rows = index.segments_of(sample_ids)
     starts = index.seg_start[segs] if shift is None else index.seg_start[segs] + shift[rows]
     return read_segments(docs, (int(sample_ids.size), L), rows, index.seg_col[segs],
-                         index.seg_doc[segs], starts, index.seg_len[segs], content_mask)
+                         index.seg_doc[segs], starts, index.seg_len[segs], content_mask, dtype)
 
 
 def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
@@ -77,8 +79,9 @@ def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
     return np.where(broken == 0, src[index.seg_ptr[:-1]], -1)
 
 
-def _rows_from_runs(tokens: np.ndarray, pad: int, L: int, start: np.ndarray, length: np.ndarray) -> np.ndarray:
-    out = np.empty((start.size, L), dtype=np.int64)
+def _rows_from_runs(tokens: np.ndarray, pad: int, L: int, start: np.ndarray, length: np.ndarray,
+                    dtype: Any = np.int64) -> np.ndarray:
+    out = np.empty((start.size, L), dtype=dtype)
     copy_ranges(out.reshape(-1), tokens, start, length, np.arange(start.size, dtype=np.int64) * L)
     _pad_tails(out, length, pad)
     return out
@@ -94,7 +97,7 @@ def _pad_tails(out: np.ndarray, row_len: np.ndarray, pad: int) -> None:
 
 def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray, cols: np.ndarray,
                   d: np.ndarray, a: np.ndarray, n: np.ndarray,
-                  content_mask: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+                  content_mask: bool = False, dtype: Any = np.int64) -> tuple[np.ndarray, np.ndarray | None]:
     """An int64 array of ``shape`` holding document token ranges, PAD everywhere else.
 
     Segment ``g`` copies tokens ``[a[g], a[g] + n[g])`` of document ``d[g]`` to row ``rows[g]`` from
@@ -108,7 +111,7 @@ def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray,
     # rows filled from column 0 without gaps (what the index produces) need PAD only after their end
     tiled = bool(np.all(rows[1:] >= rows[:-1]) and
                  np.array_equal(cols, np.cumsum(n) - n - (np.cumsum(row_len) - row_len)[rows]))
-    out = np.empty((B, L), dtype=np.int64) if tiled else np.full((B, L), docs.vocab.pad, dtype=np.int64)
+    out = np.empty((B, L), dtype=dtype) if tiled else np.full((B, L), docs.vocab.pad, dtype=dtype)
     flat = out.reshape(-1)
     if docs.packed is not None:
         _fill_packed(flat, docs.packed, d, a, n, base)

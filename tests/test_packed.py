@@ -437,3 +437,24 @@ def test_failed_pack_cleans_up_and_keeps_the_old_store(tmp_path: Path) -> None:
     assert {p: Path(p).read_bytes() for p in store_files(prefix)} == before
     assert sorted(os.listdir(tmp_path)) == ["data"] + sorted(os.path.basename(p) for p in before)
     assert len(Consumer.from_packed(prefix).files) == 4
+
+
+@pytest.mark.parametrize("source", ["raw", "packed"])
+def test_out_dtype_int32_gives_the_same_values_in_half_the_bytes(tmp_path: Path, source: str) -> None:
+    fps = write_corpus(tmp_path / "data", SMALL)
+    raw = Consumer(fps, style="concat", seqlen=37, cache_dir=False)
+    ds = raw
+    if source == "packed":
+        raw.pack(str(tmp_path / "s"))
+        ds = Consumer.from_packed(str(tmp_path / "s"), style="concat", seqlen=37)
+    ids = np.arange(len(ds))
+    for query, epoch in ((ALL_COLUMNS, 0), (None, 0), (["input_array", "labels", "attention_mask"], 2)):
+        wide = raw.fetch_numpy(ids, query, epoch=epoch)
+        narrow = ds.fetch_numpy(ids, query, epoch=epoch, out_dtype=np.int32)
+        for k in ("input_array", "labels", "output_tensor", "attention_mask"):
+            if k in narrow:
+                assert narrow[k].dtype == np.int32 and np.array_equal(narrow[k], wide[k]), k
+    tensors = ds.fetch(ids[:4], "mlm", out_dtype=np.int32)
+    assert str(tensors["input_array"].dtype) == "torch.int32" and tensors["input_array"].shape == (4, 37)
+    with pytest.raises(InputError, match="out_dtype must be numpy.int64 or numpy.int32"):
+        ds.fetch_numpy(ids, out_dtype=np.int16)
