@@ -362,3 +362,21 @@ def test_importing_consumer_does_not_import_torch(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, env=env,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+@pytest.mark.parametrize("threads", [0, 1, 3])
+def test_prefetch_threads_keep_the_stream_and_count_only_delivered_batches(ds, threads):
+    """Background read-ahead (the default in process) changes nothing a training loop can see: the same
+    batches, and a state taken mid-epoch that resumes at the next batch handed over, not at the last one read."""
+    reference = [b["sample_id"].tolist() for b in make_loader(ds, 5, query=["sample_id"], prefetch_threads=0)]
+    loader = make_loader(ds, 5, query=["sample_id"], prefetch_threads=threads)
+    got = []
+    for batch in loader:
+        got.append(batch["sample_id"].tolist())
+        if len(got) == 2:
+            state = loader.state_dict()
+            break
+    again = make_loader(ds, 5, query=["sample_id"], prefetch_threads=threads)
+    again.load_state_dict(state)
+    got += [b["sample_id"].tolist() for b in again]
+    assert got == reference and state["position"] == 2
