@@ -348,6 +348,24 @@ class Catalog:
                                "mime, sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
         self._conn.commit()
 
+    def merge_from(self, others: Sequence[str]) -> int:
+        """Copy the rows of other catalog files into this one (the shards of ``consumer index --shard``);
+        returns the rows copied. Each input is checked like any catalog (schema); a path in two inputs
+        keeps the last one's row."""
+        copied = 0
+        for other in others:
+            src = Catalog(other)
+            try:
+                rows = src.connection.execute("SELECT * FROM main.files").fetchall()
+            finally:
+                src.close()
+            if rows:
+                marks = ",".join("?" * len(rows[0]))
+                self._conn.executemany(f"INSERT OR REPLACE INTO main.files VALUES ({marks})", rows)
+                self._conn.commit()
+            copied += len(rows)
+        return copied
+
     def count(self) -> int:
         """Number of rows."""
         return int(self._conn.execute("SELECT count(*) FROM main.files").fetchone()[0])

@@ -38,6 +38,9 @@ __all__ = ["main", "stdlib_corpus", "content_summary"]
 _SEQLEN_HELP = ("tokens per sample: an int, 'auto' (the longest document) or 'auto:pNN' (the NN-th percentile "
                 "of document lengths, e.g. auto:p95)")
 _EXAMPLES = {
+    "merge": ("consumer merge packed/corpus packed/part0 packed/part1 packed/part2",
+              "joins 'consumer pack corpus/ packed/partI --shard I/3' (one per machine) into one store, byte for "
+              "byte the pack of the whole corpus; --catalogs joins cache directories of 'consumer index --shard'"),
     "demo": ("consumer demo --style concat --seqlen 1024 --n-bytes 1",
              "a Consumer over the Python standard library (one class per file type) and a decoded batch"),
     "index": ("consumer index corpus/ --seqlen 2048 --long-files windows",
@@ -121,6 +124,22 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
                       help="progress bars even when stderr is not a terminal, e.g. in a log (default: off)")
 
 
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        i, n = -1, 0
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"expected I/N with 0 <= I < N (e.g. 0/4), got {text!r}")
+    return i, n
+
+
+def _add_shard_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shard", type=_shard, default=None, metavar="I/N",
+                   help="handle only shard I of N of the files (a hash of each path); join the shards with "
+                        "'consumer merge' (default: all files)")
+
+
 def _subparser(sub, name: str, help_text: str) -> argparse.ArgumentParser:
     return sub.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".",
                           epilog=_example(name), formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -149,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=commands.demo)
     i = _subparser(sub, "index", "build or refresh the catalog and the sample index of a directory")
     _add_corpus_options(i)
+    _add_shard_option(i)
     i.set_defaults(func=commands.index)
     n = _subparser(sub, "info", "classes, files, bytes, samples, padding, top MIME types and file sizes of a directory")
     _add_corpus_options(n)
@@ -174,7 +194,14 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("prefix", help="output prefix: PREFIX.bin/.idx or PREFIX.pbin, plus PREFIX.consumer.json/.npz")
     k.add_argument("--format", default="megatron", choices=["megatron", "modalities"],
                    help="megatron: .bin/.idx readable by Megatron-LM; modalities: .pbin (default: %(default)s)")
+    _add_shard_option(k)
     k.set_defaults(func=commands.pack)
+    m = _subparser(sub, "merge", "join the packed stores (or, with --catalogs, the catalogs) of several shards")
+    m.add_argument("out", help="output prefix (stores) or cache directory (--catalogs)")
+    m.add_argument("inputs", nargs="+", help="the shards' prefixes, or their cache directories with --catalogs")
+    m.add_argument("--catalogs", action="store_true",
+                   help="merge the catalogs of these cache directories instead of packed stores (default: off)")
+    m.set_defaults(func=commands.merge)
     t = _subparser(sub, "inspect", "counts, dtype, classes and a decoded document of a packed store")
     t.add_argument("prefix", help="the prefix given to 'consumer pack' (PREFIX.bin/.idx or PREFIX.pbin)")
     t.add_argument("--tokens", type=_int_at_least(0), default=64,

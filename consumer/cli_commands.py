@@ -12,6 +12,7 @@ import sys
 import sysconfig
 import time
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from .errors import InputError
 from .index import padding_share
 
 __all__ = ["DEMO_TYPES", "stdlib_corpus", "content_summary", "demo", "index", "info", "sql", "cache", "pack",
-           "verify", "inspect"]
+           "verify", "inspect", "merge"]
 
 
 # file types of the demo corpus: class name -> extensions (every CPython install has most of them)
@@ -123,9 +124,52 @@ def _show_progress(args: argparse.Namespace) -> bool:
 def _open(args: argparse.Namespace):
     from . import Consumer  # noqa: PLC0415
 
-    return Consumer(_check_dir(args.dir), style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen,
+    fps: Any = _check_dir(args.dir)
+    class_to_id = None
+    if getattr(args, "shard", None):  # this machine's deterministic 1/N of the files, ids of the whole corpus
+        fps, class_to_id = _shard_of(fps, *args.shard)
+    return Consumer(fps, style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen, class_to_id=class_to_id,
                     long_files=args.long_files, metadata=None if args.metadata == "none" else args.metadata,
                     cache_dir=False if args.cache_dir == "off" else args.cache_dir, verbose=_show_progress(args))
+
+
+def _shard_of(root: str, i: int, n: int) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Shard ``i`` of ``n`` of a directory corpus (by a hash of each path: stable when files are added)
+    and the ``class_to_id`` of the whole corpus, so every shard numbers classes alike."""
+    from .ir import normalise  # noqa: PLC0415
+    from .remote import shard_of  # noqa: PLC0415
+
+    corpus = normalise(root)
+    paths, cls = corpus.flat()
+    mine = shard_of(paths, n) == i
+    out: dict[str, list[str]] = {}
+    for p, c, keep in zip(paths, cls, mine.tolist()):
+        if keep:
+            out.setdefault(corpus.class_names[c], []).append(p)
+    if not out:
+        raise InputError(f"--shard {i}/{n}: this shard holds no file of {root!r} ({len(paths)} files in all)")
+    return out, {c: k for k, c in enumerate(corpus.class_names)}
+
+
+def merge(args: argparse.Namespace) -> int:
+    """``consumer merge OUT IN...``: packed stores into one (corpus order), or ``--catalogs`` cache dirs."""
+    t0 = time.perf_counter()
+    if args.catalogs:
+        from .catalog import CATALOG_NAME, Catalog  # noqa: PLC0415
+
+        os.makedirs(args.out, exist_ok=True)
+        target = Catalog(os.path.join(args.out, CATALOG_NAME))
+        rows = target.merge_from([os.path.join(_check_dir(d, "IN"), CATALOG_NAME) for d in args.inputs])
+        print(f"merged {rows} catalog rows from {len(args.inputs)} catalogs into {args.out} "
+              f"({target.count()} rows), {time.perf_counter() - t0:.2f} s")
+        target.close()
+        return 0
+    from .packed import merge_packed  # noqa: PLC0415
+
+    summary = merge_packed(args.inputs, args.out)
+    print(f"merged {len(args.inputs)} stores: {summary['documents']} documents, {summary['tokens']} tokens into "
+          f"{summary['prefix']} in {summary['seconds']:.2f} s")
+    return 0
 
 
 def _describe_all(ds, args: argparse.Namespace) -> int:

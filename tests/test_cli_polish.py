@@ -37,7 +37,7 @@ def _flat(text: str) -> str:
 
 def test_every_option_of_every_subcommand_has_help_showing_its_default():
     subs = _subparsers(build_parser())
-    assert set(subs) == {"demo", "index", "info", "sql", "pack", "inspect", "verify", "cache"}
+    assert set(subs) == {"demo", "index", "info", "sql", "pack", "inspect", "verify", "merge", "cache"}
     for name, sub in subs.items():
         rendered = _flat(sub.format_help())
         formatter = sub._get_formatter()

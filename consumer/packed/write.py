@@ -21,7 +21,7 @@ from ..documents import DocumentTable
 from ..errors import InputError, short_repr
 from ..fileio import atomic_write_bytes, discard, fsync_dir, sha256_file, temp_path
 from ..filemeta import MAX_HEADER_BYTES
-from ..formats.mmidx import merge
+from ..formats.mmidx import IndexedWriter, merge
 from ..progress import progress_bar
 from ..reader import read_segments
 from ..spec import Spec, metadata_name
@@ -197,17 +197,20 @@ def _merged_class_to_id(stores: list[Store], classes: list[str]) -> dict[str, in
     return {c: out[c] for c in classes}
 
 
-def merge_packed(prefixes: Sequence, out_prefix) -> dict:
+def merge_packed(prefixes: Sequence, out_prefix, order_by: str = "corpus") -> dict:
     """Combine Megatron packed stores (e.g. made on different machines) into one store at ``out_prefix``.
 
     All inputs are fully validated first and must share ``n_bytes``, the metadata mode and the
-    header cap (InputError naming both values otherwise). ``.bin/.idx`` are concatenated with
-    :func:`consumer.formats.mmidx.merge` (a byte copy); header texts and classes are unioned and
-    re-numbered; file tables are concatenated (a path present in two stores is an InputError naming
-    it). ``.pbin`` stores are refused (InputError): convert them by opening and re-packing.
-    :func:`open_packed` sorts the merged table back into corpus order. Returns a summary like
+    header cap (InputError naming both values otherwise). Header texts and classes are unioned and
+    re-numbered; a path present in two stores is an InputError naming it. ``order_by="corpus"`` (default)
+    writes the documents in corpus order (class name, then path), so merging the stores packed by
+    ``consumer pack --shard i/N`` gives byte for byte the ``.bin/.idx`` and file table of one pack of
+    the whole corpus; ``order_by="inputs"`` concatenates the inputs as they are with
+    :func:`consumer.formats.mmidx.merge` (a byte copy). ``.pbin`` stores are refused (InputError):
+    convert them by opening and re-packing. Returns a summary like
     :func:`pack` (plus ``inputs``).
     """
+    check_choice("order_by", order_by, ["corpus", "inputs"])
     if isinstance(prefixes, (str, bytes, os.PathLike)) or not isinstance(prefixes, Sequence) or not prefixes:
         raise InputError(f"prefixes must be a non-empty list of store prefixes, got {short_repr(prefixes)}")
     final = as_prefix(out_prefix, "out_prefix", create=True)
@@ -256,11 +259,24 @@ def merge_packed(prefixes: Sequence, out_prefix) -> dict:
                            first["max_header_bytes"], headers, classes, _merged_class_to_id(stores, classes),
                            documents, tokens)
 
+    doc_class, doc_size, doc_header = (np.concatenate(parts_class), np.concatenate(parts_size),
+                                       np.concatenate(parts_header))
+    # corpus order (class name, then path): the merge of shards is byte for byte the single-machine pack
+    order = np.lexsort((np.array(paths, dtype=object).astype(str), doc_class)) if order_by == "corpus" \
+        else np.arange(documents)
+    sources = [(s.tokens, int(st), int(n)) for s in stores for st, n in zip(s.starts.tolist(), s.lengths.tolist())]
+
     def write(tmp: Path) -> None:
-        merge([str(s.prefix) for s in stores], str(tmp), atomic=False)
+        if order_by == "inputs":
+            merge([str(s.prefix) for s in stores], str(tmp), atomic=False)
+        else:
+            with IndexedWriter(str(tmp), dtype, atomic=False) as writer:
+                for i in order.tolist():
+                    tokens_, start, n = sources[i]
+                    writer.add_document(np.asarray(tokens_[start:start + n]))
         sidecar["tokens_sha256"] = sha256_file(with_suffix(tmp, ".bin"))
-        write_table(with_suffix(tmp, TABLE_SUFFIX), paths, np.concatenate(parts_class), np.concatenate(parts_size),
-                    np.concatenate(parts_header))
+        write_table(with_suffix(tmp, TABLE_SUFFIX), [paths[i] for i in order.tolist()], doc_class[order],
+                    doc_size[order], doc_header[order])
 
     files = _write_store(final, "megatron", write, sidecar)
     out = _summary(final, "megatron", dtype, files, documents, tokens,
