@@ -27,7 +27,7 @@ from .cache import cache_key, check_cache_dir, file_table_sha256, load_entry, sa
 from .catalog import CATALOG_NAME, Catalog
 from .documents import DocumentTable, RemoteFiles, build_documents
 from .duplicates import catalog_sha256s, dedupe_plan
-from .errors import FileChangedError, InputError, short_repr
+from .errors import ConsumerError, FileChangedError, InputError, RemoteError, short_repr
 from .filemeta import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from, libmagic_version
 from .index import AUTO_SEQLEN_CAP, SampleIndex, warn_if_padded
 from .ir import ClassFiles, Corpus, normalise, stat_files
@@ -96,13 +96,17 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
     spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, classes))
     paths, cls_list = corpus.flat()
     cls = np.asarray(cls_list, dtype=np.int64)
+    if spec.dedupe == "content" and any(is_url(p) for p in paths):
+        raise InputError("dedupe='content' reads every byte of local files; fps holds URLs (dedupe them locally "
+                         "or drop the setting)")
     remote = _remote(paths, storage_options, cache_root, remote_cache)
     identity = None if remote else np.zeros((len(paths), 2), dtype=np.int64)
     sizes, mtimes = (remote[1].sizes, remote[1].mtimes_ns) if remote else stat_files(
         paths, [classes[c] for c in cls_list], identity=identity)
-    catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
+    catalog = None
     report = None
     if spec.dedupe == "content":
+        catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
         plan = dedupe_plan(paths, [classes[c] for c in cls_list],
                            catalog_sha256s(catalog, paths, sizes, mtimes, verbose=verbose), sizes)
         keep = plan.keep
@@ -124,10 +128,12 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
     entry = load_entry(cache_root, key, skip=("paths",)) if cache_root and key else None
     if entry is not None and cache_root and key:
         built = _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
-        built.info["dedupe"], built.catalog = report, catalog if spec.dedupe else None
+        built.info["dedupe"], built.catalog = report, catalog
         if identity is not None:
             built.documents = replace(built.documents, doc_ident=identity)
         return _with_remote(built, remote)
+    if catalog is None:
+        catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
     want = {"file": ("description",), "mime": ("mime",)}.get(spec.metadata, ()) \
         if isinstance(spec.metadata, str) else ()
     descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose,
@@ -146,7 +152,8 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
         cache_root, key, arrays,
         {"spec": spec.key_dict(), "seqlen": index.seqlen, "headers": documents.headers, "classes": classes,
          "form": corpus.form, "files": len(documents), "samples": len(index)})
-    built.recipe = ("cached", cache_root, key, spec) if saved else ("arrays", spec, corpus, documents, index)
+    built.recipe = ("cached", cache_root, key, spec, corpus.form) if saved else (
+        "arrays", _picklable(spec), corpus, documents, index)
     return _with_remote(built, remote)
 
 
@@ -170,7 +177,12 @@ def _remote(paths: list[str], storage_options: dict | None, cache_root: str | No
     reader = RemoteReader(storage_options, cache_dir=os.path.join(cache_root, "remote") if remote_cache and cache_root
                           else None,
                           cache_bytes=remote_cache)
-    listing = stat_objects(paths, storage_options)
+    try:
+        listing = stat_objects(paths, storage_options)
+    except ConsumerError:
+        raise
+    except OSError as e:  # connection refused, DNS, TLS: the backend's own exception types are OSErrors
+        raise RemoteError(f"fps: cannot list the objects (e.g. {paths[0]!r}): {type(e).__name__}: {e}") from e
     facts = {u: (s, e) for u, s, e in zip(listing.urls, listing.sizes.tolist(), listing.etags)}
 
     def describe(todo: list[str], *, kinds: Any, verbose: bool, chunk: int):
@@ -184,8 +196,18 @@ def _with_remote(built: Built, remote) -> Built:
     """Attach the remote reader (and the ETags read at indexing time) to a dataset over URLs."""
     if remote:
         built.documents = replace(built.documents, remote=RemoteFiles(remote[0], list(remote[1].etags)))
-        built.recipe = ("arrays", built.spec, built.corpus, built.documents, built.index)
+        built.recipe = ("arrays", _picklable(built.spec), built.corpus, built.documents, built.index)
     return built
+
+
+def _headers_already_made(path: str) -> str:
+    """Stands for a ``metadata`` callable in a pickled dataset: its headers are tokenised already."""
+    raise InputError(f"metadata: the header callable of this dataset was not pickled (asked for {path!r})")
+
+
+def _picklable(spec: Spec) -> Spec:
+    """``spec`` with a callable ``metadata`` (a lambda would not pickle) replaced by a named stand-in."""
+    return spec.replace(metadata=_headers_already_made) if callable(spec.metadata) else spec
 
 
 def _path_blob(paths: list[str]) -> np.ndarray:
@@ -202,7 +224,7 @@ def _from_entry(entry: tuple[dict, dict], spec: Spec, corpus: Corpus, paths: lis
     index = SampleIndex(seqlen=int(desc["seqlen"]), **{k: arrays[k] for k in _INDEX_ARRAYS})
     spec = _resolved(spec, index, corpus.class_names)
     return Built(spec, corpus, documents, index, cache_root, _info("hit", key, 0, t0),
-                 recipe=("cached", cache_root, key, spec))
+                 recipe=("cached", cache_root, key, spec, corpus.form))
 
 
 def restore(recipe: tuple) -> Built:
@@ -212,7 +234,7 @@ def restore(recipe: tuple) -> Built:
     kind, *args = recipe
     t0 = time.perf_counter()
     if kind == "cached":
-        cache_root, key, spec = args
+        cache_root, key, spec, form = args
         entry = load_entry(cache_root, key)
         if entry is None:
             raise InputError(f"cache_dir: the index cache entry {key[:16]}... under {cache_root!r} was removed or "
@@ -221,10 +243,15 @@ def restore(recipe: tuple) -> Built:
         paths = os.fsdecode(arrays["paths"].tobytes()).split("\0")
         bounds = np.searchsorted(arrays["doc_class"], np.arange(len(desc["classes"]) + 1))
         corpus = Corpus(classes=tuple(ClassFiles(name=c, paths=tuple(paths[int(bounds[k]):int(bounds[k + 1])]))
-                                      for k, c in enumerate(desc["classes"])), form=desc["form"])
+                                      for k, c in enumerate(desc["classes"])), form=form)
         return _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
     if kind == "packed":
-        return build_packed(*args)
+        prefix, requested, stamp = args
+        built = build_packed(prefix, requested)
+        if built.recipe[3] != stamp:  # re-packed since: never serve other tokens under the same sample ids
+            raise FileChangedError(f"{prefix}: the packed store changed since this dataset was opened (its sidecar "
+                                   "records other files or another token checksum); open it again")
+        return built
     if kind == "subset":
         parent, file_ids = args
         return build_subset(restore(parent), file_ids)
@@ -250,7 +277,8 @@ def build_packed(prefix: Any, spec: Spec, verify: bool = False) -> Built:
     index = _index(spec, documents, len(corpus.classes))
     warn_if_padded(spec.seqlen, spec.style, index)
     return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, None,
-                 _info("packed", None, 0, t0), recipe=("packed", str(store.prefix), requested))
+                 _info("packed", None, 0, t0), recipe=("packed", str(store.prefix), requested,
+                                                       (store.sidecar.get("tokens_sha256"), store.sidecar["files"])))
 
 
 def _corpus(names: list[str], kept: np.ndarray, paths: list[str], cls: np.ndarray, form: str) -> Corpus:

@@ -179,6 +179,17 @@ class Catalog:
             raise
         return conn
 
+    def retain(self) -> Catalog:
+        """One more dataset uses this catalog (a subset shares its parent's); see :meth:`release`."""
+        self._users = getattr(self, "_users", 0) + 1
+        return self
+
+    def release(self) -> None:
+        """A dataset is done with the catalog: the connection closes when the last user releases it."""
+        self._users = getattr(self, "_users", 1) - 1
+        if self._users <= 0:
+            self.close()
+
     def close(self) -> None:
         """Close the connection."""
         self._conn.close()

@@ -18,7 +18,7 @@ import numpy as np
 from .catalog import CATALOG_NAME, Catalog, display_path, path_key
 from .documents import DocumentTable
 from .duplicates import DuplicateGroup, catalog_sha256s, find_duplicates
-from .errors import QueryError, SelectionError, short_repr
+from .errors import InputError, QueryError, SelectionError, short_repr
 from .index import SampleIndex
 from .sql import DatasetSQL, Rows, content_completer
 
@@ -66,8 +66,7 @@ class SQLSession:
         self.class_to_id = class_to_id
         self.metadata = metadata  # the header mode's name ("file", "mime", None or "callable")
         self.cache_root = cache_root
-        self._catalog = catalog
-        self._owns_catalog = catalog is None  # a catalog opened here is closed here; a shared one is not
+        self._catalog = None if catalog is None else catalog.retain()  # shared with a parent: counted, not owned
         self.verbose = verbose  # progress bars while libmagic or the content pass run
         self._sql: DatasetSQL | None = None
 
@@ -75,7 +74,7 @@ class SQLSession:
     def catalog(self) -> Catalog:
         """The file catalog (SQLite under the cache directory, or in memory)."""
         if self._catalog is None:
-            self._catalog = Catalog(os.path.join(self.cache_root, CATALOG_NAME) if self.cache_root else None)
+            self._catalog = Catalog(os.path.join(self.cache_root, CATALOG_NAME) if self.cache_root else None).retain()
         return self._catalog
 
     def query(self, statement: str, params=(), *, timeout: float | None = None, max_rows: int | None = None) -> Rows:
@@ -83,7 +82,9 @@ class SQLSession:
         if self._sql is None:
             docs = self.documents
             if docs.packed is not None:
-                self._catalog = Catalog(None)
+                if self._catalog is not None:
+                    self._catalog.release()
+                self._catalog = Catalog(None).retain()
                 headers = [docs.header_text(i) for i in range(len(docs))]
                 self._catalog.insert(docs.paths, docs.doc_size, docs.doc_mtime,
                                      headers if self.metadata == "file" else None,
@@ -104,6 +105,9 @@ class SQLSession:
     def duplicates(self) -> list[DuplicateGroup]:
         """Groups of files with equal content (sha256 from the catalog's content pass, run once per file)."""
         docs = self.documents
+        if docs.remote is not None or docs.packed is not None:
+            raise InputError("duplicates(): the content pass reads local source files; this dataset's files are "
+                             + ("URLs" if docs.remote is not None else "in a packed store"))
         sha = catalog_sha256s(self.catalog, docs.paths, docs.doc_size, docs.doc_mtime, verbose=self.verbose)
         return find_duplicates(docs.paths, [self.classes[c] for c in docs.doc_class.tolist()], sha, docs.doc_size)
 
@@ -130,8 +134,8 @@ class SQLSession:
         try:
             if self._sql is not None:
                 self._sql.close()
-            if self._owns_catalog and self._catalog is not None:
-                self._catalog.close()
+            if self._catalog is not None:
+                self._catalog.release()
         except Exception:  # noqa: BLE001  (never raise from __del__, e.g. at interpreter exit)
             pass
 
@@ -141,5 +145,5 @@ class SQLSession:
             self._sql.close()
             self._sql = None
         if self._catalog is not None:
-            self._catalog.close()
+            self._catalog.release()  # closed when no other dataset (a subset, its parent) still uses it
             self._catalog = None

@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "sqlfuncs": 1,
     # 3: storage and the fetch steps
     "catalog": 3, "cache": 3, "sql": 3, "reader": 3, "select": 3, "queries": 3, "sampler": 3, "packed.layout": 3,
+    "packed.table": 3,
     # 4: assembling datasets, fetching, tensors
     "fetch": 4, "dataset_sql": 4, "packed.open": 4, "packed.write": 4, "packed.verify": 4, "packed": 4, "build": 4,
     "export": 4,

@@ -18,7 +18,8 @@ from ..errors import FormatError, InputError
 from ..ir import ClassFiles, Corpus
 from ..validate import check_int
 from ..vocab import Vocab, decode_ids
-from .layout import FORMATS, as_prefix, check_file_sizes, read_sidecar_file, read_table, store_dtype
+from .layout import FORMATS, as_prefix, check_file_sizes, read_sidecar_file, store_dtype
+from .table import read_table
 
 __all__ = ["open_packed", "open_store", "read_sidecar", "inspect_packed", "load_store", "Store"]
 

@@ -35,9 +35,9 @@ from .layout import (
     store_dtype,
     store_suffixes,
     with_suffix,
-    write_table,
 )
 from .open import Store, load_store
+from .table import write_table
 
 __all__ = ["pack", "merge_packed", "DEFAULT_CHUNK_TOKENS"]
 
