@@ -30,7 +30,7 @@ from .duplicates import catalog_sha256s, dedupe_plan
 from .errors import ConsumerError, FileChangedError, InputError, RemoteError, short_repr
 from .filemeta import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from, libmagic_version
 from .index import AUTO_SEQLEN_CAP, SampleIndex, warn_if_padded
-from .ir import ClassFiles, Corpus, normalise, stat_files
+from .ir import ClassFiles, Corpus, normalise, probe_files, stat_files
 from .remote import class_layout, is_url, list_objects, local_path_of, stat_objects
 from .spec import Metadata, Spec
 from .validate import check_class_to_id, int_vector
@@ -101,8 +101,9 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
                          "or drop the setting)")
     remote = _remote(paths, storage_options, cache_root, remote_cache)
     identity = None if remote else np.zeros((len(paths), 2), dtype=np.int64)
+    # no open per file yet (size-0 files excepted): a cache hit needs none, a miss probes them below
     sizes, mtimes = (remote[1].sizes, remote[1].mtimes_ns) if remote else stat_files(
-        paths, [classes[c] for c in cls_list], identity=identity)
+        paths, [classes[c] for c in cls_list], identity=identity, check_open=np.zeros(len(paths), dtype=bool))
     catalog = None
     report = None
     if spec.dedupe == "content":
@@ -132,6 +133,8 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
         if identity is not None:
             built.documents = replace(built.documents, doc_ident=identity)
         return _with_remote(built, remote)
+    if not remote:
+        probe_files(paths, sizes)  # readability proven by opening each file once (root included)
     if catalog is None:
         catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
     want = {"file": ("description",), "mime": ("mime",)}.get(spec.metadata, ()) \

@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS files(
     extension TEXT NOT NULL, description TEXT, mime TEXT, sha256 TEXT,
     entropy REAL, printable REAL, zeros REAL, histogram BLOB);
 """
+_LOCK_WAIT = 60.0  # seconds a catalog locked by another process is waited for
 # SQLite's primary result codes (sqlite3 exposes them only from Python 3.11 on, and typeshed not at all)
 _PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _FULL, _CANTOPEN, _AUTH = 3, 5, 6, 8, 10, 13, 14, 23
 _COLUMNS = {"key", "path", "size", "mtime_ns", "extension", "description", "mime", "sha256", "entropy", "printable",
@@ -112,18 +113,31 @@ class Catalog:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
         except OSError as e:
             return self._read_only(e)
-        try:
-            return self._connect_file()
-        except sqlite3.DatabaseError as e:
-            code = getattr(e, "sqlite_errorcode", 0) & 0xFF
-            if code in (_BUSY, _LOCKED):  # another process holds it: not corruption
-                raise InputError(f"cache_dir: the catalog {self.path!r} stayed locked by another process: {e}") from e
-            if code == _FULL:
-                raise InputError(f"cache_dir {os.path.dirname(self.path)!r}: no space left for the catalog "
-                                 f"{self.path!r}; free space, pass another cache_dir= or cache_dir=False") from e
-            if code in (_READONLY, _CANTOPEN, _PERM, _AUTH, _IOERR):
-                return self._read_only(e)
-            return self._replace_broken()  # corrupt, not a database, another schema: really broken
+        deadline = time.monotonic() + _LOCK_WAIT
+        for attempt in range(1_000_000):
+            try:
+                return self._connect_file()
+            except sqlite3.DatabaseError as e:
+                code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+                if code not in (_BUSY, _LOCKED):
+                    return self._not_connected(e, code)
+                # another process holds it (e.g. two builds switching a new catalog to WAL at once):
+                # not corruption; SQLite's busy handler does not cover that switch, so wait here
+                if time.monotonic() > deadline:
+                    raise InputError(f"cache_dir: the catalog {self.path!r} stayed locked by another process "
+                                     f"for {_LOCK_WAIT:.0f} s: {e}") from e
+                time.sleep(min(0.01 * 2 ** attempt, 0.5))
+        raise InputError(f"cache_dir: the catalog {self.path!r} could not be opened")
+
+    def _not_connected(self, e: sqlite3.DatabaseError, code: int) -> sqlite3.Connection:
+        """A catalog that would not open for a reason other than a lock: full disk, read-only, or corrupt."""
+        path = self._file()
+        if code == _FULL:
+            raise InputError(f"cache_dir {os.path.dirname(path)!r}: no space left for the catalog {path!r}; "
+                             "free space, pass another cache_dir= or cache_dir=False") from e
+        if code in (_READONLY, _CANTOPEN, _PERM, _AUTH, _IOERR):
+            return self._read_only(e)
+        return self._replace_broken()  # corrupt, not a database, another schema: really broken
 
     def _read_only(self, error: Exception) -> sqlite3.Connection:
         """A catalog we cannot write (read-only or immutable directory or file, no permission) is used from

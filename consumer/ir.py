@@ -35,7 +35,7 @@ from .errors import InputError, short_repr
 from .fileio import check_path, stat_regular
 from .remote import expand_local, is_url, local_path_of
 
-__all__ = ["DEFAULT_CLASS", "ClassFiles", "Corpus", "normalise", "stat_files"]
+__all__ = ["DEFAULT_CLASS", "ClassFiles", "Corpus", "normalise", "probe_files", "stat_files"]
 
 DEFAULT_CLASS = "null"
 PathLike = (str, os.PathLike)
@@ -265,6 +265,21 @@ def stat_files(paths: list[str], classes: list[str] | None = None, *, check_open
     return sizes, mtimes
 
 
+def probe_files(paths: list[str], sizes: np.ndarray) -> None:
+    """Open every file once (readability, and a one-byte probe of files reporting size 0): what
+    :func:`stat_files` does when ``check_open`` is left out, for callers that stat first and decide later
+    (a build whose index cache hit needs no open: the files passed this when the entry was made)."""
+    for path, size in zip(paths, sizes.tolist()):
+        _probe(path, _SizeOnly(size))
+
+
+class _SizeOnly:
+    """The one field of a stat result :func:`_probe` reads."""
+
+    def __init__(self, size: int):
+        self.st_size = size
+
+
 def _same_file_message(paths: list[str], classes: list[str] | None, first: int, second: int) -> str:
     labels = f" (classes {classes[first]!r} and {classes[second]!r})" if classes is not None else ""
     return (f"fps: {paths[first]!r} and {paths[second]!r} are the same file (same device and inode: a symlink "
@@ -274,7 +289,7 @@ def _same_file_message(paths: list[str], classes: list[str] | None, first: int, 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
 
 
-def _probe(path: str, st: os.stat_result) -> None:
+def _probe(path: str, st: os.stat_result | _SizeOnly) -> None:
     """Open ``path`` once (readability); for a file reporting size 0, also read one byte."""
     try:
         fd = os.open(path, _OPEN_FLAGS)
