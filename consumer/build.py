@@ -28,11 +28,12 @@ from .catalog import CATALOG_NAME, Catalog
 from .documents import DocumentTable, RemoteFiles, build_documents
 from .duplicates import catalog_sha256s, dedupe_plan
 from .errors import ConsumerError, FileChangedError, InputError, RemoteError, short_repr
+from .fileio import pack_paths, unpack_paths
 from .filemeta import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from, libmagic_version
 from .index import AUTO_SEQLEN_CAP, SampleIndex, warn_if_padded
-from .ir import ClassFiles, Corpus, normalise, probe_files, stat_files
+from .ir import Corpus, normalise, probe_files, stat_files
 from .remote import class_layout, is_url, list_objects, local_path_of, stat_objects
-from .spec import Metadata, Spec
+from .spec import Metadata, Spec, headers_already_made
 from .validate import check_class_to_id, int_vector
 from .vocab import Vocab
 
@@ -114,7 +115,7 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
         paths, cls, sizes, mtimes = [paths[i] for i in keep.tolist()], cls[keep], sizes[keep], mtimes[keep]
         identity = None if identity is None else identity[keep]
         kept = np.unique(cls)
-        corpus = _corpus(corpus.class_names, kept, paths, cls, corpus.form)
+        corpus = Corpus.of(corpus.class_names, paths, cls, corpus.form)
         cls = np.searchsorted(kept, cls).astype(np.int64)
         classes = corpus.class_names
         report = plan.report()
@@ -150,7 +151,7 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
                                                                      catalog.magic_calls, t0), catalog)
     built.info["dedupe"] = report
     arrays = {**{k: getattr(documents, k) for k in _DOC_ARRAYS}, **{k: getattr(index, k) for k in _INDEX_ARRAYS},
-              "paths": _path_blob(paths)}
+              "paths": pack_paths(paths)}
     saved = cache_root and key and save_entry(
         cache_root, key, arrays,
         {"spec": spec.key_dict(), "seqlen": index.seqlen, "headers": documents.headers, "classes": classes,
@@ -172,7 +173,7 @@ def _remote(paths: list[str], storage_options: dict | None, cache_root: str | No
     if not all(urls):
         local = paths[urls.index(False)]
         raise InputError(f"fps mixes URLs and local paths (e.g. {local!r}); build one dataset per kind")
-    from .remote_meta import iter_describe_prefixes  # noqa: PLC0415  (fsspec loads only for URLs)
+    from .remote_meta import describer  # noqa: PLC0415  (fsspec loads only for URLs)
     from .remote_read import RemoteReader  # noqa: PLC0415
 
     if remote_cache is not None and cache_root is None:
@@ -186,13 +187,7 @@ def _remote(paths: list[str], storage_options: dict | None, cache_root: str | No
         raise
     except OSError as e:  # connection refused, DNS, TLS: the backend's own exception types are OSErrors
         raise RemoteError(f"fps: cannot list the objects (e.g. {paths[0]!r}): {type(e).__name__}: {e}") from e
-    facts = {u: (s, e) for u, s, e in zip(listing.urls, listing.sizes.tolist(), listing.etags)}
-
-    def describe(todo: list[str], *, kinds: Any, verbose: bool, chunk: int):
-        return iter_describe_prefixes(todo, [facts[u][0] for u in todo], [facts[u][1] for u in todo],
-                                      storage_options, kinds=kinds, reader=reader, chunk=chunk)
-
-    return reader, listing, describe
+    return reader, listing, describer(reader, listing.urls, listing.sizes, listing.etags)
 
 
 def _with_remote(built: Built, remote) -> Built:
@@ -203,18 +198,9 @@ def _with_remote(built: Built, remote) -> Built:
     return built
 
 
-def _headers_already_made(path: str) -> str:
-    """Stands for a ``metadata`` callable in a pickled dataset: its headers are tokenised already."""
-    raise InputError(f"metadata: the header callable of this dataset was not pickled (asked for {path!r})")
-
-
 def _picklable(spec: Spec) -> Spec:
     """``spec`` with a callable ``metadata`` (a lambda would not pickle) replaced by a named stand-in."""
-    return spec.replace(metadata=_headers_already_made) if callable(spec.metadata) else spec
-
-
-def _path_blob(paths: list[str]) -> np.ndarray:
-    return np.frombuffer(b"\0".join(os.fsencode(p) for p in paths), dtype=np.uint8)
+    return spec.replace(metadata=headers_already_made) if callable(spec.metadata) else spec
 
 
 def _from_entry(entry: tuple[dict, dict], spec: Spec, corpus: Corpus, paths: list[str], cache_root: str, key: str,
@@ -243,10 +229,8 @@ def restore(recipe: tuple) -> Built:
             raise InputError(f"cache_dir: the index cache entry {key[:16]}... under {cache_root!r} was removed or "
                              "damaged while the dataset was in use; build the dataset again")
         arrays, desc = entry
-        paths = os.fsdecode(arrays["paths"].tobytes()).split("\0")
-        bounds = np.searchsorted(arrays["doc_class"], np.arange(len(desc["classes"]) + 1))
-        corpus = Corpus(classes=tuple(ClassFiles(name=c, paths=tuple(paths[int(bounds[k]):int(bounds[k + 1])]))
-                                      for k, c in enumerate(desc["classes"])), form=form)
+        paths = unpack_paths(arrays["paths"])
+        corpus = Corpus.of(desc["classes"], paths, arrays["doc_class"], form)
         return _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
     if kind == "packed":
         prefix, requested, stamp = args
@@ -284,13 +268,6 @@ def build_packed(prefix: Any, spec: Spec, verify: bool = False) -> Built:
                                                        (store.sidecar.get("tokens_sha256"), store.sidecar["files"])))
 
 
-def _corpus(names: list[str], kept: np.ndarray, paths: list[str], cls: np.ndarray, form: str) -> Corpus:
-    """The corpus of ``paths`` (corpus order) whose class indices ``cls`` (into ``names``) are among ``kept``."""
-    owner = cls.tolist()
-    return Corpus(classes=tuple(ClassFiles(name=names[c], paths=tuple(p for p, k in zip(paths, owner) if k == c))
-                                for c in kept.tolist()), form=form)
-
-
 def build_subset(parent: Built, file_ids: Any, catalog: Catalog | None = None) -> Built:
     """A dataset over some of ``parent``'s files (``file_id`` values): same settings and row width, the
     same tokens (nothing is re-read or re-described), its own sample index. It shares ``catalog`` (the
@@ -303,8 +280,8 @@ def build_subset(parent: Built, file_ids: Any, catalog: Catalog | None = None) -
     kept = np.unique(docs.doc_class[file_ids])
     new_class = np.full(len(parent.corpus.classes), -1, dtype=np.int64)
     new_class[kept] = np.arange(kept.size)
-    corpus = _corpus(parent.corpus.class_names, kept, [docs.paths[i] for i in file_ids.tolist()],
-                     docs.doc_class[file_ids], parent.corpus.form)
+    corpus = Corpus.of(parent.corpus.class_names, [docs.paths[i] for i in file_ids.tolist()],
+                       docs.doc_class[file_ids], parent.corpus.form)
     documents = docs.subset(file_ids, new_class)
     spec = parent.spec.for_subset()
     index = _index(spec, documents, len(corpus.classes))

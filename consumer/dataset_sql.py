@@ -42,16 +42,9 @@ def _remote_describer(docs: DocumentTable):
     """libmagic from byte ranges for documents whose paths are URLs (None for local files)."""
     if docs.remote is None:
         return None
-    from .remote_meta import iter_describe_prefixes  # noqa: PLC0415  (fsspec loads only for URLs)
+    from .remote_meta import describer  # noqa: PLC0415  (fsspec loads only for URLs)
 
-    reader = docs.remote.reader
-    facts = {p: (s, e) for p, s, e in zip(docs.paths, docs.doc_size.tolist(), docs.remote.etags)}
-
-    def describe(todo: list[str], *, kinds, verbose: bool, chunk: int):
-        return iter_describe_prefixes(todo, [facts[u][0] for u in todo], [facts[u][1] for u in todo],
-                                      reader.storage_options, kinds=kinds, reader=reader, chunk=chunk)
-
-    return describe
+    return describer(docs.remote.reader, docs.paths, docs.doc_size, docs.remote.etags)
 
 
 class SQLSession:

@@ -22,6 +22,7 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -40,6 +41,8 @@ __all__ = [
     "sha256_file",
     "stat_regular",
     "temp_path",
+    "pack_paths",
+    "unpack_paths",
     "is_temp_name",
     "open_temp",
     "discard",
@@ -49,6 +52,16 @@ MAX_JSON_BYTES = 256 * 2**20
 """Largest JSON metadata file :func:`load_json_bounded` reads by default (256 MiB)."""
 MAX_JSON_DEPTH = 64
 """Deepest nesting of arrays/objects :func:`load_json_bounded` accepts by default."""
+
+
+def pack_paths(paths: Sequence[str]) -> np.ndarray:
+    """Paths as one uint8 array: their exact bytes (``os.fsencode``) joined by NUL; see :func:`unpack_paths`."""
+    return np.frombuffer(os.fsencode("\0".join(paths)), dtype=np.uint8)
+
+
+def unpack_paths(blob: np.ndarray) -> list[str]:
+    """The paths :func:`pack_paths` stored (an empty blob is one empty path, as ``"".split`` gives)."""
+    return os.fsdecode(np.asarray(blob, dtype=np.uint8).tobytes()).split("\0")
 
 
 def check_path(path: str | bytes | os.PathLike, what: str) -> str | bytes:

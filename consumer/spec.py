@@ -29,7 +29,7 @@ from .sampling import ConsumerSampling, MegatronSampling, Sampling, parse_sampli
 from .validate import check_choice, check_class_to_id, check_int
 from .vocab import Vocab
 
-__all__ = ["Spec", "Metadata", "metadata_name", "check_class_to_id", "DEDUPE_MODES"]
+__all__ = ["Spec", "Metadata", "metadata_name", "check_class_to_id", "headers_already_made", "DEDUPE_MODES"]
 
 DEDUPE_MODES = (None, "content")
 
@@ -39,6 +39,13 @@ Metadata = str | None | Callable[[str], str]
 def metadata_name(metadata: Metadata) -> str | None:
     """The JSON form of a header mode: its name, ``None``, or ``"callable"``."""
     return metadata if metadata is None or isinstance(metadata, str) else "callable"
+
+
+def headers_already_made(path: str) -> str:
+    """Stands for a ``metadata`` callable whose headers are tokenised already (a packed store packed with one, a
+    pickled dataset built with a lambda): never called to build headers again."""
+    raise InputError(f"metadata: the headers of this dataset came from a callable that is not available "
+                     f"(asked for {path!r})")
 
 
 @dataclass(frozen=True)

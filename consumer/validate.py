@@ -20,7 +20,7 @@ import numpy as np
 
 from .errors import InputError, short_repr
 
-__all__ = ["INT64_MAX", "is_int", "check_bool", "check_choice", "check_class_to_id", "check_fraction", "check_int",
+__all__ = ["INT64_MAX", "is_int", "check_bool", "check_choice", "check_class_to_id", "check_int",
            "int_vector"]
 
 INT64_MAX = 2**63 - 1
@@ -31,8 +31,6 @@ def is_int(value: object) -> bool:
     """Whether ``value`` is an integer (Python or numpy) and not a bool."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
-
-_is_int = is_int
 
 
 def check_choice(name: str, value: Any, choices: Any) -> Any:
@@ -45,14 +43,6 @@ def check_choice(name: str, value: Any, choices: Any) -> Any:
     if not ok:
         raise InputError(f"{name} must be one of {options}, got {short_repr(value)}")
     return value
-
-
-def check_fraction(name: str, value: Any) -> float:
-    """``value`` as a float in ``[0, 1]``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not 0.0 <= float(value) <= 1.0:
-        raise InputError(f"{name} must be a number in [0, 1], got {short_repr(value)}")
-    return float(value)
 
 
 def _bounds(minimum: int | None, maximum: int | None) -> str:
@@ -71,7 +61,7 @@ def check_int(name: str, value: object, minimum: int | None = None, maximum: int
 
     Raises ``error`` (default :class:`InputError`) naming ``name`` and echoing the value otherwise.
     """
-    if not _is_int(value):
+    if not is_int(value):
         raise error(f"{name} must be {_bounds(minimum, maximum)}, got {short_repr(value)}")
     out = int(value)  # type: ignore[call-overload]  # an integer: checked above
     if (minimum is not None and out < minimum) or (maximum is not None and out > maximum):
@@ -101,7 +91,7 @@ def int_vector(name: str, values: Any, minimum: int | None = None, maximum: int 
     hi = INT64_MAX if maximum is None else min(maximum, INT64_MAX)
     try:
         arr = np.asarray(values)
-        if arr.dtype.kind in "fO" and isinstance(values, (list, tuple)) and all(_is_int(v) for v in values):
+        if arr.dtype.kind in "fO" and isinstance(values, (list, tuple)) and all(is_int(v) for v in values):
             arr = np.array([int(v) for v in values], dtype=object)  # int mixed with uint64 became float64: exact
     except (ValueError, TypeError, OverflowError) as exc:  # ragged nesting, unconvertible objects
         raise error(f"{name} must be a 1-D integer array, got {short_repr(values)} ({exc})") from None
@@ -110,7 +100,7 @@ def int_vector(name: str, values: Any, minimum: int | None = None, maximum: int 
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64)
     if arr.dtype == object:
-        bad = next((v for v in arr.tolist() if not _is_int(v)), None)
+        bad = next((v for v in arr.tolist() if not is_int(v)), None)
         if bad is not None:
             raise error(f"{name} must be a 1-D integer array, got {short_repr(bad)} in {short_repr(values)}")
         out_of_range = next((v for v in arr.tolist() if not lo <= v <= hi), None)

@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from ..documents import DocumentTable, PackedTokens, tokenise_headers
-from ..errors import FormatError, InputError
-from ..ir import ClassFiles, Corpus
+from ..errors import FormatError
+from ..ir import Corpus
+from ..spec import headers_already_made
 from ..validate import check_int
 from ..vocab import Vocab, decode_ids
 from .layout import FORMATS, as_prefix, check_file_sizes, read_sidecar_file, store_dtype
@@ -104,9 +105,7 @@ def _open(prefix: Any) -> tuple[Store, Corpus, DocumentTable]:
             f"{store.prefix}: document {int(order[i])} of the store ({paths[i]!r}): length expected "
             f"{int(docs.doc_len[i])} tokens (from its size {int(docs.doc_size[i])} bytes and header), got "
             f"{int(actual[i])} in the store")
-    bounds = np.searchsorted(doc_class, np.arange(len(classes) + 1))
-    corpus = Corpus(classes=tuple(ClassFiles(name=c, paths=tuple(paths[int(bounds[k]):int(bounds[k + 1])]))
-                                  for k, c in enumerate(classes)), form="packed")
+    corpus = Corpus.of(classes, paths, doc_class, "packed")
     return store, corpus, docs
 
 
@@ -126,18 +125,12 @@ def open_packed(prefix) -> tuple[Corpus, DocumentTable, str | None]:
     return corpus, docs, store.sidecar["metadata"]
 
 
-def _stored_header(path: str) -> str:
-    """Stands for the header callable a store was packed with: its headers are in the store already."""
-    raise InputError(f"metadata: the headers of this packed store came from a callable that is not available "
-                     f"(asked for {path!r})")
-
-
 def open_store(prefix: Any) -> tuple[Store, Corpus, DocumentTable, Any]:
     """:func:`open_packed` plus the validated store (sidecar included), with the header mode as a
-    ``Spec`` accepts it (a store packed with a callable gets a stand-in that is never called)."""
+    ``Spec`` accepts it (a store packed with a callable gets :func:`~consumer.spec.headers_already_made`)."""
     store, corpus, docs = _open(prefix)
     metadata = store.sidecar["metadata"]
-    return store, corpus, docs, _stored_header if metadata == "callable" else metadata
+    return store, corpus, docs, headers_already_made if metadata == "callable" else metadata
 
 
 def read_sidecar(prefix) -> dict:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FormatError
+from ..fileio import pack_paths, unpack_paths
 
 __all__ = ["TABLE_KEYS", "write_table", "read_table"]
 
@@ -30,7 +31,7 @@ TABLE_KEYS = _TABLE_KEYS
 
 def write_table(path: Path, paths: Sequence[str], doc_class, doc_size, doc_header) -> None:
     """The file table as a compressed ``.npz`` at ``path`` (created exclusively, fsynced)."""
-    blob = np.frombuffer(os.fsencode("\0".join(paths)), dtype=np.uint8)
+    blob = pack_paths(paths)
     with open(path, "xb") as f:
         np.savez_compressed(f, paths=blob, doc_class=np.asarray(doc_class, dtype=np.int32),
                             doc_size=np.asarray(doc_size, dtype=np.int64),
@@ -83,7 +84,7 @@ def read_table(path: Path, side: dict) -> tuple[list[str], np.ndarray, np.ndarra
     blob = arrays["paths"]
     if blob.ndim != 1 or blob.dtype != np.uint8:
         raise FormatError(f"{path}: file table 'paths': expected a 1-D uint8 array, got {blob.shape} of {blob.dtype}")
-    paths = os.fsdecode(blob.tobytes()).split("\0")
+    paths = unpack_paths(blob)
     if len(paths) != n or any(not p for p in paths):
         raise FormatError(f"{path}: file table 'paths': expected {n} non-empty paths (sidecar 'documents'), "
                           f"got {len(paths)}")
