@@ -55,7 +55,7 @@ class Fetcher:
 
     def fetch(self, sample_ids: np.ndarray, query=None, *, mask: MaskConfig, epoch: int = 0,
               width: int | None = None, out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
-        """The columns of ``query`` for ``sample_ids`` (int64, in order). ``epoch`` varies the masks;
+        """The columns of ``query`` for ``sample_ids`` (in order; int64 or ``out_dtype``). ``epoch`` varies the masks;
         ``width`` (>= the longest selected sample) narrows the rows from ``seqlen``."""
         cols = columns_of(query)
         n = len(self.index)
