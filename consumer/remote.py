@@ -30,6 +30,7 @@ from __future__ import annotations
 import datetime as _dt
 import email.utils
 import hashlib
+import importlib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -136,14 +137,27 @@ def open_filesystem(url: str, storage_options: Mapping[str, Any] | None = None) 
         raise _missing(protocol, EXTRAS.get(protocol, ("remote", protocol))[1], e) from e
     except ValueError as e:
         raise InputError(f"url: unknown scheme {protocol!r} in {url!r}: {e}") from e
+    options = dict(storage_options or {})
+    if protocol in ("gs", "gcs") and (options.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST")):
+        # gcsfs's default class first asks Google's gRPC control API for the bucket type, which a custom
+        # endpoint (an emulator) does not serve: every call would wait 60 s. Its plain JSON-API class suffices.
+        cls = importlib.import_module("gcsfs.core").GCSFileSystem
     try:
-        fs = cls(**dict(storage_options or {}))
+        fs = cls(**options)
     except ImportError as e:
         raise _missing(protocol, EXTRAS.get(protocol, ("remote", protocol))[1], e) from e
     except TypeError as e:
         raise InputError(f"storage_options: {short_repr(dict(storage_options or {}))} not accepted by "
                          f"{cls.__name__} for {url!r}: {e}") from e
     return fs, fs._strip_protocol(url)
+
+
+def _as_url(fs: Any, name: str, protocol: str) -> str:
+    """A file system's path as a URL of the scheme the user wrote (``az://``, not adlfs's ``abfs://``)."""
+    if is_url(name):
+        return name
+    url = fs.unstrip_protocol(name)
+    return protocol + url[len(url_protocol(url)):]
 
 
 @dataclass(frozen=True)
@@ -208,7 +222,13 @@ def mtime_ns_of(info: Mapping[str, Any]) -> int:
 
 
 def etag_of(info: Mapping[str, Any]) -> str | None:
-    """The normalised ETag from an fsspec ``info`` dict of any backend; None when it reports none."""
+    """The normalised ETag from an fsspec ``info`` dict of any backend; None when it reports none.
+
+    For a GCS object this is its ``generation`` (a number that changes exactly when the content is replaced;
+    GCS's own ETag also changes on metadata updates), which reads are then conditional on."""
+    generation = info.get("generation")
+    if generation not in (None, "") and str(generation).isdigit():
+        return str(generation)
     for key in _ETAG_KEYS:
         if info.get(key):
             return normalise_etag(info[key])
@@ -235,6 +255,8 @@ def list_objects(url: str, storage_options: Mapping[str, Any] | None = None) -> 
         raise InputError(f"url: no objects below {url!r} (not found: {e})") from e
     except PermissionError as e:
         raise InputError(f"url: listing {url!r} was denied (check credentials / storage_options): {e}") from e
+    if not isinstance(found, dict):  # adlfs answers a URL naming one blob with a list
+        found = {e["name"]: e for e in (x if isinstance(x, dict) else fs.info(x) for x in found)}
     names, infos = [], []
     for name, info in found.items():
         if info.get("type", "file") != "file" or name.endswith("/"):
@@ -254,13 +276,14 @@ def list_objects(url: str, storage_options: Mapping[str, Any] | None = None) -> 
         for i, info in zip(missing, extra):
             infos[i] = {**infos[i], **info}
     order = sorted(range(len(names)), key=lambda i: names[i])
-    urls = [_as_url(fs, names[i]) for i in order]
+    protocol = url_protocol(url)
+    urls = [_as_url(fs, names[i], protocol) for i in order]
     sizes = np.fromiter((int(infos[i]["size"]) for i in order), dtype=np.int64, count=len(order))
     etags = [etag_of(infos[i]) for i in order]
     mtimes = np.fromiter((mtime_ns_of(infos[i]) for i in order), dtype=np.int64, count=len(order))
     if len(names) == 1 and names[0].rstrip("/") == root:
         root = root.rsplit("/", 1)[0]
-    return Listing(root=_as_url(fs, root) + "/", urls=urls, sizes=sizes, etags=etags, mtimes_ns=mtimes)
+    return Listing(root=_as_url(fs, root, protocol) + "/", urls=urls, sizes=sizes, etags=etags, mtimes_ns=mtimes)
 
 
 def stat_objects(urls: Sequence[str], storage_options: Mapping[str, Any] | None = None, *,
@@ -316,10 +339,6 @@ def stat_objects(urls: Sequence[str], storage_options: Mapping[str, Any] | None 
                    sizes=np.fromiter((int(i["size"]) for i in got), dtype=np.int64, count=len(got)),
                    etags=[etag_of(i) for i in got],
                    mtimes_ns=np.fromiter((mtime_ns_of(i) for i in got), dtype=np.int64, count=len(got)))
-
-
-def _as_url(fs: Any, name: str) -> str:
-    return name if is_url(name) else fs.unstrip_protocol(name)
 
 
 def _info_many(fs: Any, names: Sequence[str], concurrency: int = 32) -> list[dict]:

@@ -14,10 +14,15 @@ Per backend:
 - ``http(s)://``: ``GET`` with ``Range`` and ``If-Match`` (through the aiohttp session of fsspec's
   HTTPFileSystem); status, ``Content-Range``, ``ETag`` and the body length are checked. A server that
   ignores ``Range`` (status 200) is accepted when the full body has the expected size, and sliced.
-- any other fsspec file system (``gs://``, ``az://``, ``memory://``, ...): ``_cat_file(start, end)``
-  (async backends) or ``cat_file`` in a thread pool (sync ones). The ETag and size are compared with
-  one ``info`` (a HEAD) per object, once per reader: its cost is one metadata request per distinct
-  object per process.
+- ``gs://``: a media ``GET`` with ``Range`` and ``ifGenerationMatch=<generation>`` (Google answers 412 for
+  another generation); the answer's ``x-goog-generation`` and ``Content-Range`` are checked. No extra
+  request, except against a server that does not report the generation (an emulator): then the object's
+  metadata is checked as for "any other" below.
+- ``az://`` / ``abfs://``: ``download_blob`` with ``If-Match: <ETag>`` (412 when the blob changed); the
+  answer's ETag and ``Content-Range`` are checked. No extra request.
+- any other fsspec file system (``file://``, ``memory://``, ...): ``_cat_file(start, end)`` (async
+  backends) or ``cat_file`` in a thread pool (sync ones). The ETag and size are compared with one
+  ``info`` per object and read call, sent at the same time as the range request.
 
 Errors, all naming the URL:
 
@@ -106,7 +111,7 @@ class RemoteReader(RangeRequests):
         self._pid = os.getpid()
         self._fs: dict[str, Any] = {}
         self._pool: ThreadPoolExecutor | None = None
-        self._checked: dict[str, tuple[str | None, int | None]] = {}
+        self._checked: dict[str, Any] = {}  # url -> task of its info, for the call under way
         self._in_flight = 0
         self.stats = {"requests": 0, "retries": 0, "bytes": 0, "max_in_flight": 0}
         self.cache = (BlockCache(self.cache_dir, self.cache_bytes)
@@ -334,6 +339,7 @@ class RemoteReader(RangeRequests):
 
         for u in dict.fromkeys(urls):  # open file systems in the caller's thread, before the loop runs
             self.filesystem(u)
+        self._checked = {}  # metadata checks are per call: a later call sees the object as it is then
         loop = get_loop()
 
         async def main() -> None:

@@ -2,7 +2,8 @@
 :class:`~consumer.remote_read.RemoteReader` (see its module docstring for what each backend checks).
 
 :class:`RangeRequests` is a mixin: it issues one range request for a :class:`_Job` (``s3://`` with
-``If-Match``, ``http(s)://`` with ``If-Match``, any other fsspec file system with one ``info`` per object),
+``If-Match``, ``http(s)://`` with ``If-Match``, ``gs://`` with ``ifGenerationMatch`` and ``az://`` with
+``If-Match`` (:mod:`consumer.remote_cloud`), any other fsspec file system with one ``info`` per object and call),
 verifies the answer (length, ETag, ``Content-Range``) and retries transient failures with backoff;
 the reader provides ``filesystem(url)``, ``timeout``, ``retries``, ``backoff``, ``max_backoff`` and
 ``_executor()``."""
@@ -22,6 +23,7 @@ from typing import Any
 
 from .errors import FileChangedError, InputError, RemoteError
 from .remote import etag_of, normalise_etag, url_protocol
+from .remote_cloud import get_azure, get_gcs
 
 __all__ = ["RangeRequests", "DEFAULT_CONCURRENCY", "DEFAULT_BLOCK_BYTES", "DEFAULT_MAX_REQUEST"]
 
@@ -36,7 +38,7 @@ _TRANSIENT_NAMES = frozenset({
     "ServerTimeoutError", "ClientConnectorError", "ContentLengthError", "TransferEncodingError",
     "HTTPClientError", "ConnectionClosedError", "EndpointConnectionError", "ReadTimeoutError",
     "ConnectTimeoutError", "IncompleteReadError", "ResponseStreamingError", "IncompleteRead", "FSTimeoutError",
-    "ProtocolError", "RemoteDisconnected",
+    "ProtocolError", "RemoteDisconnected", "ServiceRequestError", "ServiceResponseError",
 })
 _TRANSIENT_ERRNO = frozenset({errno.ECONNRESET, errno.ECONNABORTED, errno.ECONNREFUSED, errno.ETIMEDOUT, errno.EPIPE})
 
@@ -99,9 +101,11 @@ def _status(exc: BaseException) -> int | None:
     seen = 0
     e: BaseException | None = exc
     while e is not None and seen < 8:
-        status = getattr(e, "status", None)
-        if isinstance(status, int) and 100 <= status < 600:
-            return status
+        # aiohttp, azure-core, gcsfs (aiohttp's parser errors carry a ``code`` too, of the parse: not an answer)
+        for attr in ("status", "status_code") + (("code",) if type(e).__name__ == "HttpError" else ()):
+            status = getattr(e, attr, None)
+            if isinstance(status, int) and not isinstance(status, bool) and 100 <= status < 600:
+                return status
         response = getattr(e, "response", None)
         if isinstance(response, dict):
             code = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
@@ -225,7 +229,7 @@ class RangeRequests:
                                     "the object changed or the connection kept dropping; nothing was served")
         if kind == "changed":
             return FileChangedError(f"{url!r} changed since it was indexed (expected ETag {job.etag!r}, size "
-                                    f"{job.size}): {exc}")
+                                    f"{job.size}): {(str(exc).splitlines() or [''])[0]}")
         if kind == "missing":
             if indexed:
                 return FileChangedError(f"{url!r} no longer exists (404); it was indexed with ETag {job.etag!r}")
@@ -249,7 +253,30 @@ class RangeRequests:
             return await self._get_s3(fs, job)
         if protocol in ("http", "https") and hasattr(fs, "set_session"):
             return await self._get_http(fs, job)
+        if protocol in ("gs", "gcs") and hasattr(fs, "_get_headers"):
+            return await self._get_gcs(fs, job)
+        if protocol in ("az", "abfs", "abfss") and hasattr(fs, "service_client"):
+            data, etag, crange = await get_azure(fs, job.url, job.start, job.length,
+                                                 None if job.etag is None or job.etag.startswith("W/") else job.etag)
+            self._check(job, normalise_etag(etag), self._range_at(job, crange))
+            return data
         return await self._get_generic(fs, job)
+
+    @staticmethod
+    def _range_at(job: _Job, text: str | None) -> tuple[int, int, int | None] | None:
+        """The parsed ``Content-Range`` of an answer, which must start where the request did."""
+        crange = _content_range(text)
+        if crange is not None and crange[0] != job.start:
+            raise _Changed(f"server answered Content-Range {crange} for a range starting at {job.start}")
+        return crange
+
+    async def _get_gcs(self, fs: Any, job: _Job) -> bytes:
+        data, generation, crange = await get_gcs(fs, job.url, job.start, job.length, job.etag)
+        parsed = self._range_at(job, crange)
+        if generation is None:  # the server did not say which generation answered (an emulator): ask
+            await self._check_metadata(job)
+        self._check(job, generation, parsed)
+        return data
 
     async def _get_s3(self, fs: Any, job: _Job) -> bytes:
         bucket, key, version = fs.split_path(job.url)
@@ -312,18 +339,25 @@ class RangeRequests:
             raise InputError(f"url {job.url!r}: the server reports no size")
         return etag_of(info), int(size)
 
+    async def _check_metadata(self, job: _Job) -> None:
+        """Compare the object's ETag and size, from one ``info`` per object and call (shared by the call's
+        ranges of that object), with the indexed ones."""
+        if job.etag is None and job.size is None:
+            return
+        task = self._checked.get(job.url)
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            task = self._checked[job.url] = asyncio.ensure_future(self._info(job))
+        etag, size = await asyncio.shield(task)
+        if job.etag is not None and etag is not None and etag != job.etag:
+            raise _Changed(f"ETag is now {etag!r}")
+        if job.size is not None and size != job.size:
+            raise _Changed(f"size is now {size}")
+
     async def _get_generic(self, fs: Any, job: _Job) -> bytes:
-        if job.etag is not None or job.size is not None:
-            checked = self._checked.get(job.url)
-            if checked is None:
-                checked = self._checked[job.url] = await self._info(job)
-            etag, size = checked
-            if job.etag is not None and etag is not None and etag != job.etag:
-                raise _Changed(f"ETag is now {etag!r}")
-            if job.size is not None and size != job.size:
-                raise _Changed(f"size is now {size}")
         if getattr(fs, "async_impl", False):
-            return await fs._cat_file(job.url, start=job.start, end=job.start + job.length)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._executor(), functools.partial(fs.cat_file, job.url, start=job.start, end=job.start + job.length))
+            body = fs._cat_file(job.url, start=job.start, end=job.start + job.length)
+        else:
+            body = asyncio.get_running_loop().run_in_executor(
+                self._executor(), functools.partial(fs.cat_file, job.url, start=job.start, end=job.start + job.length))
+        data, _ = await asyncio.gather(body, self._check_metadata(job))  # both requests in flight at once
+        return data
