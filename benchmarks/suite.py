@@ -70,6 +70,9 @@ class Settings:
     scale_magic_max: int
     gperc_scale_max: int
     workers: tuple[int, ...] = (0, 1, 2)
+    remote_objects: int = 256  # small objects read from each local server (see benchmarks/bench_remote.py)
+    remote_delay_objects: int = 64  # read in the settings with an injected per-request delay
+    remote_reps: int = 1
 
 
 QUICK = Settings("quick", reps=3, batches=4, batch_sizes=(4, 20, 64), small_files=2000, lognormal_files=150,
@@ -80,7 +83,8 @@ FULL = Settings("full", reps=5, batches=10, batch_sizes=(1, 4, 20, 64, 256), sma
                 lognormal_files=1200, bands=((256, 4096, 10000), (4096, 65536, 1500), (65536, 1 << 20, 120),
                                              (1 << 20, 4 << 20, 24)),
                 grid_batches=5, grid_reps=2, gperc_batches=2, loader_batches=150, loader_reps=2,
-                scale_sizes=(1000, 10000, 100000, 1000000), scale_magic_max=100000, gperc_scale_max=10000)
+                scale_sizes=(1000, 10000, 100000, 1000000), scale_magic_max=100000, gperc_scale_max=10000,
+                remote_objects=2000, remote_delay_objects=512, remote_reps=3)
 
 
 def _summary(per_rep: list[float]) -> dict:
@@ -482,6 +486,16 @@ class Run:
                                     "first_batch_s": median(r["first_batch_s"] for r in runs),
                                     "shape": runs[0]["shape"]} for w, runs in per_w.items() if runs}
                         for label, per_w in rows.items()}}
+
+    # ------------------------------------------------------------------ remote
+    def remote(self) -> None:
+        """Object storage and HTTP on 127.0.0.1: concurrent vs one-at-a-time reads per server, with and without
+        an injected per-request delay; index and block-cache figures (:mod:`benchmarks.bench_remote`)."""
+        from .bench_remote import measure as measure_remote
+
+        s = self.s
+        self.results["remote"] = measure_remote(s.remote_objects, s.remote_delay_objects, 20.0, s.remote_reps,
+                                                os.path.join(self.work, "remote"), log=self.log)
 
     # ------------------------------------------------------------------ scale
     def scale(self) -> None:

@@ -200,6 +200,16 @@ class _Handler(SimpleHTTPRequestHandler):
 
 
 class _QuietServer(ThreadingHTTPServer):
+    # the stock backlog of 5 drops the SYNs of a client opening 64 connections at once: each waits 1-3 s
+    request_queue_size = 512
+
+    def get_request(self):
+        """Accept with Nagle's algorithm off: a handler writes the headers and the body separately, and the
+        client's delayed ACK would hold the body back 40 ms."""
+        conn, addr = super().get_request()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn, addr
+
     def handle_error(self, request, client_address) -> None:
         # expected: a client that gave up (timeout), or moto already stopped when a slow answer is forwarded
         if not isinstance(sys.exc_info()[1], ConnectionError):
@@ -255,6 +265,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         key = self.path.split("?", 1)[0]
+        if f.delay:  # a round trip to a distant server
+            time.sleep(f.delay)
         if self.command == "GET":
             with f.lock:
                 f.gets += 1
@@ -317,11 +329,13 @@ def faulty_proxy(upstream_url: str) -> Iterator[tuple[str, Faults]]:
 
 
 @contextmanager
-def file_server_process(root: str | Path, delay_s: float = 0.0) -> Iterator[str]:
+def file_server_process(root: str | Path, delay_s: float = 0.0, proxy: bool = False) -> Iterator[str]:
     """:class:`FileServer` for ``root`` in a subprocess (its own interpreter, so it does not share the GIL with
-    the client), every GET delayed by ``delay_s``; yields its URL; stopped after."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.remote_servers", str(root), str(delay_s)],
-                            stdout=subprocess.PIPE, text=True, cwd=str(Path(__file__).resolve().parents[1]))
+    the client), every GET delayed by ``delay_s``; yields its URL; stopped after. With ``proxy``, ``root`` is
+    the URL of a server (moto) and the subprocess is a :func:`faulty_proxy` in front of it delaying every
+    request by ``delay_s``."""
+    argv = [sys.executable, "-m", "tests.remote_servers", str(root), str(delay_s)] + (["proxy"] if proxy else [])
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=str(Path(__file__).resolve().parents[1]))
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
@@ -337,7 +351,12 @@ def file_server_process(root: str | Path, delay_s: float = 0.0) -> Iterator[str]
             proc.wait()
 
 
-if __name__ == "__main__":  # python -m tests.remote_servers ROOT DELAY_S: serve until terminated
+if __name__ == "__main__":  # python -m tests.remote_servers ROOT|UPSTREAM DELAY_S [proxy]: serve until terminated
+    if sys.argv[3:] == ["proxy"]:
+        with faulty_proxy(sys.argv[1]) as (_url, _faults):
+            _faults.delay = float(sys.argv[2])
+            print(_url, flush=True)
+            threading.Event().wait()
     with FileServer(sys.argv[1]) as _server:
         _server.faults.delay = float(sys.argv[2])
         print(_server.url, flush=True)

@@ -38,7 +38,8 @@ def test_report_has_every_section(quick_run) -> None:
     for heading in ("# Benchmarks", "## Peers in this run", "## Targets", "## Fetch on the same bytes",
                     "### small-diff", "### small-concat", "### lognormal-diff", "### lognormal-concat",
                     "### small-gpt", "## Packed fetch against the machine's limits", "## Loaders",
-                    "## Fetch against file size", "## consumer across settings", "## Build and reopen"):
+                    "## Fetch against file size", "## consumer across settings", "## Build and reopen",
+                    "## Remote sources"):
         assert heading in text, heading
     assert "python -m benchmarks run --quick --peers none" in text
 
