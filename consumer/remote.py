@@ -4,25 +4,20 @@ This module is the only place that turns a URL into a file system (``fsspec``, t
 ecosystem's file-system layer) and lists a bucket. Reading bytes is :mod:`consumer.remote_read`;
 the on-disk read-through cache is :mod:`consumer.remote_cache`.
 
-- :func:`is_url` tells a URL (``scheme://...``) from a local path; :func:`expand_local` expands ``~``
-  in local paths (a URL is returned unchanged) and :func:`local_path_of` turns ``file://`` URLs into
-  plain paths so the fast local reader serves them.
-- :func:`open_filesystem` returns ``(fs, root)`` for a URL. A missing optional dependency raises
-  :class:`~consumer.errors.MissingDependencyError` naming the extra to install, e.g.
-  ``pip install 'consumer[s3]'``. Credentials and endpoints come from the usual places of each
-  backend (environment variables, config files) plus ``storage_options`` handed to fsspec as is.
+- :func:`is_url` tells a URL from a local path; :func:`expand_local` expands ``~`` in local paths and
+  :func:`local_path_of` turns ``file://`` URLs into plain paths so the fast local reader serves them.
+- :func:`open_filesystem` returns ``(fs, root)`` for a URL; a missing optional dependency raises
+  :class:`~consumer.errors.MissingDependencyError` naming the extra (``pip install 'consumer[s3]'``).
+  Credentials and endpoints: each backend's usual places plus ``storage_options`` handed to fsspec as is.
 - :func:`list_objects` lists every object below a prefix (or the one object a URL names) with **one
-  paginated listing** (for S3, GCS and Azure: ``fs.find(detail=True)``, i.e. ``ListObjectsV2`` pages,
-  no per-object ``HEAD``) into a :class:`Listing` (URLs sorted, sizes, ETags, modification times). HTTP directory pages
-  carry no sizes: for ``http(s)://`` prefixes the sizes come from one concurrent ``HEAD`` per object.
-- :func:`stat_objects` gives the same facts for an explicit list of URLs (F0–F3 forms), listing each
-  parent prefix once instead of one ``HEAD`` per object.
-- :func:`class_layout` applies the local directory rule to a listing: the immediate sub-prefixes of
-  the root are classes holding every object below them; a prefix without sub-prefixes is one class
-  ``"null"``; loose objects next to class prefixes are an error. Hidden names (a path component
-  starting with ``.``) and zero-byte "directory marker" objects (keys ending in ``/``) are skipped.
-- :func:`shard_of` assigns each URL to one of ``n`` shards by a hash of the URL, so every machine
-  computes the same split and adding objects never moves the others.
+  paginated listing** (S3, GCS, Azure: ``fs.find(detail=True)``, no per-object ``HEAD``) into a
+  :class:`Listing` (URLs sorted, sizes, ETags — for GCS the generation —, modification times). HTTP
+  directory pages carry no sizes: for ``http(s)://`` they come from one concurrent ``HEAD`` per object.
+- :func:`stat_objects`: the same facts for an explicit list of URLs, listing each parent prefix once.
+- :func:`class_layout` applies the local directory rule to a listing: the immediate sub-prefixes of the
+  root are classes; a prefix without sub-prefixes is one class ``"null"``; loose objects next to class
+  prefixes are an error; hidden names and zero-byte "directory marker" keys are skipped.
+- :func:`shard_of` assigns each URL to one of ``n`` shards by a hash of the URL (stable under additions).
 """
 
 from __future__ import annotations
@@ -30,7 +25,6 @@ from __future__ import annotations
 import datetime as _dt
 import email.utils
 import hashlib
-import importlib
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -40,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError, MissingDependencyError, short_repr
+from .remote_cloud import gcs_class
 
 __all__ = ["EXTRAS", "Listing", "is_url", "expand_local", "local_path_of", "url_protocol", "open_filesystem",
            "list_objects", "stat_objects", "class_layout", "shard_of", "parse_size", "DEFAULT_CLASS",
@@ -79,9 +74,7 @@ def expand_local(path: Any) -> Any:
         return path
     if isinstance(path, os.PathLike):
         s = os.fspath(path)
-        if isinstance(s, bytes):
-            return path
-        return os.path.expanduser(s) if s.startswith("~") else path
+        return os.path.expanduser(s) if isinstance(s, str) and s.startswith("~") else path
     if isinstance(path, str) and path.startswith("~"):
         return os.path.expanduser(path)
     return path
@@ -137,13 +130,9 @@ def open_filesystem(url: str, storage_options: Mapping[str, Any] | None = None) 
         raise _missing(protocol, EXTRAS.get(protocol, ("remote", protocol))[1], e) from e
     except ValueError as e:
         raise InputError(f"url: unknown scheme {protocol!r} in {url!r}: {e}") from e
-    options = dict(storage_options or {})
-    if protocol in ("gs", "gcs") and (options.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST")):
-        # gcsfs's default class first asks Google's gRPC control API for the bucket type, which a custom
-        # endpoint (an emulator) does not serve: every call would wait 60 s. Its plain JSON-API class suffices.
-        cls = importlib.import_module("gcsfs.core").GCSFileSystem
+    cls = gcs_class(cls, storage_options or {}) if protocol in ("gs", "gcs") else cls
     try:
-        fs = cls(**options)
+        fs = cls(**dict(storage_options or {}))
     except ImportError as e:
         raise _missing(protocol, EXTRAS.get(protocol, ("remote", protocol))[1], e) from e
     except TypeError as e:
@@ -154,9 +143,7 @@ def open_filesystem(url: str, storage_options: Mapping[str, Any] | None = None) 
 
 def _as_url(fs: Any, name: str, protocol: str) -> str:
     """A file system's path as a URL of the scheme the user wrote (``az://``, not adlfs's ``abfs://``)."""
-    if is_url(name):
-        return name
-    url = fs.unstrip_protocol(name)
+    url = name if is_url(name) else fs.unstrip_protocol(name)
     return protocol + url[len(url_protocol(url)):]
 
 
@@ -222,13 +209,10 @@ def mtime_ns_of(info: Mapping[str, Any]) -> int:
 
 
 def etag_of(info: Mapping[str, Any]) -> str | None:
-    """The normalised ETag from an fsspec ``info`` dict of any backend; None when it reports none.
-
-    For a GCS object this is its ``generation`` (a number that changes exactly when the content is replaced;
-    GCS's own ETag also changes on metadata updates), which reads are then conditional on."""
-    generation = info.get("generation")
-    if generation not in (None, "") and str(generation).isdigit():
-        return str(generation)
+    """The normalised ETag from an fsspec ``info`` dict of any backend, None when it reports none; for a GCS
+    object its ``generation`` (changed exactly by new content; GCS's ETag also changes with metadata)."""
+    if str(info.get("generation", "")).isdigit():
+        return str(info["generation"])
     for key in _ETAG_KEYS:
         if info.get(key):
             return normalise_etag(info[key])
@@ -255,8 +239,7 @@ def list_objects(url: str, storage_options: Mapping[str, Any] | None = None) -> 
         raise InputError(f"url: no objects below {url!r} (not found: {e})") from e
     except PermissionError as e:
         raise InputError(f"url: listing {url!r} was denied (check credentials / storage_options): {e}") from e
-    if not isinstance(found, dict):  # adlfs answers a URL naming one blob with a list
-        found = {e["name"]: e for e in (x if isinstance(x, dict) else fs.info(x) for x in found)}
+    found = found if isinstance(found, dict) else {i["name"]: i for i in map(fs.info, found)}  # adlfs: one blob
     names, infos = [], []
     for name, info in found.items():
         if info.get("type", "file") != "file" or name.endswith("/"):

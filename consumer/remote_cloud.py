@@ -17,9 +17,22 @@ Neither goes through the file system's own retry loop: the caller retries with i
 
 from __future__ import annotations
 
+import importlib
+import os
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["get_gcs", "get_azure"]
+__all__ = ["get_gcs", "get_azure", "gcs_class"]
+
+
+def gcs_class(cls: type, options: Mapping[str, Any]) -> type:
+    """The gcsfs file-system class to use: its plain JSON-API ``GCSFileSystem`` when ``options`` name a custom
+    endpoint (``endpoint_url``, or ``STORAGE_EMULATOR_HOST`` is set), else ``cls``. gcsfs's default class
+    first asks Google's gRPC control API for each bucket's type, which an emulator does not serve: every
+    call would wait 60 s for it."""
+    if options.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST"):
+        return importlib.import_module("gcsfs.core").GCSFileSystem
+    return cls
 
 
 async def get_gcs(fs: Any, url: str, start: int, length: int, generation: str | None
