@@ -56,6 +56,7 @@ import numpy as np
 from .errors import FileChangedError, InputError, short_repr
 from .remote import normalise_etag, open_filesystem, parse_size, url_protocol
 from .remote_cache import BlockCache, block_key
+from .remote_plan import DEFAULT_COALESCE_BYTES, plan_requests
 from .remote_requests import (
     _INHERITED,
     DEFAULT_BLOCK_BYTES,
@@ -72,8 +73,10 @@ class RemoteReader(RangeRequests):
 
     ``storage_options`` go to fsspec unchanged for every scheme; ``concurrency`` bounds requests in
     flight; ``retries`` is the number of retries after the first attempt; ``timeout`` (seconds) bounds each
-    attempt; ``cache_dir`` + ``cache_bytes`` (int or a size string like ``"20GB"``) enable the read-through
-    block cache. The reader is picklable (DataLoader workers): file systems are reopened per process.
+    attempt; ranges of one object less than ``coalesce_bytes`` apart are fetched by one request (None: never;
+    :mod:`consumer.remote_plan`); ``cache_dir`` + ``cache_bytes`` (int or a size string like ``"20GB"``)
+    enable the read-through block cache. The reader is picklable (DataLoader workers): file systems are
+    reopened per process.
 
     ``stats`` counts ``requests`` (attempts sent), ``retries``, ``bytes`` (received) and ``max_in_flight``.
     """
@@ -81,7 +84,8 @@ class RemoteReader(RangeRequests):
     def __init__(self, storage_options: Mapping[str, Any] | None = None, *, concurrency: int = DEFAULT_CONCURRENCY,
                  retries: int = 5, timeout: float = 60.0, backoff: float = 0.1, max_backoff: float = 5.0,
                  cache_dir: str | os.PathLike | None = None, cache_bytes: int | str | None = None,
-                 block_bytes: int = DEFAULT_BLOCK_BYTES, max_request_bytes: int = DEFAULT_MAX_REQUEST) -> None:
+                 block_bytes: int = DEFAULT_BLOCK_BYTES, max_request_bytes: int = DEFAULT_MAX_REQUEST,
+                 coalesce_bytes: int | None = DEFAULT_COALESCE_BYTES) -> None:
         if storage_options is not None and not isinstance(storage_options, Mapping):
             raise InputError(f"storage_options must be a dict or None, got {short_repr(storage_options)}")
         for name, value, low in (("concurrency", concurrency, 1), ("retries", retries, 0),
@@ -91,6 +95,9 @@ class RemoteReader(RangeRequests):
         for name, secs in (("timeout", timeout), ("backoff", backoff), ("max_backoff", max_backoff)):
             if not isinstance(secs, (int, float)) or isinstance(secs, bool) or not 0 <= secs < float("inf"):
                 raise InputError(f"{name} must be a finite number of seconds >= 0, got {short_repr(secs)}")
+        if coalesce_bytes is not None and (not isinstance(coalesce_bytes, (int, np.integer))
+                                           or isinstance(coalesce_bytes, bool) or coalesce_bytes < 0):
+            raise InputError(f"coalesce_bytes must be an int >= 0 or None, got {short_repr(coalesce_bytes)}")
         if (cache_dir is None) != (cache_bytes is None):
             raise InputError(f"remote cache needs both cache_dir and cache_bytes, got cache_dir={short_repr(cache_dir)}"
                              f", cache_bytes={short_repr(cache_bytes)}")
@@ -102,6 +109,7 @@ class RemoteReader(RangeRequests):
         self.max_backoff = float(max_backoff)
         self.block_bytes = int(block_bytes)
         self.max_request_bytes = int(max_request_bytes)
+        self.coalesce_bytes = None if coalesce_bytes is None else int(coalesce_bytes)
         self.cache_dir = None if cache_dir is None else os.path.expanduser(os.fspath(cache_dir))
         self.cache_bytes = None if cache_bytes is None else parse_size(cache_bytes, "remote_cache")
         self._reset()
@@ -120,7 +128,7 @@ class RemoteReader(RangeRequests):
     def __getstate__(self) -> dict:
         """Picklable state: settings only (file systems, pools and counters are per process)."""
         keep = ("storage_options", "concurrency", "retries", "timeout", "backoff", "max_backoff", "block_bytes",
-                "max_request_bytes", "cache_dir", "cache_bytes")
+                "max_request_bytes", "coalesce_bytes", "cache_dir", "cache_bytes")
         return {k: self.__dict__[k] for k in keep}
 
     def __setstate__(self, state: dict) -> None:
@@ -195,15 +203,13 @@ class RemoteReader(RangeRequests):
         if self.cache is not None:
             self._read_cached(self.cache, urls, starts_a, lengths_a, out, offsets_a, etags, sizes, live)
             return
-        jobs, places = [], []
-        for i in live.tolist():
-            size = None if sizes is None else int(sizes[i])
-            for s, ln, o in self._split(int(starts_a[i]), int(lengths_a[i]), int(offsets_a[i])):
-                jobs.append(_Job(urls[i], s, ln, etags[i], size))
-                places.append(o)
+        plan = plan_requests(urls, etags, starts_a, lengths_a, offsets_a, live, self.max_request_bytes,
+                             self.coalesce_bytes)
+        jobs = [_Job(urls[i], s, ln, etags[i], None if sizes is None else int(sizes[i])) for i, s, ln, _ in plan]
 
         def place(k: int, data: bytes) -> None:
-            out[places[k]:places[k] + len(data)] = np.frombuffer(data, dtype=np.uint8)
+            for rel, ln, o in plan[k][3]:
+                out[o:o + ln] = np.frombuffer(data, dtype=np.uint8, count=ln, offset=rel)
 
         self._run(jobs, place)
 

@@ -17,7 +17,7 @@ LAYERS: dict[str, int] = {
     "errors": 0, "_version": 0, "validate": 0, "seeds": 0, "fileio": 0, "progress": 0,
     "formats": 0, "formats.mmidx": 0, "formats.pbin": 0, "formats.megatron_sampling": 0,
     "formats.fairseq_batching": 0, "remote": 1, "remote_read": 1, "remote_cache": 1, "remote_meta": 2,
-    "remote_requests": 1, "remote_cloud": 0,
+    "remote_requests": 1, "remote_cloud": 0, "remote_plan": 0,
     # 1: tokens, inputs, file types
     "vocab": 1, "ir": 1, "filemeta": 1,
     # 2: samples and settings (pure numpy, no file reads)

@@ -90,6 +90,36 @@ def test_prefixes_and_large_ranges_split(sources, backend):
     assert reader.stats["requests"] == -(-out.size // 4096)
 
 
+@pytest.mark.parametrize("backend", ["s3", "http"])
+def test_close_ranges_of_one_object_share_a_request(sources, backend):
+    """Adjacent, overlapping and close ranges of one object are one request; far ones, other objects and
+    ranges past max_request_bytes are not; every byte lands where it belongs."""
+    listing, so, _ = sources[backend]
+    big = int(np.argmax(listing.sizes))  # 70000 bytes
+    other = int(np.argsort(listing.sizes)[-2])  # 20000 bytes
+    u, v = listing.urls[big], listing.urls[other]
+    ranges = [(u, 100, 50), (v, 0, 10), (u, 150, 25), (u, 120, 100), (u, 300, 10), (u, 60000, 5000), (v, 5, 3)]
+    urls = [r[0] for r in ranges]
+    starts = np.array([r[1] for r in ranges], dtype=np.int64)
+    lengths = np.array([r[2] for r in ranges], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    etags = [listing.etags[listing.urls.index(x)] for x in urls]
+    sizes = listing.sizes[[listing.urls.index(x) for x in urls]]
+    want = b"".join(_local(sources["blobs"], x)[s:s + n] for x, s, n in ranges)
+    counts = {}
+    for gap, max_request in ((None, 1 << 20), (0, 1 << 20), (1000, 1 << 20), (65536, 1 << 20), (65536, 4096)):
+        reader = RemoteReader(so, coalesce_bytes=gap, max_request_bytes=max_request)
+        out = np.zeros(int(lengths.sum()), dtype=np.uint8)
+        reader.read_ranges(urls, starts, lengths, out, offsets, etags, sizes)
+        assert out.tobytes() == want, (gap, max_request)
+        counts[gap, max_request] = reader.stats["requests"]
+    assert counts[None, 1 << 20] == 7  # one request per range
+    assert counts[0, 1 << 20] == 4  # u: 100-150, 120-220 and 150-175 overlap; v: 0-10 and 5-8 overlap
+    assert counts[1000, 1 << 20] == 3  # ... and 300-310 is within 1000 bytes of them
+    assert counts[65536, 1 << 20] == 2  # one request per object
+    assert counts[65536, 4096] == 4  # 60000-65000 alone is more than a request (two), the rest of u is one
+
+
 def test_concurrent_requests_in_flight(sources):
     listing, _, server = sources["http"]
     faults = server.faults
@@ -98,8 +128,8 @@ def test_concurrent_requests_in_flight(sources):
     out = np.empty(len(urls), dtype=np.uint8)
     faults.delay, faults.max_in_flight = 0.25, 0
     try:
-        RemoteReader(None, concurrency=64).read_ranges(urls, np.zeros(len(urls), np.int64), lengths, out,
-                                                       np.arange(len(urls)))
+        RemoteReader(None, concurrency=64, coalesce_bytes=None).read_ranges(  # one request per range
+            urls, np.zeros(len(urls), np.int64), lengths, out, np.arange(len(urls)))
         all_at_once = faults.max_in_flight
         faults.max_in_flight = 0
         RemoteReader(None, concurrency=3).read_ranges(urls, np.zeros(len(urls), np.int64), lengths, out,
