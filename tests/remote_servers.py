@@ -45,12 +45,15 @@ def _wait_port(port: int, proc: subprocess.Popen | None, deadline_s: float = 30.
 
 
 @contextmanager
-def moto_server() -> Iterator[str]:
-    """Run ``moto`` in server mode (a subprocess) on a free port; yields its endpoint URL; stopped after."""
+def moto_server(delay_s: float = 0.0) -> Iterator[str]:
+    """Run ``moto`` in server mode (a subprocess) on a free port; yields its endpoint URL; stopped after.
+    With ``delay_s``, every GET waits that long first (a round trip to a distant store), inside moto."""
     for _ in range(3):
         port = free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        argv = ([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)] if not delay_s else
+                [sys.executable, "-m", "tests.remote_servers", "moto", str(delay_s), str(port)])
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                cwd=str(Path(__file__).resolve().parents[1]))
         try:
             _wait_port(port, proc)
         except RuntimeError:
@@ -351,7 +354,25 @@ def file_server_process(root: str | Path, delay_s: float = 0.0, proxy: bool = Fa
             proc.wait()
 
 
-if __name__ == "__main__":  # python -m tests.remote_servers ROOT|UPSTREAM DELAY_S [proxy]: serve until terminated
+def _serve_moto(delay_s: float, port: int) -> None:
+    """moto's server (as ``python -m moto.server`` runs it) with every GET delayed by ``delay_s``."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import run_simple
+
+    app = DomainDispatcherApplication(create_backend_app)
+
+    def delayed(environ, start_response):
+        if environ.get("REQUEST_METHOD") == "GET":
+            time.sleep(delay_s)
+        return app(environ, start_response)
+
+    run_simple("127.0.0.1", port, delayed, threaded=True, request_handler=MotoRequestHandler)
+
+
+if __name__ == "__main__":  # python -m tests.remote_servers ROOT|UPSTREAM|moto DELAY_S [proxy|PORT]: serve
+    if sys.argv[1] == "moto":
+        _serve_moto(float(sys.argv[2]), int(sys.argv[3]))
+        sys.exit(0)
     if sys.argv[3:] == ["proxy"]:
         with faulty_proxy(sys.argv[1]) as (_url, _faults):
             _faults.delay = float(sys.argv[2])
