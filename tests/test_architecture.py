@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     # 4: assembling datasets, fetching, tensors
     "fetch": 4, "dataset_sql": 4, "packed.open": 4, "packed.write": 4, "packed.verify": 4, "packed": 4, "build": 4,
     "export": 4,
-    "collate": 4, "display": 4, "frames": 1, "plan": 3, "loader": 4, "split": 1,
+    "collate": 4, "display": 4, "frames": 1, "plan": 3, "loader": 4, "split": 1, "workers": 3,
     # 5: the facade; 6: the package face and the command line
     "consumer": 5, "__init__": 6, "__main__": 6, "cli": 6, "cli_commands": 6,
 }
