@@ -247,7 +247,7 @@ class WorkerPool:
                 raise self._died(wid)
         try:
             return conn.recv()
-        except EOFError:
+        except (EOFError, OSError):
             raise self._died(wid) from None
 
     def _collect(self) -> None:
@@ -267,7 +267,7 @@ class WorkerPool:
                     wid = conns[id(r)]
                     try:
                         seq, slot, rows, small, error = self.conns[wid].recv()
-                    except EOFError:
+                    except (EOFError, OSError):
                         raise self._died(wid) from None
                     run = self._inflight.pop(seq)
                     if run != self._run_id:  # answer of an abandoned run: its slot is free again
