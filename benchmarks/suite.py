@@ -442,6 +442,9 @@ class Run:
             absent["consumer ds.dataloader"] = "loader not available in this version"
         else:
             systems.insert(1, LocalSystem("consumer ds.dataloader", None, loader=dl))
+            extra = [("consumer ds.dataloader, each batch copied out", consumer_loader(packed, copy=True)),
+                     ("consumer ds.dataloader, transport='torch'", consumer_loader(packed, transport="torch"))]
+            systems[2:2] = [LocalSystem(label, None, loader=f) for label, f in extra if f is not None]
         systems.append(LocalSystem("consumer ds.fetch via torch DataLoader", None, loader=fetch_loader(packed)))
         wl = self.results["peers"]
         plan_args = {"store": store, "plan": os.path.join(self.work, key, "plan.npz"), "workdir":
@@ -466,7 +469,8 @@ class Run:
         for rep in range(s.loader_reps):
             for w in s.workers:
                 for x in systems:
-                    if x.label in errors or (x.label.startswith("consumer fetch loop") and w):
+                    if x.label in errors or (x.label.startswith("consumer fetch loop") and w) or \
+                            ("transport='torch'" in x.label and not w):
                         continue
                     try:
                         r = x.loader_times(BATCH, w, n, rep)
