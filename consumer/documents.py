@@ -92,8 +92,8 @@ class DocumentTable:
 
     @cached_property
     def header_len(self) -> np.ndarray:
-        """Header tokens of each document (0 without headers)."""
-        return np.diff(self.header_ptr)[self.doc_header]
+        """Header tokens of each document (0 without headers: zeros that take no memory until written)."""
+        return np.diff(self.header_ptr)[self.doc_header] if self.with_header else np.zeros(len(self), dtype=np.int64)
 
     @cached_property
     def content_start(self) -> np.ndarray:
@@ -137,7 +137,8 @@ def build_documents(paths: list[str], doc_class, sizes, header_texts: list[str],
     doc_header = np.fromiter((lookup[h] for h in header_texts), dtype=np.int64, count=len(header_texts)) \
         if with_header else np.zeros(len(paths), dtype=np.int64)
     header_ptr, header_tok = tokenise_headers(headers, vocab, with_header)
-    return DocumentTable(vocab=vocab, paths=list(paths), doc_class=np.asarray(doc_class, dtype=np.int64),
+    paths = paths if isinstance(paths, list) else list(paths)  # a list is kept, not copied (10^7 slots: 80 MB)
+    return DocumentTable(vocab=vocab, paths=paths, doc_class=np.asarray(doc_class, dtype=np.int64),
                          doc_size=np.asarray(sizes, dtype=np.int64), doc_header=doc_header, headers=headers,
                          header_ptr=header_ptr, header_tok=header_tok, with_header=with_header,
                          doc_mtime=_NO_MTIMES if mtimes is None else np.asarray(mtimes, dtype=np.int64),
