@@ -5,8 +5,9 @@ system and libmagic are left out — ``N`` synthetic paths (``/corpus/<class>/d<
 seeded sizes, mtimes and (device, inode) pairs stand in for a directory walk and its ``stat`` calls — and
 everything else runs the code a ``Consumer(DIR, metadata=None)`` build runs, in the same order: the corpus of
 the walk (``corpus_of_walk``, what ``normalise`` does with a directory), ``corpus.flat``, the file-table hash
-and cache key, the headers, ``build_documents``, the sample index (``concat``, ``seqlen=2048``), the cache entry's arrays (the packed path blob) and, with ``CACHE_DIR``, the
-entry written to disk and read back as a warm reopen reads it. Reported: wall seconds per stage, peak RSS
+and cache key, the headers, ``build_documents``, the sample index (``concat``, ``seqlen=2048``), the cache
+entry's arrays (the packed path blob) and, with ``CACHE_DIR``, the entry written to disk and read back as a
+warm reopen reads it. Reported: wall seconds per stage, peak RSS
 (``ru_maxrss``) after each stage, the RSS of the input list alone, and the resident size of what a dataset
 keeps (corpus, document table, index).
 """
