@@ -28,6 +28,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import threading
 import time
 import traceback
 import weakref
@@ -163,6 +164,7 @@ class _Slots:
     def __init__(self, n: int):
         self.free: deque[int] = deque(range(n))
         self.live = [0] * n
+        self._lock = threading.Lock()  # an array may die in another thread
 
     def hold(self, slot: int, arrays: list[np.ndarray]) -> None:
         if not arrays:
@@ -173,9 +175,10 @@ class _Slots:
             weakref.finalize(a, self.drop, slot)
 
     def drop(self, slot: int) -> None:
-        self.live[slot] -= 1
-        if self.live[slot] == 0:
-            self.free.append(slot)
+        with self._lock:
+            self.live[slot] -= 1
+            if self.live[slot] == 0:
+                self.free.append(slot)
 
 
 class WorkerPool:
