@@ -371,7 +371,9 @@ def _loader_section(res: dict) -> list[str]:
            f"× {b} for samples/s, × {b * L:,} for row tokens/s). "
            "*first batch*: seconds until the first batch (worker start-up). "
            "The transport row is torch's DataLoader moving batches that cost one memcpy each: no loader built on "
-           "torch's worker transport can beat it.", ""]
+           "torch's worker transport can beat it. `ds.dataloader` with workers hands batches over through its own "
+           "shared-memory ring (no allocation, no pickling per batch); the *copied out* row adds a copy of every "
+           "batch into fresh tensors in the loop, the *transport='torch'* row uses torch's workers.", ""]
     workers = sorted({w for v in ld["systems"].values() for w in v}, key=int)
     rows = []
     for label, per_w in ld["systems"].items():
@@ -477,7 +479,7 @@ def _wins_section(res: dict) -> list[str]:
             "the like-for-like row. Single-sample reads (batch 1-4) favour libraries whose per-item path is a "
             "plain slice of a memory map (Megatron's `IndexedDataset.get`, litdata's chunk reader): `consumer`'s "
             "batched fetch has a fixed per-call cost (validation, the index arithmetic for the whole batch, one "
-            "output allocation and torch conversion) that a batch of 1 does not amortise. Loader rows with worker "
+            "output allocation and torch conversion) that a batch of 1 does not amortise. Peer loader rows with worker "
             "processes are all bounded by torch's transport (the memcpy-dataset row).", ""] + lines + [""]
 
 
