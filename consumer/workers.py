@@ -317,9 +317,11 @@ class WorkerPool:
         pending: deque[tuple[int, Any]] = deque()  # (seq, request) not yet sent, in order
         order: deque[int] = deque()  # seqs sent, in order
         exhausted = False
+        collected = False  # collected garbage since the last slot came free, in vain
         while True:
             if run_id != self._run_id or self.closed:
                 return
+            collected = collected and not self.slots.free
             while self.slots.free and not exhausted:  # fill the ring
                 if not pending:
                     req = next(requests, None)
@@ -344,7 +346,9 @@ class WorkerPool:
                 continue
             if exhausted and not pending:
                 return
-            gc.collect()  # every slot is held: by the caller, or by garbage not yet collected
+            if not collected:  # every slot is held: by the caller, or by garbage not yet collected
+                gc.collect()
+                collected = bool(not self.slots.free)  # a caller keeping them all: no collection per batch
             if not self.slots.free:  # the caller keeps them all: read the next batch here
                 if not pending:
                     req = next(requests, None)
