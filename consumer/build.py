@@ -233,8 +233,8 @@ def restore(recipe: tuple) -> Built:
         corpus = Corpus.of(desc["classes"], paths, arrays["doc_class"], form)
         return _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
     if kind == "packed":
-        prefix, requested, stamp = args
-        built = build_packed(prefix, requested)
+        prefix, requested, stamp, remote = args
+        built = build_packed(prefix, requested, **remote)
         if built.recipe[3] != stamp:  # re-packed since: never serve other tokens under the same sample ids
             raise FileChangedError(f"{prefix}: the packed store changed since this dataset was opened (its sidecar "
                                    "records other files or another token checksum); open it again")
@@ -246,17 +246,24 @@ def restore(recipe: tuple) -> Built:
     return Built(spec, corpus, documents, index, None, _info("off", None, 0, t0), recipe=recipe)
 
 
-def build_packed(prefix: Any, spec: Spec, verify: bool = False) -> Built:
-    """A dataset over the packed store at ``prefix``: its documents (tokens memory-mapped), the store's
+def build_packed(prefix: Any, spec: Spec, verify: bool = False, **remote: Any) -> Built:
+    """A dataset over the packed store at ``prefix``: its documents (tokens memory-mapped, or read by ranges
+    from a store at a URL: ``remote`` holds ``storage_options``, ``cache_dir``, ``remote_cache``), the store's
     ``n_bytes`` and header mode, ``spec.class_to_id`` or the store's. ``verify`` first checks every token
     (checksum and id range, see :func:`~consumer.packed.verify.verify_packed`)."""
-    from .packed.open import open_store  # noqa: PLC0415  (the store modules load only when used)
+    from .packed.open import load_store, open_store  # noqa: PLC0415  (the store modules load only when used)
     from .packed.verify import verify_packed  # noqa: PLC0415
 
     t0 = time.perf_counter()
+    unknown = sorted(set(remote) - {"storage_options", "cache_dir", "remote_cache"})
+    if unknown:
+        raise InputError(f"from_packed got unexpected options {unknown}; a store at a URL takes storage_options, "
+                         "cache_dir and remote_cache")
+    remote = {k: v for k, v in remote.items() if v is not None}
+    loaded = load_store(prefix, **remote)
     if verify:
-        verify_packed(prefix)
-    store, corpus, documents, metadata = open_store(prefix)
+        verify_packed(loaded)
+    store, corpus, documents, metadata = open_store(loaded)
     where = "class_to_id" if spec.class_to_id is not None else f"class_to_id in {store.prefix}.consumer.json"
     spec = spec.replace(n_bytes=store.vocab.n_bytes, metadata=metadata, class_to_id=check_class_to_id(
         store.sidecar["class_to_id"] if spec.class_to_id is None else spec.class_to_id, corpus.class_names, where))
@@ -265,7 +272,8 @@ def build_packed(prefix: Any, spec: Spec, verify: bool = False) -> Built:
     warn_if_padded(spec.seqlen, spec.style, index)
     return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, None,
                  _info("packed", None, 0, t0), recipe=("packed", str(store.prefix), requested,
-                                                       (store.sidecar.get("tokens_sha256"), store.sidecar["files"])))
+                                                       (store.sidecar.get("tokens_sha256"), store.sidecar["files"]),
+                                                       remote))
 
 
 def build_subset(parent: Built, file_ids: Any, catalog: Catalog | None = None) -> Built:

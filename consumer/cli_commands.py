@@ -334,10 +334,15 @@ def pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _store_options(args: argparse.Namespace) -> dict:
+    """``storage_options`` and ``cache_dir`` of a store at a URL (a local store uses neither)."""
+    return {"storage_options": args.storage_options, "cache_dir": args.cache_dir}
+
+
 def verify(args: argparse.Namespace) -> int:
     from .packed import verify_packed  # noqa: PLC0415
 
-    r = verify_packed(args.prefix)
+    r = verify_packed(args.prefix, **_store_options(args))
     if args.json:
         print(json.dumps(r, indent=1))
         return 0
@@ -350,7 +355,7 @@ def verify(args: argparse.Namespace) -> int:
 def inspect(args: argparse.Namespace) -> int:
     from .packed import inspect_packed  # noqa: PLC0415
 
-    info = inspect_packed(args.prefix, preview_tokens=args.tokens)
+    info = inspect_packed(args.prefix, preview_tokens=args.tokens, **_store_options(args))
     if args.json:
         print(json.dumps(info, indent=1))
         return 0

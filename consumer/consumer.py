@@ -83,11 +83,12 @@ class Consumer:
     @classmethod
     def from_packed(cls, prefix: Any, *, style: str = "diff", seqlen: int | str = "auto",
                     class_to_id: dict | None = None, seed: int = 4, long_files: str = "truncate",
-                    sampling: Any = "consumer", verify: bool = False) -> Consumer:
-        """A store written by :meth:`pack`: the same tokens, memory-mapped; ``verify`` first reads all of it."""
+                    sampling: Any = "consumer", verify: bool = False, **remote: Any) -> Consumer:
+        """A store written by :meth:`pack`: the same tokens, memory-mapped; ``verify`` first reads all of it. A URL
+        prefix (index copied once, tokens read by ranges) takes ``storage_options``, ``cache_dir``, ``remote_cache``."""
         return cls._from_built(build_packed(prefix, Spec(style=style, seqlen=seqlen, long_files=long_files,
                                                          sampling=sampling, class_to_id=class_to_id, seed=seed),
-                                            check_bool("verify", verify)))
+                                            check_bool("verify", verify), **remote))
 
     @classmethod
     def from_dict(cls, d: Any, *, cache_dir: Any = None, verbose: bool = False,
@@ -95,7 +96,6 @@ class Consumer:
         """Rebuild the dataset a ``get_dict(include_files=True)`` (or its ``to_json`` text or file) describes."""
         return cls._from_built(build_from_dict(d if isinstance(d, dict) else load_json(d), cache_dir=cache_dir,
                                                verbose=verbose, metadata=metadata), verbose)
-
     from_json = from_dict
 
     def subset(self, file_ids: Any) -> Consumer:
