@@ -85,11 +85,13 @@ def build(fps: Any, spec: Spec, *, cache_dir: Any = None, verbose: bool = False,
     keeps a bounded read-through copy of their bytes under the cache directory. With ``distributed`` and
     ``torch.distributed`` initialised, rank 0 alone builds; the other ranks open what it cached
     (:mod:`consumer.shared_build`; ``build_info["cache"]`` is ``"shared"`` there)."""
-    group = torch_group() if check_bool("distributed", distributed) else None
+    root = check_cache_dir(cache_dir)
+    # nothing to share without an index cache (cache_dir=False, a callable metadata): every rank decides alike
+    shareable = check_bool("distributed", distributed) and root is not None and not callable(spec.metadata)
+    group = torch_group() if shareable else None
     if group is None:
         built = _build(fps, spec, cache_dir, verbose, storage_options, remote_cache)
     else:
-        root = check_cache_dir(cache_dir)
         request = fingerprint(fps, spec.to_dict(), __version__)  # the dataset asked for (not where it is cached)
         built = build_once(group, request, root, lambda: _build(fps, spec, cache_dir, verbose, storage_options,
                                                                  remote_cache),

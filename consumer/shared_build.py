@@ -106,7 +106,7 @@ def _handoff(built: Any, failure: BaseException | None, cache_root: str | None,
         return {"error": f"{type(failure).__name__}: {failure}"}
     shared = publish(built) if cache_root else None
     if shared is None or not cache_root:
-        return {"file": None, "why": "rank 0 cached nothing to share (cache_dir=False, or a callable metadata)"}
+        return {"file": None, "why": "rank 0 cached nothing to share (its index cache entry was not written)"}
     name = f"{secrets.token_hex(16)}.json"
     folder = ensure_directory(os.path.join(cache_root, HANDOFF_DIR), "cache_dir")
     atomic_write_bytes(os.path.join(folder, name), json.dumps(shared).encode())
