@@ -108,8 +108,8 @@ def _add_dataset_options(p: argparse.ArgumentParser, seqlen_default: int | str =
 
 
 def _add_corpus_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", help="the corpus directory: each sub-folder is a class (a folder without "
-                               "sub-folders is one class, 'null')")
+    p.add_argument("dir", help="the corpus directory, or a URL prefix (s3://, gs://, az://, https://): each "
+                               "sub-folder is a class (a folder without sub-folders is one class, 'null')")
     _add_dataset_options(p)
     p.add_argument("--metadata", default="file", choices=["file", "mime", "none"],
                    help="header in front of each file: the libmagic description, the MIME type, or none "
@@ -117,6 +117,9 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", default=None,
                    help="where the catalog and the index cache live; 'off' keeps everything in memory "
                         "(default: $CONSUMER_CACHE_DIR, else ~/.cache/consumer)")
+    p.add_argument("--storage-options", type=_storage_options, default=None, metavar="JSON",
+                   help="fsspec options when DIR is a URL, e.g. '{\"endpoint_url\": \"http://host:9000\"}' "
+                        "(default: credentials from the environment)")
     loud = p.add_mutually_exclusive_group()
     loud.add_argument("--quiet", action="store_true",
                       help="no progress bar and no summary line; warnings and errors still show (default: off; "
