@@ -123,7 +123,6 @@ def _show_progress(args: argparse.Namespace) -> bool:
 
 def _open(args: argparse.Namespace):
     from . import Consumer  # noqa: PLC0415
-
     from .remote import is_url  # noqa: PLC0415
 
     fps: Any = args.dir if is_url(args.dir) else _check_dir(args.dir)
