@@ -128,7 +128,7 @@ def _open(args: argparse.Namespace):
     fps: Any = args.dir if is_url(args.dir) else _check_dir(args.dir)
     class_to_id = None
     if getattr(args, "shard", None):  # this machine's deterministic 1/N of the files, ids of the whole corpus
-        fps, class_to_id = _shard_of(fps, *args.shard, args.storage_options)
+        fps, class_to_id = _shard_of(fps, args.shard[0], args.shard[1], args.storage_options)
     return Consumer(fps, style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen, class_to_id=class_to_id,
                     long_files=args.long_files, metadata=None if args.metadata == "none" else args.metadata,
                     cache_dir=False if args.cache_dir == "off" else args.cache_dir, verbose=_show_progress(args),
