@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Optional: Azurite (the Azure Storage emulator, an npm package) for the az:// tests, which skip without it.
-# Installs only when npm is present and azurite-blob is not; takes about a minute. Not run by CI.
+# Installs only when npm is present and azurite-blob is not; takes about a minute. Called by scripts/test.sh.
 set -euo pipefail
 if command -v azurite-blob >/dev/null; then
   echo "azurite already installed: $(command -v azurite-blob)"
