@@ -44,7 +44,7 @@ from .fileio import fsync_dir, is_temp_name, load_json_bounded, sha256_file, tem
 __all__ = ["CACHE_FORMAT", "default_cache_dir", "check_cache_dir", "cache_key", "file_table_sha256",
            "save_entry", "load_entry", "list_entries", "clear"]
 
-CACHE_FORMAT = 2  # 2: settings from Spec.key_dict(), file mtimes stored as an array
+CACHE_FORMAT = 3  # 2: settings from Spec.key_dict(), file mtimes stored as an array; 3: int32 index fields
 INDEX_DIR = "index"
 _MMAP_MIN_BYTES = 64 << 20
 _KEY = re.compile(r"[0-9a-f]{64}")

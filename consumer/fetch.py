@@ -91,7 +91,7 @@ class Fetcher:
             cols, tokens, content, vocab=self.documents.vocab, cfg=mask,
             rng_factory=lambda: mask_rng(self.seed, epoch, sample_ids), sample_ids=sample_ids,
             sample_class_ids=self.class_ids[self.index.sample_class[sample_ids]],
-            file_id=self.index.seg_doc[first_seg],
+            file_id=self.index.seg_doc[first_seg].astype(np.int64),
             offset=self.index.seg_start[first_seg] + (0 if shift is None else shift))
 
     def _check_ids(self, tokens: np.ndarray, sample_ids: np.ndarray) -> None:

@@ -31,14 +31,20 @@ from .errors import ConsumerWarning, InputError, short_repr
 from .validate import check_int, int_vector
 
 __all__ = ["AUTO_SEQLEN_CAP", "LONG_FILES", "MAX_SEQLEN", "STYLES", "SampleIndex", "auto_seqlen", "build_index",
-           "check_seqlen", "resolve_seqlen", "warn_if_padded"]
+           "check_seqlen", "index_dtype", "resolve_seqlen", "warn_if_padded"]
 
 LONG_FILES = ("truncate", "windows", "crop")  # crop: like truncate, the window moved per epoch at fetch time
 
 
 @dataclass(frozen=True)
 class SampleIndex:
-    """Flat arrays describing every sample (see the module docstring). All arrays are int64."""
+    """Flat arrays describing every sample (see the module docstring).
+
+    ``seg_ptr``, ``seg_start`` and ``class_ptr`` are int64. The bounded fields are as narrow as their bound
+    allows (:func:`index_dtype`, decided per index when it is built): ``seg_len`` and ``seg_col`` (<= ``seqlen``
+    <= :data:`MAX_SEQLEN`) and ``sample_class`` are int32, ``seg_doc`` is int32 below 2**31 documents, else
+    int64. Arithmetic that can leave those bounds (offsets into a store, flat positions) casts to int64 first.
+    """
 
     seqlen: int
     seg_ptr: np.ndarray     # [S+1]
@@ -73,6 +79,11 @@ class SampleIndex:
         rows = np.repeat(np.arange(sample_ids.size, dtype=np.int64), counts)
         offsets = np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
         return np.repeat(starts, counts) + offsets, rows
+
+
+def index_dtype(bound: int) -> np.dtype:
+    """The dtype of an index field whose values are ``0 <= v < bound``: int32 when ``bound <= 2**31``, else int64."""
+    return np.dtype(np.int32 if bound <= 2**31 else np.int64)
 
 
 MAX_SEQLEN = 2**31 - 1
@@ -157,46 +168,56 @@ def warn_if_padded(requested, style: str, index: SampleIndex, *, stacklevel: int
     return share
 
 
+_PIECE_CHUNK = 1 << 20  # documents cut at a time: temporaries stay a few MB whatever the corpus size
+
+
 def _pieces(doc_start: np.ndarray, doc_len: np.ndarray, seqlen: int):
     """Cut documents laid out on one global token axis into ``seqlen`` windows.
 
-    ``doc_start`` are global start positions where every group begins at a multiple of ``seqlen``.
-    Returns (doc, start-in-doc, length, window, column) per piece, ordered by global position.
+    ``doc_start`` are global start positions (non-decreasing) where every group begins at a multiple of
+    ``seqlen``, so windows are dense. Returns (doc, start-in-doc, length, column) per piece, ordered by global
+    position, and the number of pieces of each window. Written a chunk of documents at a time into the final
+    arrays, in their final dtypes: at 10^7 files one int64 temporary per piece would be ~170 MB.
     """
-    # in place where possible: at 10^7 files every temporary of one value per piece is ~85 MB
     end = doc_start + doc_len
     first = doc_start // seqlen
     n = (end - 1) // seqlen
     n -= first
     n += 1
-    doc = np.repeat(np.arange(doc_len.size, dtype=np.int64), n)
-    shift = np.cumsum(n)
-    shift -= n
-    shift -= first  # window of piece k = k - (pieces before its document) + first window of its document
-    window = np.arange(doc.size, dtype=np.int64)
-    window -= np.repeat(shift, n)
-    del n, first, shift
-    lo = window * seqlen
-    ds = doc_start[doc]
-    np.maximum(lo, ds, out=lo)
-    hi = window + 1
-    hi *= seqlen
-    np.minimum(hi, end[doc], out=hi)
-    hi -= lo  # the length of each piece
-    ds -= lo
-    np.negative(ds, out=ds)  # lo - doc_start[doc]: the start inside the document
-    col = window * seqlen
-    np.subtract(lo, col, out=col)
-    return doc, ds, hi, window, col
+    at = np.zeros(n.size + 1, dtype=np.int64)
+    np.cumsum(n, out=at[1:])
+    total = int(at[-1])
+    n_windows = int((end[-1] - 1) // seqlen) + 1 if end.size else 0
+    doc = np.empty(total, dtype=index_dtype(doc_len.size))
+    start = np.empty(total, dtype=np.int64)
+    length = np.empty(total, dtype=index_dtype(seqlen + 1))  # lengths <= seqlen, columns < seqlen
+    col = np.empty(total, dtype=index_dtype(seqlen))
+    counts = np.zeros(n_windows, dtype=np.int64)
+    for lo_d in range(0, doc_len.size, _PIECE_CHUNK):
+        hi_d = min(doc_len.size, lo_d + _PIECE_CHUNK)
+        a, b = int(at[lo_d]), int(at[hi_d])
+        nn = n[lo_d:hi_d]
+        d = np.repeat(np.arange(lo_d, hi_d, dtype=np.int64), nn)
+        # window of piece k = k - (pieces before its document) + first window of its document
+        window = np.arange(a, b, dtype=np.int64) - np.repeat(at[lo_d:hi_d] - first[lo_d:hi_d], nn)
+        lo = np.maximum(window * seqlen, doc_start[d])
+        hi = np.minimum((window + 1) * seqlen, end[d])
+        doc[a:b] = d
+        start[a:b] = lo - doc_start[d]
+        length[a:b] = hi - lo
+        col[a:b] = lo - window * seqlen
+        if b > a:
+            counts[int(window[0]):int(window[-1]) + 1] += np.bincount(window - window[0])
+    return doc, start, length, col, counts
 
 
-def _assemble(doc, start, length, sample, col, doc_class, n_classes, seqlen) -> SampleIndex:
+def _assemble(doc, start, length, counts, col, doc_class, n_classes, seqlen) -> SampleIndex:
     # windows are dense and ordered: every document has >= 1 token (its EOF), streams are contiguous
-    n_samples = int(sample.max()) + 1 if sample.size else 0
+    n_samples = counts.size
     seg_ptr = np.zeros(n_samples + 1, dtype=np.int64)
-    np.cumsum(np.bincount(sample, minlength=n_samples), out=seg_ptr[1:])
+    np.cumsum(counts, out=seg_ptr[1:])
     first_doc = doc[seg_ptr[:-1]] if n_samples else np.zeros(0, dtype=np.int64)
-    sample_class = doc_class[first_doc].astype(np.int64, copy=False)
+    sample_class = doc_class[first_doc].astype(index_dtype(n_classes))
     class_ptr = np.zeros(n_classes + 1, dtype=np.int64)
     np.cumsum(np.bincount(sample_class, minlength=n_classes), out=class_ptr[1:])
     return SampleIndex(seqlen=seqlen, seg_ptr=seg_ptr, seg_doc=doc, seg_start=start, seg_len=length,
@@ -220,8 +241,9 @@ def _aligned_starts(doc_len: np.ndarray, group: np.ndarray, seqlen: int) -> np.n
 def build_concat(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") -> SampleIndex:
     """concat style: per class one stream of documents cut into exact ``seqlen`` windows."""
     starts = _aligned_starts(doc_len, doc_class, seqlen)
-    doc, start, length, window, col = _pieces(starts, doc_len, seqlen)
-    return _assemble(doc, start, length, window, col, doc_class, n_classes, seqlen)
+    doc, start, length, col, counts = _pieces(starts, doc_len, seqlen)
+    del starts
+    return _assemble(doc, start, length, counts, col, doc_class, n_classes, seqlen)
 
 
 def build_diff(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") -> SampleIndex:
@@ -232,11 +254,12 @@ def build_diff(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") 
     n_docs = doc_len.size
     if long_files == "windows":
         starts = _aligned_starts(doc_len, np.arange(n_docs, dtype=np.int64), seqlen)
-        doc, start, length, window, col = _pieces(starts, doc_len, seqlen)
-        return _assemble(doc, start, length, window, col, doc_class, n_classes, seqlen)
-    doc = np.arange(n_docs, dtype=np.int64)
-    zeros = np.zeros(n_docs, dtype=np.int64)
-    return _assemble(doc, zeros, np.minimum(doc_len, seqlen), doc, zeros.copy(), doc_class, n_classes, seqlen)
+        doc, start, length, col, counts = _pieces(starts, doc_len, seqlen)
+        return _assemble(doc, start, length, counts, col, doc_class, n_classes, seqlen)
+    narrow = index_dtype(seqlen + 1)
+    return _assemble(np.arange(n_docs, dtype=index_dtype(n_docs)), np.zeros(n_docs, dtype=np.int64),
+                     np.minimum(doc_len, seqlen).astype(narrow), np.ones(n_docs, dtype=np.int64),
+                     np.zeros(n_docs, dtype=narrow), doc_class, n_classes, seqlen)
 
 
 STYLES = {"diff": build_diff, "concat": build_concat}

@@ -37,7 +37,7 @@ import numpy as np
 
 from .errors import InputError, short_repr
 from .formats.megatron_sampling import build_gpt_indices
-from .index import SampleIndex
+from .index import SampleIndex, index_dtype
 from .validate import check_int, int_vector, is_int
 
 __all__ = ["megatron_sample_index", "MegatronSampling"]
@@ -151,6 +151,8 @@ def megatron_sample_index(doc_len, doc_class, n_classes: int, seq_length: int, s
     col -= np.repeat(col[seg_ptr[:-1]], np.diff(seg_ptr))
     seqlen = int(seq_length) + e
     sample_class = classes[doc[seg_ptr[:-1]]] if item.size else np.zeros(0, dtype=np.int64)
-    return SampleIndex(seqlen=seqlen, seg_ptr=seg_ptr, seg_doc=doc, seg_start=start, seg_len=length,
-                       seg_col=col, sample_class=sample_class.astype(np.int64),
+    narrow = index_dtype(seqlen + 1)
+    return SampleIndex(seqlen=seqlen, seg_ptr=seg_ptr, seg_doc=doc.astype(index_dtype(sizes.size)), seg_start=start,
+                       seg_len=length.astype(narrow), seg_col=col.astype(narrow),
+                       sample_class=sample_class.astype(index_dtype(n_classes)),
                        class_ptr=np.zeros(int(n_classes) + 1, dtype=np.int64))

@@ -62,8 +62,10 @@ def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
             return _rows_from_runs(docs.packed.tokens, docs.vocab.pad, L, start, lengths, dtype), None
     segs, rows = index.segments_of(sample_ids)
     starts = index.seg_start[segs] if shift is None else index.seg_start[segs] + shift[rows]
-    return read_segments(docs, (int(sample_ids.size), L), rows, index.seg_col[segs],
-                         index.seg_doc[segs], starts, index.seg_len[segs], content_mask, dtype)
+    wide = np.int64  # the narrow index fields (int32) take part in flat-position arithmetic below
+    return read_segments(docs, (int(sample_ids.size), L), rows, index.seg_col[segs].astype(wide),
+                         index.seg_doc[segs].astype(wide), starts, index.seg_len[segs].astype(wide), content_mask,
+                         dtype)
 
 
 def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
@@ -73,7 +75,7 @@ def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
     if docs.packed is None:
         raise InputError("docs: packed_runs needs documents served from a packed store, got source files")
     src = docs.packed.doc_ptr[index.seg_doc] + index.seg_start
-    follows = np.r_[False, src[1:] == src[:-1] + index.seg_len[:-1]]
+    follows = np.r_[False, src[1:] == src[:-1] + index.seg_len[:-1].astype(np.int64)]
     follows[index.seg_ptr[:-1]] = True  # a sample's first segment needs no predecessor
     broken = np.add.reduceat(~follows, index.seg_ptr[:-1]) if src.size else np.zeros(0, dtype=np.int64)
     return np.where(broken == 0, src[index.seg_ptr[:-1]], -1)
