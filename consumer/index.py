@@ -179,15 +179,13 @@ def _pieces(doc_start: np.ndarray, doc_len: np.ndarray, seqlen: int):
     position, and the number of pieces of each window. Written a chunk of documents at a time into the final
     arrays, in their final dtypes: at 10^7 files one int64 temporary per piece would be ~170 MB.
     """
-    end = doc_start + doc_len
-    first = doc_start // seqlen
-    n = (end - 1) // seqlen
-    n -= first
-    n += 1
-    at = np.zeros(n.size + 1, dtype=np.int64)
-    np.cumsum(n, out=at[1:])
+    at = np.zeros(doc_len.size + 1, dtype=np.int64)  # first piece of each document (pieces per document first)
+    for lo_d in range(0, doc_len.size, _PIECE_CHUNK):
+        ds, dl = doc_start[lo_d:lo_d + _PIECE_CHUNK], doc_len[lo_d:lo_d + _PIECE_CHUNK]
+        at[lo_d + 1:lo_d + 1 + ds.size] = (ds + dl - 1) // seqlen - ds // seqlen + 1
+    np.cumsum(at, out=at)
     total = int(at[-1])
-    n_windows = int((end[-1] - 1) // seqlen) + 1 if end.size else 0
+    n_windows = int((doc_start[-1] + doc_len[-1] - 1) // seqlen) + 1 if doc_len.size else 0
     doc = np.empty(total, dtype=index_dtype(doc_len.size))
     start = np.empty(total, dtype=np.int64)
     length = np.empty(total, dtype=index_dtype(seqlen + 1))  # lengths <= seqlen, columns < seqlen
@@ -196,14 +194,15 @@ def _pieces(doc_start: np.ndarray, doc_len: np.ndarray, seqlen: int):
     for lo_d in range(0, doc_len.size, _PIECE_CHUNK):
         hi_d = min(doc_len.size, lo_d + _PIECE_CHUNK)
         a, b = int(at[lo_d]), int(at[hi_d])
-        nn = n[lo_d:hi_d]
+        nn = np.diff(at[lo_d:hi_d + 1])
         d = np.repeat(np.arange(lo_d, hi_d, dtype=np.int64), nn)
+        ds = doc_start[d]
         # window of piece k = k - (pieces before its document) + first window of its document
-        window = np.arange(a, b, dtype=np.int64) - np.repeat(at[lo_d:hi_d] - first[lo_d:hi_d], nn)
-        lo = np.maximum(window * seqlen, doc_start[d])
-        hi = np.minimum((window + 1) * seqlen, end[d])
+        window = np.arange(a, b, dtype=np.int64) - np.repeat(at[lo_d:hi_d] - doc_start[lo_d:hi_d] // seqlen, nn)
+        lo = np.maximum(window * seqlen, ds)
+        hi = np.minimum((window + 1) * seqlen, ds + doc_len[d])
         doc[a:b] = d
-        start[a:b] = lo - doc_start[d]
+        start[a:b] = lo - ds
         length[a:b] = hi - lo
         col[a:b] = lo - window * seqlen
         if b > a:
@@ -230,12 +229,15 @@ def _aligned_starts(doc_len: np.ndarray, group: np.ndarray, seqlen: int) -> np.n
     group_len = np.bincount(group, weights=doc_len, minlength=n_groups).astype(np.int64)
     group_windows = -(-group_len // seqlen)
     group_start = (np.cumsum(group_windows) - group_windows) * seqlen
-    # start within the group = exclusive cumsum of doc_len restricted to the group
-    csum = np.cumsum(doc_len) - doc_len
+    # start within the group = exclusive cumsum of doc_len restricted to the group (in place: one N-array kept)
+    out = np.cumsum(doc_len)
+    out -= doc_len
     first_in_group = np.zeros(n_groups, dtype=np.int64)
     order_first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]]) if group.size else np.zeros(0, np.int64)
-    first_in_group[group[order_first]] = csum[order_first]
-    return group_start[group] + csum - first_in_group[group]
+    first_in_group[group[order_first]] = out[order_first]
+    group_start -= first_in_group
+    out += group_start[group]
+    return out
 
 
 def build_concat(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") -> SampleIndex:
