@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,10 +29,10 @@ from .catalog import CATALOG_NAME, Catalog
 from .documents import DocumentTable, RemoteFiles, build_documents
 from .duplicates import catalog_sha256s, dedupe_plan
 from .errors import ConsumerError, FileChangedError, InputError, RemoteError, short_repr
-from .fileio import pack_paths, unpack_paths
 from .filemeta import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from, libmagic_version
 from .index import AUTO_SEQLEN_CAP, SampleIndex, warn_if_padded
 from .ir import Corpus, normalise, probe_files, stat_files
+from .pathlist import PathList
 from .ranks import torch_group
 from .remote import class_layout, is_url, list_objects, local_path_of, stat_objects
 from .shared_build import build_once, fingerprint
@@ -118,7 +119,7 @@ def _open_shared(handoff: dict, spec: Spec, root: str | None, storage_options: d
     if entry is None or not root or not isinstance(key, str):
         return None
     arrays, desc = entry
-    paths = unpack_paths(arrays["paths"])
+    paths = PathList.from_blob(arrays["paths"])
     corpus = Corpus.of(desc["classes"], paths, arrays["doc_class"], desc["form"])
     spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, desc["classes"]))
     built = _from_entry(entry, spec, corpus, paths, root, key, t0)
@@ -153,10 +154,10 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
         plan = dedupe_plan(paths, [classes[c] for c in cls_list],
                            catalog_sha256s(catalog, paths, sizes, mtimes, verbose=verbose), sizes)
         keep = plan.keep
-        paths, cls, sizes, mtimes = [paths[i] for i in keep.tolist()], cls[keep], sizes[keep], mtimes[keep]
+        paths, cls, sizes, mtimes = PathList.of([paths[i] for i in keep.tolist()]), cls[keep], sizes[keep], mtimes[keep]
         identity = None if identity is None else identity[keep]
         kept = np.unique(cls)
-        corpus = Corpus.of(corpus.class_names, paths, cls, corpus.form)
+        corpus = Corpus.of(corpus.class_names, paths, cls, corpus.form)  # shares the blob of paths
         cls = np.searchsorted(kept, cls).astype(np.int64)
         classes = corpus.class_names
         report = plan.report()
@@ -192,7 +193,7 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
                                                                      catalog.magic_calls, t0), catalog)
     built.info["dedupe"] = report
     arrays = {**{k: getattr(documents, k) for k in _DOC_ARRAYS}, **{k: getattr(index, k) for k in _INDEX_ARRAYS},
-              "paths": pack_paths(paths)}
+              "paths": PathList.of(paths).packed()}  # the blob the paths are kept in (no copy)
     saved = cache_root and key and save_entry(
         cache_root, key, arrays,
         {"spec": spec.key_dict(), "seqlen": index.seqlen, "headers": documents.headers, "classes": classes,
@@ -202,7 +203,7 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
     return _with_remote(built, remote[0], remote[1].etags) if remote else built
 
 
-def _remote(paths: list[str], storage_options: dict | None, cache_root: str | None, remote_cache: Any):
+def _remote(paths: Sequence[str], storage_options: dict | None, cache_root: str | None, remote_cache: Any):
     """``(reader, listing, describe)`` when ``paths`` are URLs (None for local files): one listing gives sizes,
     mtimes and ETags; ``describe`` runs libmagic on byte ranges of the objects."""
     urls = [is_url(p) for p in paths]
@@ -248,7 +249,7 @@ def _picklable(spec: Spec) -> Spec:
     return spec.replace(metadata=headers_already_made) if callable(spec.metadata) else spec
 
 
-def _from_entry(entry: tuple[dict, dict], spec: Spec, corpus: Corpus, paths: list[str], cache_root: str, key: str,
+def _from_entry(entry: tuple[dict, dict], spec: Spec, corpus: Corpus, paths: PathList, cache_root: str, key: str,
                 t0: float) -> Built:
     arrays, desc = entry
     documents = DocumentTable(
@@ -274,7 +275,7 @@ def restore(recipe: tuple) -> Built:
             raise InputError(f"cache_dir: the index cache entry {key[:16]}... under {cache_root!r} was removed or "
                              "damaged while the dataset was in use; build the dataset again")
         arrays, desc = entry
-        paths = unpack_paths(arrays["paths"])
+        paths = PathList.from_blob(arrays["paths"])
         corpus = Corpus.of(desc["classes"], paths, arrays["doc_class"], form)
         return _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
     if kind == "packed":

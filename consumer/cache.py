@@ -33,13 +33,16 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 
 from .errors import ConsumerWarning, FormatError, InputError, short_repr
 from .fileio import fsync_dir, is_temp_name, load_json_bounded, sha256_file, temp_path
+from .pathlist import PathList
 
 __all__ = ["CACHE_FORMAT", "default_cache_dir", "check_cache_dir", "cache_key", "file_table_sha256",
            "save_entry", "load_entry", "list_entries", "clear"]
@@ -88,9 +91,13 @@ def check_cache_dir(cache_dir) -> str | None:
 _CHUNK = 1 << 16  # paths hashed per update
 
 
-def file_table_sha256(paths: list[str], classes: np.ndarray, sizes: np.ndarray, mtimes: np.ndarray) -> str:
+def file_table_sha256(paths: Sequence[str], classes: np.ndarray, sizes: np.ndarray, mtimes: np.ndarray) -> str:
     """sha256 over the file table: NUL-joined UTF-8 paths, then int64 classes, sizes and mtimes."""
     h = hashlib.sha256()
+    if isinstance(paths, PathList) and sys.getfilesystemencoding() == "utf-8" and \
+            sys.getfilesystemencodeerrors() == "surrogateescape":
+        h.update(memoryview(paths.packed()))  # the same bytes, already joined: os.fsencode is that encoding here
+        paths = []
     for i in range(0, len(paths), _CHUNK):  # the bytes of "\0".join(paths), a chunk at a time (no whole-table copy)
         if i:
             h.update(b"\0")

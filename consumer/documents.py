@@ -6,7 +6,8 @@ when the size is not a multiple of ``n_bytes``, ``TAIL_k`` and one padded token.
 
 Headers repeat a lot (a corpus has few distinct file types), so they are stored once each in a
 small CSR table (``header_ptr`` / ``header_tok``) and every file points at one (``doc_header``).
-Everything is a flat numpy array; paths are kept in one list.
+Everything is a flat numpy array; paths are kept in one :class:`~consumer.pathlist.PathList` (a packed
+blob, not 10^7 ``str`` objects).
 
 Where the tokens come from: the source files (``packed is None``: the reader builds documents from
 their bytes) or a packed store (:class:`PackedTokens`: the documents' tokens, ready-made, memory-mapped).
@@ -14,12 +15,14 @@ their bytes) or a packed store (:class:`PackedTokens`: the documents' tokens, re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from .pathlist import PathList
 from .vocab import Vocab, encode_bytes, n_content_tokens
 
 __all__ = ["DocumentTable", "PackedTokens", "RemoteFiles", "build_documents", "tokenise_headers"]
@@ -72,7 +75,7 @@ class DocumentTable:
     """
 
     vocab: Vocab
-    paths: list[str]
+    paths: Sequence[str]      # [D] a PathList (any other sequence of str given is packed into one)
     doc_class: np.ndarray     # [D] class index
     doc_size: np.ndarray      # [D] bytes
     doc_header: np.ndarray    # [D] index into headers
@@ -86,6 +89,8 @@ class DocumentTable:
     doc_ident: np.ndarray | None = None  # [D, 2] (device, inode) at build time, checked on every read; None: unknown
 
     def __post_init__(self) -> None:
+        if not isinstance(self.paths, PathList):
+            object.__setattr__(self, "paths", PathList.of(list(self.paths)))
         if self.doc_mtime is _NO_MTIMES or self.doc_mtime is None:
             object.__setattr__(self, "doc_mtime", np.zeros(len(self.paths), dtype=np.int64))
 
@@ -118,7 +123,7 @@ class DocumentTable:
         remote = None if self.remote is None else replace(self.remote,
                                                           etags=[self.remote.etags[i] for i in ids.tolist()])
         mtime = self.doc_mtime
-        return DocumentTable(vocab=self.vocab, paths=[self.paths[i] for i in ids.tolist()],
+        return DocumentTable(vocab=self.vocab, paths=PathList.of([self.paths[i] for i in ids.tolist()]),
                              doc_class=new_class[self.doc_class[ids]], doc_size=self.doc_size[ids],
                              doc_header=self.doc_header[ids], headers=self.headers, header_ptr=self.header_ptr,
                              header_tok=self.header_tok, with_header=self.with_header, doc_mtime=mtime[ids],
@@ -130,7 +135,7 @@ class DocumentTable:
         return self.headers[int(self.doc_header[doc])]
 
 
-def build_documents(paths: list[str], doc_class, sizes, header_texts: list[str], vocab: Vocab,
+def build_documents(paths: Sequence[str], doc_class, sizes, header_texts: list[str], vocab: Vocab,
                     with_header: bool, mtimes: np.ndarray | None = None,
                     identity: np.ndarray | None = None) -> DocumentTable:
     """Assemble a :class:`DocumentTable`: tokenise each distinct header once, point files at them."""
@@ -139,8 +144,7 @@ def build_documents(paths: list[str], doc_class, sizes, header_texts: list[str],
     doc_header = np.fromiter((lookup[h] for h in header_texts), dtype=np.int64, count=len(header_texts)) \
         if with_header else np.zeros(len(paths), dtype=np.int64)
     header_ptr, header_tok = tokenise_headers(headers, vocab, with_header)
-    paths = paths if isinstance(paths, list) else list(paths)  # a list is kept, not copied (10^7 slots: 80 MB)
-    return DocumentTable(vocab=vocab, paths=paths, doc_class=np.asarray(doc_class, dtype=np.int64),
+    return DocumentTable(vocab=vocab, paths=PathList.of(paths), doc_class=np.asarray(doc_class, dtype=np.int64),
                          doc_size=np.asarray(sizes, dtype=np.int64), doc_header=doc_header, headers=headers,
                          header_ptr=header_ptr, header_tok=header_tok, with_header=with_header,
                          doc_mtime=_NO_MTIMES if mtimes is None else np.asarray(mtimes, dtype=np.int64),

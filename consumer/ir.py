@@ -26,6 +26,7 @@ are refused rather than read as empty.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from .errors import InputError, short_repr
 from .fileio import check_path, stat_regular
+from .pathlist import PathList
 from .remote import expand_local, is_url, local_path_of
 
 __all__ = ["DEFAULT_CLASS", "ClassFiles", "Corpus", "corpus_of_walk", "normalise", "probe_files", "stat_files"]
@@ -42,11 +44,17 @@ PathLike = (str, os.PathLike)
 
 
 class ClassFiles(BaseModel):
-    """One class of the corpus: its name and its files (absolute, sorted, unique)."""
+    """One class of the corpus: its name and its files (absolute, sorted, unique), a :class:`PathList` (the
+    classes of one corpus are slices of one blob: 10^7 paths take ~0.45 GB instead of ~1 GB of ``str``)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
     name: str
-    paths: tuple[str, ...]
+    paths: PathList
+
+    @field_validator("paths", mode="before")
+    @classmethod
+    def _packed(cls, v: Any) -> PathList:
+        return PathList.of(v if isinstance(v, PathList) else list(v))
 
 
 class Corpus(BaseModel):
@@ -79,21 +87,39 @@ class Corpus(BaseModel):
         return sum(len(c.paths) for c in self.classes)
 
     @classmethod
-    def of(cls, names: list[str], paths: list[str], doc_class: np.ndarray, form: str) -> Corpus:
+    def of(cls, names: list[str], paths: Sequence[str], doc_class: np.ndarray, form: str) -> Corpus:
         """The corpus of ``paths`` in corpus order, path ``i`` in class ``names[doc_class[i]]`` (``doc_class``
         non-decreasing); classes without a path are left out. One ``searchsorted``, no scan per class."""
         bounds = np.searchsorted(np.asarray(doc_class, dtype=np.int64), np.arange(len(names) + 1))
-        return cls(classes=tuple(ClassFiles(name=n, paths=tuple(paths[int(bounds[k]):int(bounds[k + 1])]))
+        packed = PathList.of(paths)
+        return cls(classes=tuple(ClassFiles(name=n, paths=packed[int(bounds[k]):int(bounds[k + 1])])
                                  for k, n in enumerate(names) if bounds[k + 1] > bounds[k]), form=form)
 
-    def flat(self) -> tuple[list[str], list[int]]:
-        """All paths in corpus order and the class index (position in ``classes``) of each."""
-        paths: list[str] = []
+    def flat(self) -> tuple[PathList, list[int]]:
+        """All paths in corpus order (one :class:`PathList`, sharing the classes' blob when they are slices of
+        one, as every constructor here makes them) and the class index (position in ``classes``) of each."""
+        joined: PathList | None = self.classes[0].paths if self.classes else None
+        for c in self.classes[1:]:
+            joined = joined.joined(c.paths) if joined is not None else None
+        paths = joined if joined is not None else PathList.concat([c.paths for c in self.classes])
         cls: list[int] = []
         for i, c in enumerate(self.classes):
-            paths.extend(c.paths)
             cls.extend([i] * len(c.paths))
         return paths, cls
+
+
+def _corpus(grouped: dict[str, list[str]], form: str) -> Corpus:
+    """The corpus of ``{class: sorted paths}``: all paths packed into one :class:`PathList`, each class a slice
+    of it; the lists are emptied (so their ``str`` objects can go)."""
+    names = sorted(grouped)
+    packed = PathList.concat([grouped[n] for n in names])
+    classes, at = [], 0
+    for name in names:
+        n = len(grouped[name])
+        classes.append(ClassFiles(name=name, paths=packed[at:at + n]))
+        grouped[name].clear()
+        at += n
+    return Corpus(classes=tuple(classes), form=form)
 
 
 def _as_path(p: Any, where: str) -> str:
@@ -206,15 +232,11 @@ def _group(fps: Any) -> tuple[dict[str, list[str]], str]:
 def corpus_of_walk(grouped: dict[str, list[str]]) -> Corpus:
     """The corpus of one directory walk, ``{class: [paths]}``: its paths are absolute, normalised and unique
     already, so they are only sorted (each class list in place: no second list of the paths)."""
-    classes = []
     for name in sorted(grouped):
-        paths = grouped[name]
-        if not paths:
+        if not grouped[name]:
             raise InputError(f"fps: class {name!r} has no files")
-        paths.sort()
-        classes.append(ClassFiles(name=name, paths=tuple(paths)))
-        paths.clear()
-    return Corpus(classes=tuple(classes), form="dir")
+        grouped[name].sort()
+    return _corpus(grouped, "dir")
 
 
 def normalise(fps: Any) -> Corpus:
@@ -225,7 +247,7 @@ def normalise(fps: Any) -> Corpus:
     if form == "dir":
         return corpus_of_walk(grouped)
     seen: dict[str, str] = {}
-    classes = []
+    checked: dict[str, list[str]] = {}
     for name in sorted(grouped):
         paths = []
         for i, p in enumerate(grouped[name]):
@@ -237,11 +259,12 @@ def normalise(fps: Any) -> Corpus:
             paths.append(ap)
         if not paths:
             raise InputError(f"fps: class {name!r} has no files")
-        classes.append(ClassFiles(name=name, paths=tuple(sorted(paths))))
-    return Corpus(classes=tuple(classes), form=form)
+        checked[name] = sorted(paths)
+    del seen
+    return _corpus(checked, form)
 
 
-def stat_files(paths: list[str], classes: list[str] | None = None, *, check_open: np.ndarray | None = None,
+def stat_files(paths: Sequence[str], classes: list[str] | None = None, *, check_open: np.ndarray | None = None,
                identity: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Sizes (bytes) and change stamps (ns) of ``paths``, refusing anything that is not a readable regular file.
 
@@ -282,7 +305,7 @@ def stat_files(paths: list[str], classes: list[str] | None = None, *, check_open
     return sizes, mtimes
 
 
-def probe_files(paths: list[str], sizes: np.ndarray) -> None:
+def probe_files(paths: Sequence[str], sizes: np.ndarray) -> None:
     """Open every file once (readability, and a one-byte probe of files reporting size 0): what
     :func:`stat_files` does when ``check_open`` is left out, for callers that stat first and decide later
     (a build whose index cache hit needs no open: the files passed this when the entry was made)."""
@@ -297,7 +320,7 @@ class _SizeOnly:
         self.st_size = size
 
 
-def _same_file_message(paths: list[str], classes: list[str] | None, first: int, second: int) -> str:
+def _same_file_message(paths: Sequence[str], classes: list[str] | None, first: int, second: int) -> str:
     labels = f" (classes {classes[first]!r} and {classes[second]!r})" if classes is not None else ""
     return (f"fps: {paths[first]!r} and {paths[second]!r} are the same file (same device and inode: a symlink "
             f"or a hard link){labels}; one file must appear once, with one label")

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ def _fractions(fractions: Any) -> dict[str, float]:
     return out
 
 
-def split_file_ids(paths: list[str], doc_class: np.ndarray, fractions: Any, seed: int) -> dict[str, np.ndarray]:
+def split_file_ids(paths: Sequence[str], doc_class: np.ndarray, fractions: Any, seed: int) -> dict[str, np.ndarray]:
     """File ids of each split (sorted): stratified per class, ordered by ``sha256(seed, path)`` within a class,
     cut by ``fractions`` with the largest-remainder rule. InputError if a split would get no file."""
     shares = _fractions(fractions)

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent / "consumer"
 # layer of every module: a module may import modules of its own layer or below, never above
 LAYERS: dict[str, int] = {
     # 0: no engine imports (errors, helpers, other frameworks' formats)
-    "errors": 0, "_version": 0, "validate": 0, "seeds": 0, "fileio": 0, "progress": 0,
+    "errors": 0, "_version": 0, "validate": 0, "seeds": 0, "fileio": 0, "pathlist": 0, "progress": 0,
     "formats": 0, "formats.mmidx": 0, "formats.pbin": 0, "formats.megatron_sampling": 0,
     "formats.fairseq_batching": 0, "remote": 1, "remote_read": 1, "remote_cache": 1, "remote_meta": 2,
     "remote_requests": 1, "remote_tokens": 1, "ranks": 0, "shared_build": 1, "remote_cloud": 0, "remote_plan": 0,
