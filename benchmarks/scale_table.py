@@ -46,9 +46,9 @@ def main(n: int, cache_dir: str | None) -> dict:
     from consumer.build import _DOC_ARRAYS, _INDEX_ARRAYS
     from consumer.cache import cache_key, file_table_sha256, load_entry, save_entry
     from consumer.documents import build_documents
-    from consumer.fileio import pack_paths, unpack_paths
     from consumer.filemeta import headers_from
     from consumer.ir import Corpus, corpus_of_walk
+    from consumer.pathlist import PathList
     from consumer.spec import Spec
     from consumer.vocab import Vocab
 
@@ -89,7 +89,7 @@ def main(n: int, cache_dir: str | None) -> dict:
                                 seqlen=spec.seqlen, long_files=spec.long_files, seed=spec.seed)
     stage("index")
     arrays = {**{k: getattr(documents, k) for k in _DOC_ARRAYS}, **{k: getattr(index, k) for k in _INDEX_ARRAYS},
-              "paths": pack_paths(paths)}
+              "paths": PathList.of(paths).packed()}
     stage("cache arrays")
     out: dict = {"files": n, "samples": len(index), "import_rss_mb": base, "input_list_mb": input_mb}
     if cache_dir:
@@ -107,7 +107,7 @@ def main(n: int, cache_dir: str | None) -> dict:
         entry = load_entry(cache_dir, key)
         assert entry is not None
         arrays2, desc = entry
-        again = unpack_paths(arrays2["paths"])
+        again = PathList.from_blob(arrays2["paths"])
         Corpus.of(desc["classes"], again, arrays2["doc_class"], desc["form"])
         stage("warm reopen (read entry, unpack paths, corpus)")
     total = sum(v["s"] for k, v in stages.items() if k != "input" and not k.startswith("warm"))

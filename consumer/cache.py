@@ -96,7 +96,7 @@ def file_table_sha256(paths: Sequence[str], classes: np.ndarray, sizes: np.ndarr
     h = hashlib.sha256()
     if isinstance(paths, PathList) and sys.getfilesystemencoding() == "utf-8" and \
             sys.getfilesystemencodeerrors() == "surrogateescape":
-        h.update(memoryview(paths.packed()))  # the same bytes, already joined: os.fsencode is that encoding here
+        h.update(paths.packed().data)  # the same bytes, already joined: os.fsencode is that encoding here
         paths = []
     for i in range(0, len(paths), _CHUNK):  # the bytes of "\0".join(paths), a chunk at a time (no whole-table copy)
         if i:
