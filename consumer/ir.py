@@ -231,7 +231,8 @@ def _group(fps: Any) -> tuple[dict[str, list[str]], str]:
 
 def corpus_of_walk(grouped: dict[str, list[str]]) -> Corpus:
     """The corpus of one directory walk, ``{class: [paths]}``: its paths are absolute, normalised and unique
-    already, so they are only sorted (each class list in place: no second list of the paths)."""
+    already, so they are only sorted (each class list in place), then packed into one :class:`PathList` and the
+    lists emptied: the walk's ``str`` objects go as soon as the caller drops them."""
     for name in sorted(grouped):
         if not grouped[name]:
             raise InputError(f"fps: class {name!r} has no files")

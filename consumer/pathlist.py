@@ -4,8 +4,8 @@ A Python list of 10^7 paths of ~35 characters costs ~1 GB (a ``str`` object of ~
 list slot). A :class:`PathList` keeps each path's exact bytes (``os.fsencode``) once, joined by NUL in one
 ``uint8`` array (the layout of the index cache's ``paths`` array), and one int64 offset per path: ~45 bytes
 per path. A path is decoded when it is asked for. It reads like a list of ``str``: ``len``, ``paths[i]``
-(negative too), slices, iteration, ``in``, ``index``, and ``==`` with a list, a tuple or another PathList;
-it cannot be changed. A slice with step 1 shares the blob (no copy); other steps give a list.
+(negative too), slices, iteration, ``in``, ``index``, ``==`` with a list, a tuple or another PathList, and
+``+`` (a new list); it cannot be changed. A slice with step 1 shares the blob (no copy); other steps give a list.
 """
 
 from __future__ import annotations
@@ -131,6 +131,16 @@ class PathList(Sequence[str]):
             return len(self) == len(other) and np.array_equal(self.packed(), other.packed())
         if isinstance(other, (list, tuple)):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    def __add__(self, other: object) -> list[str]:
+        if isinstance(other, (list, tuple, PathList)):
+            return [*self, *other]
+        return NotImplemented
+
+    def __radd__(self, other: object) -> list[str]:
+        if isinstance(other, (list, tuple)):
+            return [*other, *self]
         return NotImplemented
 
     def __hash__(self) -> int:

@@ -128,6 +128,7 @@ def test_pathlist_reads_like_the_list(paths, a, b, step):
     joined = pl[:cut].joined(pl[cut:])
     assert joined is not None and joined == paths and pl[cut:].joined(pl[:cut]) is None or cut == 0
     assert pl != [*paths, "x"] and (pl == 3) is False
+    assert pl[:cut] + pl[cut:] == paths and paths[:cut] + pl[cut:] == paths and pl[:cut] + tuple(paths[cut:]) == paths
 
 
 def test_pathlist_across_chunks_and_out_of_range():
