@@ -106,6 +106,12 @@ class DocumentTable:
         return n_content_tokens(self.doc_size, self.vocab.n_bytes)
 
     @cached_property
+    def content_split(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per document: full content tokens and tail bytes, ``divmod(doc_size, n_bytes)`` (the tail, when
+        not 0, is a ``TAIL_k`` marker and one padded token after the full tokens)."""
+        return np.divmod(self.doc_size, self.vocab.n_bytes)
+
+    @cached_property
     def doc_len(self) -> np.ndarray:
         """Total tokens of each document: header, SEP, content and EOF."""
         return self.content_start + self.content_len + 1

@@ -66,9 +66,27 @@ class SampleIndex:
             return np.zeros(len(self), dtype=np.int64)
         return np.add.reduceat(np.asarray(self.seg_len, dtype=np.int64), self.seg_ptr[:-1])
 
+    @cached_property
+    def _one_segment_each(self) -> bool:
+        return bool(np.array_equal(self.seg_ptr, np.arange(len(self) + 1)))
+
+    @cached_property
+    def tiled(self) -> bool:
+        """Whether every sample's segments fill its row from column 0 without gaps (what every index
+        builder makes): then a reader only pads after each row's last token. Checked once, then cached."""
+        if not self.seg_len.size:
+            return True
+        prev_end = np.empty_like(self.seg_col)
+        prev_end[0] = 0
+        np.add(self.seg_col[:-1], self.seg_len[:-1], out=prev_end[1:])
+        prev_end[self.seg_ptr[:-1][np.diff(self.seg_ptr) > 0]] = 0  # a sample's first segment starts at column 0
+        return bool(np.array_equal(self.seg_col, prev_end))
+
     def segments_of(self, sample_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Segment ids of the given samples (in order) and the position (row) of each in ``sample_ids``."""
         starts = self.seg_ptr[sample_ids]
+        if self._one_segment_each:  # diff samples of short files: no repeat needed
+            return starts, np.arange(sample_ids.size, dtype=np.int64)
         counts = self.seg_ptr[sample_ids + 1] - starts
         rows = np.repeat(np.arange(sample_ids.size, dtype=np.int64), counts)
         offsets = np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
