@@ -63,7 +63,7 @@ def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
     segs, rows = index.segments_of(sample_ids)
     starts = index.seg_start[segs] if shift is None else index.seg_start[segs] + shift[rows]
     return read_segments(docs, (int(sample_ids.size), L), rows, index.seg_col[segs],
-                         index.seg_doc[segs], starts, index.seg_len[segs], content_mask, dtype)
+                         index.seg_doc[segs], starts, index.seg_len[segs], content_mask, dtype, tiled=index.tiled)
 
 
 def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
