@@ -1,13 +1,14 @@
 """The raw reader: token rows for a batch of sample ids, read straight from the source files.
 
-One call reads a whole batch into a preallocated ``[B, seqlen]`` int64 array (filled with PAD):
+One call reads a whole batch into a preallocated ``[B, seqlen]`` array (int64, or int32 on request):
 
-1. the batch's segments are gathered from the index (vectorised);
-2. header tokens, SEP, TAIL markers and EOF are scattered with a few numpy operations for all
-   segments at once (no Python per segment);
-3. content bytes are read with one ``os.preadv`` per segment straight into one scratch buffer (no
-   per-file allocation), converted to ids in one vectorised pass, and copied into the rows with one
-   slice assignment per segment.
+1. the batch's segments are gathered from the index (vectorised; whether the index tiles its rows is
+   checked once per index, not per batch);
+2. content bytes are read with one ``os.preadv`` per segment straight into a staging buffer laid out
+   like the rows (no per-file allocation), and converted to ids with one slice per row;
+3. header tokens, SEP, TAIL markers, the padded tail tokens and EOF are scattered over the positions
+   they own with a few numpy operations for all segments at once (no Python per segment), and each
+   row is padded after its last token.
 
 Files are opened read-only (``O_RDONLY | O_CLOEXEC``) for the duration of one read and never
 written. A file that became shorter than at build time raises :class:`FileChangedError`.
