@@ -82,10 +82,20 @@ def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
 
 def _rows_from_runs(tokens: np.ndarray, pad: int, L: int, start: np.ndarray, length: np.ndarray,
                     dtype: Any = np.int64) -> np.ndarray:
-    out = np.empty((start.size, L), dtype=dtype)
+    out, padded = _rows(start.size, L, dtype, length, pad)
     copy_ranges(out.reshape(-1), tokens, start, length, np.arange(start.size, dtype=np.int64) * L)
-    _pad_tails(out, length, pad)
+    if not padded:
+        _pad_tails(out, length, pad)
     return out
+
+
+def _rows(B: int, L: int, dtype: Any, row_len: np.ndarray, pad: int) -> tuple[np.ndarray, bool]:
+    """The ``[B, L]`` output of rows holding ``row_len`` tokens from column 0, and whether it is PAD-filled
+    already: rows that are mostly padding are filled in one pass first (cheaper than one slice per row after),
+    full rows are left uninitialised (every position is written once)."""
+    if 2 * int(row_len.sum()) < B * L:
+        return np.full((B, L), pad, dtype=dtype), True
+    return np.empty((B, L), dtype=dtype), False
 
 
 def _pad_tails(out: np.ndarray, row_len: np.ndarray, pad: int) -> None:
@@ -114,7 +124,8 @@ def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray,
     if tiled is None:  # rows filled from column 0 without gaps need PAD only after their end
         tiled = bool(np.all(rows[1:] >= rows[:-1]) and
                      np.array_equal(cols, np.cumsum(n) - n - (np.cumsum(row_len) - row_len)[rows]))
-    out = np.empty((B, L), dtype=dtype) if tiled else np.full((B, L), docs.vocab.pad, dtype=dtype)
+    out, padded = _rows(B, L, dtype, row_len, docs.vocab.pad) if tiled else \
+        (np.full((B, L), docs.vocab.pad, dtype=dtype), True)
     flat = out.reshape(-1)
     if docs.packed is not None:
         _fill_packed(flat, docs.packed, d, a, n, base)
@@ -122,7 +133,7 @@ def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray,
         _fill_raw(flat, docs, d, a, b, base, np.arange(B, dtype=np.int64) * L, row_len)
     else:
         _fill_raw(flat, docs, d, a, b, base, base + a, n)
-    if tiled:
+    if not padded:
         _pad_tails(out, row_len, docs.vocab.pad)
     return out, (_content_mask(docs, B * L, d, a, b, base).reshape(B, L) if content_mask else None)
 
@@ -147,10 +158,10 @@ def _layout(docs: DocumentTable, d: np.ndarray):
     return docs.content_start[d], docs.doc_size[d], nfull[d], k[d]
 
 
-def _tail_masks(nb: int) -> np.ndarray:
-    """Per tail length ``k``: the bits of a token read from ``k`` tail bytes followed by ``nb - k`` other bytes
-    that hold the tail (big-endian: the high bytes); the padded tail token is the read value and this mask."""
-    return np.array([((1 << 8 * k) - 1) << 8 * (nb - k) for k in range(nb)], dtype=np.int64)
+# per n_bytes, per tail length k: the bits of a token read from k tail bytes followed by n_bytes - k other bytes
+# that hold the tail (big-endian: the high bytes); the padded tail token is the read value and this mask
+_TAIL_MASKS = {nb: np.array([((1 << 8 * k) - 1) << 8 * (nb - k) for k in range(nb)], dtype=np.int64)
+               for nb in (1, 2, 3)}
 
 
 def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarray, b: np.ndarray,
@@ -164,7 +175,9 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarra
     """
     vocab = docs.vocab
     nb = vocab.n_bytes
-    cs, size, nfull, k = _layout(docs, d)
+    nfull, k = docs.content_split
+    nfull, k, size = nfull[d], k[d], docs.doc_size[d]
+    cs = docs.content_start[d] if docs.with_header else 0  # content starts at token 0 without headers
     marker = cs + nfull  # TAIL_k when the size is not a multiple of n_bytes, else EOF
     # content: full tokens [t0, t1) and, if inside the segment, the padded tail token (after the marker)
     t0 = np.minimum(np.maximum(a - cs, 0), nfull)
@@ -197,14 +210,14 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarra
         if tail.any():  # before the markers: a tail read after full tokens sits in the marker's slot
             g = np.flatnonzero(tail)
             pos = base[g] + marker[g]
-            flat[pos + 1] = flat[pos + ~body[g]] & _tail_masks(nb)[k[g]]  # read into the marker's slot or its own
+            flat[pos + 1] = flat[pos + ~body[g]] & _TAIL_MASKS[nb][k[g]]  # read into the marker's slot or its own
     hit = (k > 0) & (a <= marker) & (marker < b)
     flat[base[hit] + marker[hit]] = vocab.sep + k[hit]
     eof = marker + 2 * (k > 0)
     hit = (a <= eof) & (eof < b)
     flat[base[hit] + eof[hit]] = vocab.eof
     if docs.with_header:
-        h = cs - 1
+        h = docs.content_start[d] - 1
         n_h = np.minimum(b, h) - a
         if (n_h > 0).any():
             pos, own = _ranges(a, np.maximum(n_h, 0))
