@@ -233,8 +233,8 @@ def _read_local(docs: DocumentTable, d: np.ndarray, view: memoryview, q: list, l
     per-file cost of a raw fetch, so it stays lean: locals, one comparison chain, no call per file."""
     paths, open_, fstat, preadv, close, flags = docs.paths, os.open, os.fstat, os.preadv, os.close, _OPEN_FLAGS
     sizes, stamps = docs.doc_size[d].tolist(), docs.doc_mtime[d].tolist()
-    idents = None if docs.doc_ident is None else docs.doc_ident[d].tolist()
-    inos = [-1] * d.size if idents is None else [i[1] for i in idents]  # -1: unknown, _check_same decides
+    ident = docs.doc_ident
+    inos = [-1] * d.size if ident is None else ident[d, 1].tolist()  # -1: unknown, _check_same decides
     for j, i in enumerate(d.tolist()):
         path = paths[i]
         try:
@@ -246,7 +246,7 @@ def _read_local(docs: DocumentTable, d: np.ndarray, view: memoryview, q: list, l
             mt, ct = st.st_mtime_ns, st.st_ctime_ns
             if st.st_size != sizes[j] or st.st_ino != inos[j] or (mt if mt > ct else ct) != stamps[j] or \
                     not stat.S_ISREG(st.st_mode):
-                _check_same(path, st, sizes[j], stamps[j], None if idents is None else idents[j])
+                _check_same(path, st, sizes[j], stamps[j], None if ident is None else ident[i].tolist())
             start, m = q[j], n[j]
             try:
                 got = preadv(fd, [view[start:start + m]], lo[j])
