@@ -132,7 +132,8 @@ class _StoreCheck:
     def __init__(self, tokens: np.ndarray, size: int, seqlen: int):
         self.size = size
         self.shift = max(16, int(seqlen - 1).bit_length())  # 2**shift >= seqlen
-        self.ok = np.zeros((int(tokens.size) >> self.shift) + 1, dtype=bool)
+        self.ok = np.zeros(-(-int(tokens.size) >> self.shift), dtype=bool)
+        self.left = int(self.ok.size)  # blocks not scanned clean yet: at 0 every range is clean
         kind = tokens.dtype.kind
         self.ids = tokens.view(tokens.dtype.str.replace("i", "u")) if kind in "iu" else None  # negatives: huge
 
@@ -141,6 +142,8 @@ class _StoreCheck:
         scanned now)."""
         if self.ids is None:
             return False
+        if not self.left:
+            return True
         lo = start >> self.shift
         hi = (start + np.maximum(length, 1) - 1) >> self.shift
         ok = self.ok
@@ -151,4 +154,5 @@ class _StoreCheck:
             if block.size and int(block.max()) >= self.size:
                 return False
             ok[b] = True
+            self.left -= 1
         return True
