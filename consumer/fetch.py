@@ -154,5 +154,6 @@ class _StoreCheck:
             if block.size and int(block.max()) >= self.size:
                 return False
             ok[b] = True
-            self.left -= 1
+        # from the flags, not a running count: fetches on other threads may scan blocks at the same time
+        self.left = int(ok.size - np.count_nonzero(ok))
         return True
