@@ -52,7 +52,7 @@ class Fetcher:
         self.seed = seed
         self.crop = crop  # long_files="crop": each long file's window moves per (seed, epoch, sample)
         self._runs: np.ndarray | None = None  # packed stores: per-sample contiguous ranges, made on first use
-        self._store: _StoreCheck | None = None  # packed stores: which blocks hold only valid ids
+        self._checked: np.ndarray | None = None  # packed stores: per sample, its ids were found valid once
 
     def fetch(self, sample_ids: np.ndarray, query=None, *, mask: MaskConfig, epoch: int = 0,
               width: int | None = None, out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
@@ -78,7 +78,7 @@ class Fetcher:
                              "time or choose a smaller seqlen")
         if self.documents.packed is not None and self._runs is None:
             self._runs = packed_runs(self.index, self.documents)
-            self._store = _StoreCheck(self.documents.packed.tokens, self.documents.vocab.size, self.index.seqlen)
+            self._checked = np.zeros(len(self.index), dtype=bool)
         first_seg = self.index.seg_ptr[sample_ids]
         shift = None
         if self.crop:
@@ -97,12 +97,12 @@ class Fetcher:
             offset=self.index.seg_start[first_seg] + (0 if shift is None else shift))
 
     def _check_ids(self, tokens: np.ndarray, sample_ids: np.ndarray, shift: np.ndarray | None) -> None:
-        """Ids read from a store must be < vocab.size (a flipped bit must not reach an embedding). Samples that
-        are one store range each are covered by the store's checked blocks (:class:`_StoreCheck`); otherwise
-        one vectorised pass over the rows, negative ids caught too (as uint64 they are huge)."""
-        start = self._runs[sample_ids] if self._runs is not None else None
-        if self._store is not None and start is not None and (start.size == 0 or start.min() >= 0) and \
-                self._store.clean(start if shift is None else start + shift, self.index.sample_tokens()[sample_ids]):
+        """Ids read from a store must be < vocab.size (a flipped bit must not reach an embedding): one
+        vectorised pass, negative ids caught too (as uint64 they are huge). A sample's tokens are the same
+        store ranges at every fetch (unless ``long_files="crop"`` moves its window), so a sample found clean
+        once is not checked again: after every sample has been served once, the check is one lookup."""
+        checked = self._checked if shift is None else None
+        if checked is not None and checked[sample_ids].all():
             return
         size = self.documents.vocab.size
         if tokens.size and int(tokens.reshape(-1).view(np.dtype(f"u{tokens.itemsize}")).max()) >= size:
@@ -112,6 +112,8 @@ class Fetcher:
             raise FormatError(f"{packed.prefix if packed else '?'}: sample {int(sample_ids[row])}: token ids must be "
                               f"in [0, {size}), got {short_repr(bad[:4].tolist())}; the store is damaged "
                               "(consumer verify PREFIX checks all of it)")
+        if checked is not None:
+            checked[sample_ids] = True
 
     def document_tokens(self, file_id: int) -> np.ndarray:
         """The whole token stream of one file: header, SEP, content, EOF."""
@@ -122,38 +124,3 @@ class Fetcher:
         zero = np.zeros(1, dtype=np.int64)
         return read_segments(docs, (1, n), zero, zero, np.array([file_id]), zero, np.array([n]))[0][0]
 
-
-class _StoreCheck:
-    """Which blocks of a packed store hold only ids below the vocabulary size. A block is scanned (one
-    vectorised pass) the first time a fetch serves tokens from it and trusted from then on, so a fetch checks
-    two flags per row instead of every id it returns. Blocks are at least ``seqlen`` tokens: a row spans at
-    most two. A block with a bad id is never trusted: fetches touching it check their rows instead."""
-
-    def __init__(self, tokens: np.ndarray, size: int, seqlen: int):
-        self.size = size
-        self.shift = max(16, int(seqlen - 1).bit_length())  # 2**shift >= seqlen
-        self.ok = np.zeros(-(-int(tokens.size) >> self.shift), dtype=bool)
-        self.left = int(self.ok.size)  # blocks not scanned clean yet: at 0 every range is clean
-        kind = tokens.dtype.kind
-        self.ids = tokens.view(tokens.dtype.str.replace("i", "u")) if kind in "iu" else None  # negatives: huge
-
-    def clean(self, start: np.ndarray, length: np.ndarray) -> bool:
-        """Whether the store ranges ``[start, start + length)`` hold only valid ids (blocks not yet scanned are
-        scanned now)."""
-        if self.ids is None:
-            return False
-        if not self.left:
-            return True
-        lo = start >> self.shift
-        hi = (start + np.maximum(length, 1) - 1) >> self.shift
-        ok = self.ok
-        if ok[lo].all() and ok[hi].all():
-            return True
-        for b in np.unique(np.concatenate([lo[~ok[lo]], hi[~ok[hi]]])).tolist():
-            block = self.ids[b << self.shift:(b + 1) << self.shift]
-            if block.size and int(block.max()) >= self.size:
-                return False
-            ok[b] = True
-        # from the flags, not a running count: fetches on other threads may scan blocks at the same time
-        self.left = int(ok.size - np.count_nonzero(ok))
-        return True

@@ -1,7 +1,6 @@
 """The batched reader: segments anywhere in a row, PAD everywhere else; packed runs."""
 
 import numpy as np
-import pytest
 
 from consumer import Consumer
 from consumer.reader import packed_runs, read_segments
@@ -30,21 +29,3 @@ def test_packed_runs_cover_concat_windows(tmp_path, corpus_dir):
     assert np.array_equal(packed.fetch_numpy(np.arange(len(packed)))["input_array"],
                           ds.fetch_numpy(np.arange(len(ds)))["input_array"])
 
-
-@pytest.mark.parametrize("dtype", [np.int32, np.uint16, np.int64])
-def test_store_blocks_are_scanned_once_and_a_bad_block_is_never_trusted(dtype):
-    from consumer.fetch import _StoreCheck
-
-    size = 1000
-    tokens = np.arange(5 * 65536 + 7, dtype=np.int64) % size
-    tokens[2 * 65536 + 5] = size if dtype == np.uint16 else -1  # block 2 holds a bad id (negative: huge unsigned)
-    check = _StoreCheck(tokens.astype(dtype), size, seqlen=100)
-    assert check.left == 6  # ceil((5 * 65536 + 7) / 65536)
-    assert check.clean(np.array([0, 65536 - 50]), np.array([100, 100]))  # blocks 0 and 1 (one row spans both)
-    assert check.left == 4 and check.ok[:2].all()
-    for _ in range(2):
-        assert not check.clean(np.array([10, 2 * 65536]), np.array([100, 100]))
-    assert check.clean(np.array([3 * 65536, 5 * 65536]), np.array([100, 7]))  # blocks 3 and 5 (the short last one)
-    assert check.left == 2 and not check.ok[2] and not check.ok[4]
-    assert check.clean(np.array([4 * 65536]), np.array([65536]))
-    assert check.left == 1 and not check.clean(np.array([2 * 65536]), np.array([1]))
