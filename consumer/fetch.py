@@ -102,10 +102,15 @@ class Fetcher:
         store ranges at every fetch (unless ``long_files="crop"`` moves its window), so a sample found clean
         once is not checked again: after every sample has been served once, the check is one lookup."""
         checked = self._checked if shift is None else None
-        if checked is not None and checked[sample_ids].all():
-            return
+        rows = tokens
+        if checked is not None:
+            fresh = np.flatnonzero(~checked[sample_ids])
+            if not fresh.size:
+                return
+            if 2 * fresh.size <= sample_ids.size:  # few rows not seen yet: copying them out beats scanning all
+                rows = tokens[fresh]
         size = self.documents.vocab.size
-        if tokens.size and int(tokens.reshape(-1).view(np.dtype(f"u{tokens.itemsize}")).max()) >= size:
+        if rows.size and int(rows.reshape(-1).view(np.dtype(f"u{tokens.itemsize}")).max()) >= size:
             row = int(np.argmax(((tokens < 0) | (tokens >= size)).any(axis=1)))
             bad = tokens[row][(tokens[row] < 0) | (tokens[row] >= size)]
             packed = self.documents.packed
