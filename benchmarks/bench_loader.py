@@ -1,6 +1,6 @@
 """Training-loader benchmark (issue 8): what ``make_loader`` delivers to a training loop, next to the bare fetch.
 
-Workload: the generated corpus of ``bench_fetch.make_corpus`` (default 10,000 files of 256 B .. 4 KB in
+Workload: the generated ``small`` corpus of ``benchmarks.corpora.make_corpus`` (default 10,000 files of 256 B .. 4 KB in
 three classes), ``n_bytes=2``, ``concat`` style, ``seqlen=8192``, batches of 20 samples, query
 ``["input_array"]``; read from the raw files and from a Megatron ``.bin/.idx`` pack of them
 (``ds.pack(prefix)`` then ``Consumer.from_packed(prefix, style="concat", seqlen=8192)``).
@@ -33,8 +33,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from bench_fetch import generated_corpus
-
+from benchmarks.corpora import make_corpus
 from consumer import Consumer, make_loader
 from consumer.collate import to_tensors
 
@@ -116,7 +115,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--keep", default=None, help="keep the generated corpus in this directory")
     args = p.parse_args()
-    with generated_corpus(args.files, args.keep) as root, tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = make_corpus(args.keep or os.path.join(tmp, "data"), "small", args.files).root
         raw = Consumer(root, n_bytes=2, style="concat", seqlen=L, seed=4)
         raw.pack(os.path.join(tmp, "corpus"))
         packed = Consumer.from_packed(os.path.join(tmp, "corpus"), style="concat", seqlen=L, seed=4)

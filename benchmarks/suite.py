@@ -70,6 +70,7 @@ class Settings:
     scale_magic_max: int
     gperc_scale_max: int
     workers: tuple[int, ...] = (0, 1, 2)
+    table_sizes: tuple[int, ...] = (10_000, 100_000)  # in-memory structures without the files (scale_table)
 
 
 QUICK = Settings("quick", reps=3, batches=4, batch_sizes=(4, 20, 64), small_files=2000, lognormal_files=150,
@@ -80,7 +81,8 @@ FULL = Settings("full", reps=5, batches=10, batch_sizes=(1, 4, 20, 64, 256), sma
                 lognormal_files=1200, bands=((256, 4096, 10000), (4096, 65536, 1500), (65536, 1 << 20, 120),
                                              (1 << 20, 4 << 20, 24)),
                 grid_batches=5, grid_reps=2, gperc_batches=2, loader_batches=150, loader_reps=2,
-                scale_sizes=(1000, 10000, 100000, 1000000), scale_magic_max=100000, gperc_scale_max=10000)
+                scale_sizes=(1000, 10000, 100000, 1000000), scale_magic_max=100000, gperc_scale_max=10000,
+                table_sizes=(100_000, 1_000_000, 10_000_000))
 
 
 def _summary(per_rep: list[float]) -> dict:
@@ -442,6 +444,9 @@ class Run:
             absent["consumer ds.dataloader"] = "loader not available in this version"
         else:
             systems.insert(1, LocalSystem("consumer ds.dataloader", None, loader=dl))
+            extra = [("consumer ds.dataloader, each batch copied out", consumer_loader(packed, copy=True)),
+                     ("consumer ds.dataloader, transport='torch'", consumer_loader(packed, transport="torch"))]
+            systems[2:2] = [LocalSystem(label, None, loader=f) for label, f in extra if f is not None]
         systems.append(LocalSystem("consumer ds.fetch via torch DataLoader", None, loader=fetch_loader(packed)))
         wl = self.results["peers"]
         plan_args = {"store": store, "plan": os.path.join(self.work, key, "plan.npz"), "workdir":
@@ -466,7 +471,8 @@ class Run:
         for rep in range(s.loader_reps):
             for w in s.workers:
                 for x in systems:
-                    if x.label in errors or (x.label.startswith("consumer fetch loop") and w):
+                    if x.label in errors or (x.label.startswith("consumer fetch loop") and w) or \
+                            ("transport='torch'" in x.label and not w):
                         continue
                     try:
                         r = x.loader_times(BATCH, w, n, rep)
@@ -509,6 +515,15 @@ class Run:
             rows.append(row)
             self.log(f"  {json.dumps(row)[:300]}")
         self.results["scale"] = rows
+        table = []
+        for n in s.table_sizes:
+            self.log(f"scale table {n} (synthetic file table, no files)")
+            cache = os.path.join(self.work, f"table-cache-{n}")
+            shutil.rmtree(cache, ignore_errors=True)
+            table.append(_child_json(["-m", "benchmarks.scale_table", str(n), cache]))
+            shutil.rmtree(cache, ignore_errors=True)
+            self.log(f"  {json.dumps({k: v for k, v in table[-1].items() if k != 'stages'})[:300]}")
+        self.results["scale_table"] = table
 
     def _gperc_build(self, corpus, n: int) -> dict:
         try:
@@ -566,11 +581,15 @@ print(json.dumps({"wall_s": wall, "cpu_s": (r1.ru_utime + r1.ru_stime) - (r0.ru_
 
 
 def _child_build(root: str, cache: str, metadata) -> dict:
+    return _child_json(["-c", _CHILD, root, cache, metadata or "none"])
+
+
+def _child_json(args: list[str]) -> dict:
+    """The JSON last line a fresh ``python ARGS`` prints, or ``{"error": ...}``."""
     from .peers import ROOT
 
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", _CHILD, root, cache, metadata or "none"], capture_output=True,
-                         text=True, env=env, check=False)
+    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, check=False, cwd=ROOT)
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -168,8 +168,24 @@ def fetch_loader(ds) -> Callable[[int, int, int], Any]:
     return lambda b, w, s: _batch_loader(len(ds), _Fetch(ds), b, w, s)
 
 
-def consumer_loader(ds) -> Callable[[int, int, int], Any] | None:
-    """Loader factory of ``ds.dataloader(batch_size, num_workers=w)``, or None when this version has none."""
+def consumer_loader(ds, copy: bool = False, **options: Any) -> Callable[[int, int, int], Any] | None:
+    """Loader factory of ``ds.dataloader(batch_size, num_workers=w, **options)``, or None when this version has
+    none (or does not take ``options``). ``copy``: every batch copied into fresh tensors in the loop (what a
+    transport that recycles its buffers would cost if it copied out each batch)."""
     if not hasattr(ds, "dataloader"):
         return None
-    return lambda b, w, s: ds.dataloader(b, num_workers=w)
+    if options and not all(k in inspect.signature(_make_loader_of(ds)).parameters for k in options):
+        return None
+    if copy:  # numpy's single-threaded copy: torch's intra-op threads would contend with the workers for the cores
+        import torch
+
+        return lambda b, w, s: ({k: torch.from_numpy(v.numpy().copy()) for k, v in batch.items()}
+                                for batch in ds.dataloader(b, num_workers=w, **options))
+    return lambda b, w, s: ds.dataloader(b, num_workers=w, **options)
+
+
+def _make_loader_of(ds) -> Callable:
+    """The ``make_loader`` behind ``ds.dataloader`` (whose own signature is ``**options``)."""
+    import importlib
+
+    return importlib.import_module(type(ds).__module__.rsplit(".", 1)[0] + ".loader").make_loader

@@ -31,6 +31,7 @@ from .errors import (
     RemoteError,
     SampleIndexError,
     SelectionError,
+    WorkerError,
 )
 from .megatron_index import MegatronSampling
 from .queries import COLUMNS, QUERY_PRESETS
@@ -78,6 +79,7 @@ __all__ = [
     "FormatError",
     "FileChangedError",
     "MissingDependencyError",
+    "WorkerError",
 ]
 
 

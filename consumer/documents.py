@@ -32,12 +32,14 @@ _NO_MTIMES = np.zeros(0, dtype=np.int64)  # "not given": replaced by zeros, one 
 class PackedTokens:
     """The documents' tokens in a packed store (``DocumentTable.packed``).
 
-    ``tokens`` is the whole store as one read-only 1-D memory-mapped array in the store's dtype;
-    ``doc_ptr[i]`` (int64) is the position in ``tokens`` of the first token of document ``i`` of the
-    ``DocumentTable``. ``store`` (the format name) and ``prefix`` say where it came from.
+    ``tokens`` is the whole store as one read-only 1-D memory-mapped array in the store's dtype, or, for a
+    store in object storage, a :class:`~consumer.remote_tokens.RemoteTokens` with the same slicing and a
+    ``copy_ranges`` method (the reader copies a batch's ranges through it); ``doc_ptr[i]`` (int64) is the
+    position in ``tokens`` of the first token of document ``i`` of the ``DocumentTable``.
+    ``store`` (the format name) and ``prefix`` say where it came from.
     """
 
-    tokens: np.ndarray
+    tokens: Any  # np.ndarray or RemoteTokens
     doc_ptr: np.ndarray
     store: str
     prefix: str
@@ -92,8 +94,8 @@ class DocumentTable:
 
     @cached_property
     def header_len(self) -> np.ndarray:
-        """Header tokens of each document (0 without headers)."""
-        return np.diff(self.header_ptr)[self.doc_header]
+        """Header tokens of each document (0 without headers: zeros that take no memory until written)."""
+        return np.diff(self.header_ptr)[self.doc_header] if self.with_header else np.zeros(len(self), dtype=np.int64)
 
     @cached_property
     def content_start(self) -> np.ndarray:
@@ -104,12 +106,6 @@ class DocumentTable:
     def content_len(self) -> np.ndarray:
         """Content tokens of each document (tail marker and padded tail included)."""
         return n_content_tokens(self.doc_size, self.vocab.n_bytes)
-
-    @cached_property
-    def content_split(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per document: full content tokens and tail bytes, ``divmod(doc_size, n_bytes)`` (the tail, when
-        not 0, is a ``TAIL_k`` marker and one padded token after the full tokens)."""
-        return np.divmod(self.doc_size, self.vocab.n_bytes)
 
     @cached_property
     def doc_len(self) -> np.ndarray:
@@ -143,7 +139,8 @@ def build_documents(paths: list[str], doc_class, sizes, header_texts: list[str],
     doc_header = np.fromiter((lookup[h] for h in header_texts), dtype=np.int64, count=len(header_texts)) \
         if with_header else np.zeros(len(paths), dtype=np.int64)
     header_ptr, header_tok = tokenise_headers(headers, vocab, with_header)
-    return DocumentTable(vocab=vocab, paths=list(paths), doc_class=np.asarray(doc_class, dtype=np.int64),
+    paths = paths if isinstance(paths, list) else list(paths)  # a list is kept, not copied (10^7 slots: 80 MB)
+    return DocumentTable(vocab=vocab, paths=paths, doc_class=np.asarray(doc_class, dtype=np.int64),
                          doc_size=np.asarray(sizes, dtype=np.int64), doc_header=doc_header, headers=headers,
                          header_ptr=header_ptr, header_tok=header_tok, with_header=with_header,
                          doc_mtime=_NO_MTIMES if mtimes is None else np.asarray(mtimes, dtype=np.int64),

@@ -12,7 +12,8 @@ against plain Python containers::
      ├── FormatError(ValueError)         a file on disk that does not follow its format's spec
      ├── FileChangedError(OSError)       a source file changed between build and read
      ├── RemoteError(OSError)            object storage kept failing (5xx, timeouts) after every retry
-     └── MissingDependencyError(ImportError)  an optional dependency (or libmagic) is missing
+     ├── MissingDependencyError(ImportError)  an optional dependency (or libmagic) is missing
+     └── WorkerError(RuntimeError)       a loader worker process died, timed out or broke the batch layout
 
     ConsumerWarning(UserWarning)         a setting that works but is probably not what was meant
                                          (e.g. ``seqlen="auto"`` padding most of every batch)
@@ -32,6 +33,7 @@ __all__ = [
     "FileChangedError",
     "RemoteError",
     "MissingDependencyError",
+    "WorkerError",
     "ConsumerWarning",
     "short_repr",
 ]
@@ -74,6 +76,10 @@ class RemoteError(ConsumerError, OSError):
 
 class MissingDependencyError(ConsumerError, ImportError):
     """A dependency (python package or system library) needed for this feature is not installed."""
+
+
+class WorkerError(ConsumerError, RuntimeError):
+    """A loader worker process died, timed out, or raised an exception that cannot be re-raised as itself."""
 
 
 class ConsumerWarning(UserWarning):

@@ -54,14 +54,43 @@ MAX_JSON_DEPTH = 64
 """Deepest nesting of arrays/objects :func:`load_json_bounded` accepts by default."""
 
 
+_CHUNK = 1 << 16  # paths encoded at a time
+_WINDOW = 1 << 24  # bytes of packed paths decoded at a time
+
+
 def pack_paths(paths: Sequence[str]) -> np.ndarray:
-    """Paths as one uint8 array: their exact bytes (``os.fsencode``) joined by NUL; see :func:`unpack_paths`."""
-    return np.frombuffer(os.fsencode("\0".join(paths)), dtype=np.uint8)
+    """Paths as one uint8 array: their exact bytes (``os.fsencode``) joined by NUL; see :func:`unpack_paths`.
+    Encoded a chunk at a time into the one output array (twice: sizes, then bytes), so that 10^7 paths never
+    exist as a second joined copy."""
+    chunks = range(0, len(paths), _CHUNK)
+    sizes = [len(os.fsencode("\0".join(paths[i:i + _CHUNK]))) for i in chunks]
+    out = np.empty(sum(sizes) + max(len(sizes) - 1, 0), dtype=np.uint8)
+    at = 0
+    for i, n in zip(chunks, sizes):
+        if i:
+            out[at] = 0
+            at += 1
+        out[at:at + n] = np.frombuffer(os.fsencode("\0".join(paths[i:i + _CHUNK])), dtype=np.uint8)
+        at += n
+    return out
 
 
 def unpack_paths(blob: np.ndarray) -> list[str]:
-    """The paths :func:`pack_paths` stored (an empty blob is one empty path, as ``"".split`` gives)."""
-    return os.fsdecode(np.asarray(blob, dtype=np.uint8).tobytes()).split("\0")
+    """The paths :func:`pack_paths` stored (an empty blob is one empty path, as ``"".split`` gives); decoded a
+    chunk of paths at a time (no whole-blob copy as bytes and as one str)."""
+    blob = np.ascontiguousarray(blob, dtype=np.uint8)
+    out: list[str] = []
+    start = 0
+    while True:
+        window = blob[start:start + _WINDOW].tobytes()
+        cut = window.rfind(b"\0") if start + _WINDOW < blob.size else -1  # the window's last whole path ends there
+        if cut < 0:
+            if start + _WINDOW < blob.size:  # no separator in a whole window: one path longer than it
+                window, cut = blob[start:].tobytes(), -1
+            out.extend(os.fsdecode(window).split("\0"))
+            return out
+        out.extend(os.fsdecode(window[:cut]).split("\0"))
+        start += cut + 1
 
 
 def check_path(path: str | bytes | os.PathLike, what: str) -> str | bytes:

@@ -34,6 +34,7 @@ __all__ = ["AUTO_SEQLEN_CAP", "LONG_FILES", "MAX_SEQLEN", "STYLES", "SampleIndex
            "check_seqlen", "resolve_seqlen", "warn_if_padded"]
 
 LONG_FILES = ("truncate", "windows", "crop")  # crop: like truncate, the window moved per epoch at fetch time
+_CHUNK = 1 << 20  # elements per step of the once-per-index checks (bounded temporaries at 10^7 files)
 
 
 @dataclass(frozen=True)
@@ -68,19 +69,28 @@ class SampleIndex:
 
     @cached_property
     def _one_segment_each(self) -> bool:
-        return bool(np.array_equal(self.seg_ptr, np.arange(len(self) + 1)))
+        ptr = self.seg_ptr
+        return bool(ptr.size - 1 == self.seg_len.size and
+                    all((np.diff(ptr[i:i + _CHUNK + 1]) == 1).all() for i in range(0, ptr.size - 1, _CHUNK)))
 
     @cached_property
     def tiled(self) -> bool:
         """Whether every sample's segments fill its row from column 0 without gaps (what every index
-        builder makes): then a reader only pads after each row's last token. Checked once, then cached."""
-        if not self.seg_len.size:
-            return True
-        prev_end = np.empty_like(self.seg_col)
-        prev_end[0] = 0
-        np.add(self.seg_col[:-1], self.seg_len[:-1], out=prev_end[1:])
-        prev_end[self.seg_ptr[:-1][np.diff(self.seg_ptr) > 0]] = 0  # a sample's first segment starts at column 0
-        return bool(np.array_equal(self.seg_col, prev_end))
+        builder makes): then a reader only pads after each row's last token. Checked once (in chunks: no
+        temporary as large as the index), then cached."""
+        col, n, G = self.seg_col, self.seg_len, self.seg_len.size
+        first = np.zeros(G + 1, dtype=bool)
+        first[self.seg_ptr[:-1]] = True  # a sample's first segment starts at column 0, the others where one ended
+        for i in range(0, G, _CHUNK):
+            j = min(i + _CHUNK, G)
+            prev_end = np.zeros(j - i, dtype=col.dtype)
+            if i:
+                prev_end[0] = col[i - 1] + n[i - 1]
+            np.add(col[i:j - 1], n[i:j - 1], out=prev_end[1:])
+            prev_end[first[i:j]] = 0
+            if not np.array_equal(col[i:j], prev_end):
+                return False
+        return True
 
     def segments_of(self, sample_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Segment ids of the given samples (in order) and the position (row) of each in ``sample_ids``."""
@@ -181,15 +191,31 @@ def _pieces(doc_start: np.ndarray, doc_len: np.ndarray, seqlen: int):
     ``doc_start`` are global start positions where every group begins at a multiple of ``seqlen``.
     Returns (doc, start-in-doc, length, window, column) per piece, ordered by global position.
     """
+    # in place where possible: at 10^7 files every temporary of one value per piece is ~85 MB
     end = doc_start + doc_len
     first = doc_start // seqlen
-    n = (end - 1) // seqlen - first + 1
+    n = (end - 1) // seqlen
+    n -= first
+    n += 1
     doc = np.repeat(np.arange(doc_len.size, dtype=np.int64), n)
-    j = np.arange(doc.size, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n)
-    window = first[doc] + j
-    lo = np.maximum(doc_start[doc], window * seqlen)
-    hi = np.minimum(end[doc], (window + 1) * seqlen)
-    return doc, lo - doc_start[doc], hi - lo, window, lo - window * seqlen
+    shift = np.cumsum(n)
+    shift -= n
+    shift -= first  # window of piece k = k - (pieces before its document) + first window of its document
+    window = np.arange(doc.size, dtype=np.int64)
+    window -= np.repeat(shift, n)
+    del n, first, shift
+    lo = window * seqlen
+    ds = doc_start[doc]
+    np.maximum(lo, ds, out=lo)
+    hi = window + 1
+    hi *= seqlen
+    np.minimum(hi, end[doc], out=hi)
+    hi -= lo  # the length of each piece
+    ds -= lo
+    np.negative(ds, out=ds)  # lo - doc_start[doc]: the start inside the document
+    col = window * seqlen
+    np.subtract(lo, col, out=col)
+    return doc, ds, hi, window, col
 
 
 def _assemble(doc, start, length, sample, col, doc_class, n_classes, seqlen) -> SampleIndex:
@@ -198,7 +224,7 @@ def _assemble(doc, start, length, sample, col, doc_class, n_classes, seqlen) -> 
     seg_ptr = np.zeros(n_samples + 1, dtype=np.int64)
     np.cumsum(np.bincount(sample, minlength=n_samples), out=seg_ptr[1:])
     first_doc = doc[seg_ptr[:-1]] if n_samples else np.zeros(0, dtype=np.int64)
-    sample_class = doc_class[first_doc].astype(np.int64)
+    sample_class = doc_class[first_doc].astype(np.int64, copy=False)
     class_ptr = np.zeros(n_classes + 1, dtype=np.int64)
     np.cumsum(np.bincount(sample_class, minlength=n_classes), out=class_ptr[1:])
     return SampleIndex(seqlen=seqlen, seg_ptr=seg_ptr, seg_doc=doc, seg_start=start, seg_len=length,

@@ -35,7 +35,7 @@ from .errors import InputError, short_repr
 from .fileio import check_path, stat_regular
 from .remote import expand_local, is_url, local_path_of
 
-__all__ = ["DEFAULT_CLASS", "ClassFiles", "Corpus", "normalise", "probe_files", "stat_files"]
+__all__ = ["DEFAULT_CLASS", "ClassFiles", "Corpus", "corpus_of_walk", "normalise", "probe_files", "stat_files"]
 
 DEFAULT_CLASS = "null"
 PathLike = (str, os.PathLike)
@@ -203,18 +203,27 @@ def _group(fps: Any) -> tuple[dict[str, list[str]], str]:
         f"fps must be a list, a dict or a directory path, got {type(fps).__name__}: {short_repr(fps)}")
 
 
+def corpus_of_walk(grouped: dict[str, list[str]]) -> Corpus:
+    """The corpus of one directory walk, ``{class: [paths]}``: its paths are absolute, normalised and unique
+    already, so they are only sorted (each class list in place: no second list of the paths)."""
+    classes = []
+    for name in sorted(grouped):
+        paths = grouped[name]
+        if not paths:
+            raise InputError(f"fps: class {name!r} has no files")
+        paths.sort()
+        classes.append(ClassFiles(name=name, paths=tuple(paths)))
+        paths.clear()
+    return Corpus(classes=tuple(classes), form="dir")
+
+
 def normalise(fps: Any) -> Corpus:
     """Turn any accepted ``fps`` form into a validated :class:`Corpus` (see the module docstring)."""
     if isinstance(fps, Corpus):
         return fps
     grouped, form = _group(fps)
-    if form == "dir":  # paths from one directory walk are absolute, normalised and unique already
-        classes = []
-        for name in sorted(grouped):
-            if not grouped[name]:
-                raise InputError(f"fps: class {name!r} has no files")
-            classes.append(ClassFiles(name=name, paths=tuple(sorted(grouped[name]))))
-        return Corpus(classes=tuple(classes), form=form)
+    if form == "dir":
+        return corpus_of_walk(grouped)
     seen: dict[str, str] = {}
     classes = []
     for name in sorted(grouped):

@@ -11,12 +11,12 @@ Three parts, kept apart as torch's own data loading keeps them:
 - **collate**: the identity, so the loader yields exactly the dicts ``ds[ids, query]`` gives
   (``[B, L]`` rows, never ``[B, 1, L]``).
 
-torch's ``DataLoader`` does the worker plumbing (``num_workers``, ``pin_memory``,
-``persistent_workers``, ``prefetch_factor``, ``multiprocessing_context``). Since an epoch's order is
-a pure function of the settings, the loader's whole state is (epoch, batches delivered to the
-caller) plus a fingerprint: a batch counts when the loader hands it over, never when a worker
-prefetches it, so a resumed run continues with the next undelivered batch whatever ``num_workers``
-either run used. torch is imported here only when a loader is made.
+Worker processes (``num_workers > 0``) hand batches over through a preallocated shared-memory ring
+(:mod:`consumer.workers`: no allocation, no pickling per batch), or with ``transport="torch"`` through
+torch's own ``DataLoader`` workers. Since an epoch's order is a pure function of the settings, the
+loader's whole state is (epoch, batches delivered to the caller) plus a fingerprint: a batch counts
+when the loader hands it over, never when a worker prefetches it, so a resumed run continues with the
+next undelivered batch whatever ``num_workers`` either run used. torch is imported only when a loader is made.
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
+import weakref
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 from typing import Any
 
 import numpy as np
@@ -37,12 +38,16 @@ from .collate import _torch, to_tensors
 from .errors import InputError, short_repr
 from .plan import EpochPlan
 from .queries import columns_of
+from .workers import WorkerPool
 
 __all__ = ["STATE_KIND", "BatchDataset", "BatchRequest", "ConsumerLoader", "dataset_fingerprint", "make_loader"]
 
 STATE_KIND = "consumer.loader"
 STATE_VERSION = 1
 _RESERVED = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last", "collate_fn", "dataset")
+# the DataLoader options the shared-memory ring understands (any other one needs transport="torch")
+_RING_OPTIONS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "multiprocessing_context",
+                 "timeout", "worker_init_fn")
 # the parts of ds.get_dict() that decide which tokens a sample id gives (versions and the mode left out)
 _DATASET_KEYS = ("data_mode", "style", "n_bytes", "seqlen", "long_files", "sampling", "metadata", "max_header_bytes",
                  "seed", "mask", "classes", "class_to_id", "per_class", "total_files", "total_samples", "files_sha256")
@@ -73,12 +78,15 @@ class BatchDataset:
     def __len__(self) -> int:
         return len(self.ds)
 
-    def __getitems__(self, request: BatchRequest) -> dict:
-        """The whole batch of ``request`` as a dict of int64 tensors (one vectorised fetch)."""
+    def numpy(self, request: BatchRequest) -> dict[str, np.ndarray]:
+        """The whole batch of ``request`` as a dict of numpy columns (one vectorised fetch)."""
         if not isinstance(request, BatchRequest):
             raise InputError(f"BatchDataset reads BatchRequest(epoch, ids) objects, got {short_repr(request)}")
-        ids = np.asarray(request.ids, dtype=np.int64)
-        return to_tensors(self.ds.fetch_numpy(ids, self.query, epoch=request.epoch))
+        return self.ds.fetch_numpy(np.asarray(request.ids, dtype=np.int64), self.query, epoch=request.epoch)
+
+    def __getitems__(self, request: BatchRequest) -> dict:
+        """The whole batch of ``request`` as a dict of int64 tensors (one vectorised fetch)."""
+        return to_tensors(self.numpy(request))
 
     __getitem__ = __getitems__
 
@@ -142,14 +150,14 @@ class ConsumerLoader:
     """
 
     def __init__(self, ds: Any, plan: EpochPlan, query: Any, torch_kwargs: dict, description: dict | None = None,
-                 prefetch_threads: int = 0):
+                 prefetch_threads: int = 0, transport: str = "ring"):
         torch = _torch()
         self.prefetch_threads = prefetch_threads  # in-process only: batches read ahead by background threads
-        self.dataset = ds
-        self.plan = plan
-        self.query = query
-        self.epoch = 0
-        self.position = 0  # batches of self.epoch delivered to the caller
+        self.transport = transport  # with workers: "ring" (shared-memory slots) or "torch" (torch's own workers)
+        self._options = torch_kwargs
+        self._pool: WorkerPool | None = None
+        self.dataset, self.plan, self.query = ds, plan, query
+        self.epoch, self.position = 0, 0  # position: batches of self.epoch delivered to the caller
         self._generation = 0
         self._sampler = _PlanBatchSampler(plan)
         self._loader = torch.utils.data.DataLoader(BatchDataset(ds, query), batch_sampler=self._sampler,
@@ -193,13 +201,10 @@ class ConsumerLoader:
         return self._run(generation)
 
     def _batches(self) -> Iterator[dict]:
-        """The remaining batches of the epoch: from torch's loader with workers; in process without.
-
-        With ``num_workers=0`` torch's loader would call the same batch sampler and ``__getitems__`` in
-        this process and add only a profiler record per batch (tens of microseconds, a quarter of a
-        packed fetch), so the loader calls them itself, pinning memory as torch would.
-        """
-        if self._loader.num_workers > 0:
+        """The remaining batches of the epoch: from the worker ring (or torch's workers), or in process.
+        In process, torch's loader would only add a profiler record per batch, so the loader calls the
+        sampler and ``__getitems__`` itself, pinning memory as torch would."""
+        if self._loader.num_workers > 0 and self.transport == "torch":
             yield from self._loader
             return
         torch = _torch()
@@ -207,9 +212,41 @@ class ConsumerLoader:
         pin = bool(self._loader.pin_memory) and (accelerator.is_available() if accelerator is not None
                                                  else torch.cuda.is_available())
         dataset = self._loader.dataset
-        batches = self._prefetched(dataset) if self.prefetch_threads > 0 else map(dataset.__getitems__, self._sampler)
+        if self._loader.num_workers > 0:
+            batches: Iterator[dict] = map(to_tensors, self._ring(dataset))
+        elif self.prefetch_threads > 0:
+            batches = self._prefetched(dataset)
+        else:
+            batches = map(dataset.__getitems__, self._sampler)
         for batch in batches:
             yield {k: v.pin_memory() for k, v in batch.items()} if pin else batch
+
+    def _ring(self, dataset: BatchDataset) -> Iterator[dict]:
+        """The batches as numpy columns from worker processes through a shared-memory ring
+        (:class:`consumer.workers.WorkerPool`): one pool per pass, or one for the loader's life with
+        ``persistent_workers``. A new pass ends the previous pass's pool."""
+        requests = iter(self._sampler)
+        first = next(requests, None)
+        if first is None:
+            return
+        o = self._options
+        persistent = bool(o.get("persistent_workers", False))
+        pool = self._pool
+        if pool is None or pool.closed or not persistent:
+            if pool is not None:
+                pool.close()
+            probe = dataset.numpy(BatchRequest(first.epoch, first.ids[:1]))  # the columns' dtypes and row shapes
+            pool = WorkerPool(dataset.numpy, probe, self.plan.batch_size, self.num_workers,
+                              prefetch_factor=o.get("prefetch_factor") or 2, context=o.get("multiprocessing_context"),
+                              worker_init_fn=o.get("worker_init_fn"), timeout=o.get("timeout", 0))
+            self._pool = pool
+            if persistent:
+                weakref.finalize(self, pool.close)
+        try:
+            yield from pool.run(chain([first], requests))
+        finally:
+            if not persistent:
+                pool.close()
 
     def _prefetched(self, dataset: BatchDataset) -> Iterator[dict]:
         """The batches in order, each read by a background thread while the caller works on the previous one
@@ -298,7 +335,7 @@ class ConsumerLoader:
 def make_loader(ds: Any, batch_size: int, *, query: Any = None, shuffle: bool = True, seed: int | None = None,
                 drop_last: bool = False, num_workers: int = 0, balance: Any = None, epoch_size: int | None = None,
                 rank: int | None = None, world_size: int | None = None, prefetch_threads: int | None = None,
-                **torch_kwargs: Any) -> ConsumerLoader:
+                transport: str | None = None, **torch_kwargs: Any) -> ConsumerLoader:
     """A :class:`ConsumerLoader` over ``ds``: batches of ``batch_size`` samples as dicts of tensors.
 
     Args:
@@ -317,6 +354,11 @@ def make_loader(ds: Any, batch_size: int, *, query: Any = None, shuffle: bool = 
             training step runs (default 0: each batch is read when it is asked for, the fastest delivery to a
             loop that does little per batch; 1 overlaps reading with a step that computes, since reads
             release the GIL and no batch is pickled or copied between processes).
+        transport: with ``num_workers > 0``, how batches reach this process: ``"ring"`` (the default) writes
+            them into preallocated shared-memory slots (no allocation, no pickling per batch); ``"torch"`` uses
+            torch's own worker transport (needed for ``DataLoader`` options other than ``pin_memory``,
+            ``persistent_workers``, ``prefetch_factor``, ``multiprocessing_context``, ``timeout`` and
+            ``worker_init_fn``, which the ring takes too). ``None``: the ring unless such an option is given.
         **torch_kwargs: passed to ``torch.utils.data.DataLoader`` (``pin_memory``,
             ``persistent_workers``, ``prefetch_factor``, ``multiprocessing_context``, ``timeout``, ...).
     """
@@ -346,5 +388,12 @@ def make_loader(ds: Any, batch_size: int, *, query: Any = None, shuffle: bool = 
     threads = 0 if prefetch_threads is None else prefetch_threads
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
         raise InputError(f"prefetch_threads must be an int >= 0 or None, got {short_repr(prefetch_threads)}")
+    others = sorted(k for k in torch_kwargs if k not in _RING_OPTIONS)
+    if transport is None:
+        transport = "torch" if others else "ring"
+    if transport not in ("ring", "torch"):
+        raise InputError(f"transport must be 'ring', 'torch' or None, got {short_repr(transport)}")
+    if transport == "ring" and others and num_workers > 0:
+        raise InputError(f"transport='ring' does not take the DataLoader options {others}; pass transport='torch'")
     return ConsumerLoader(ds, plan, query, {"num_workers": int(num_workers), **torch_kwargs}, description,
-                          prefetch_threads=int(threads))
+                          prefetch_threads=int(threads), transport=transport)

@@ -83,7 +83,7 @@ def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
 def _rows_from_runs(tokens: np.ndarray, pad: int, L: int, start: np.ndarray, length: np.ndarray,
                     dtype: Any = np.int64) -> np.ndarray:
     out, padded = _rows(start.size, L, dtype, length, pad)
-    copy_ranges(out.reshape(-1), tokens, start, length, np.arange(start.size, dtype=np.int64) * L)
+    _copy_tokens(out.reshape(-1), tokens, start, length, np.arange(start.size, dtype=np.int64) * L)
     if not padded:
         _pad_tails(out, length, pad)
     return out
@@ -149,13 +149,23 @@ def _fill_packed(flat: np.ndarray, packed: PackedTokens, d: np.ndarray, a: np.nd
         joins = (src[1:] == src[:-1] + n[:-1]) & (dst[1:] == dst[:-1] + n[:-1])
         starts = np.flatnonzero(np.r_[True, ~joins])
         src, dst, n = src[starts], dst[starts], np.add.reduceat(n, starts)
-    copy_ranges(flat, packed.tokens, src, n, dst)
+    _copy_tokens(flat, packed.tokens, src, n, dst)
+
+
+def _copy_tokens(out: np.ndarray, tokens: Any, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray) -> None:
+    """``out[dst[r]:][:cnt[r]] = tokens[src[r]:][:cnt[r]]`` from a memory-mapped store, or through the token
+    source's own ``copy_ranges`` (a store in object storage: every range of the batch in flight at once)."""
+    if isinstance(tokens, np.ndarray):
+        copy_ranges(out, tokens, src, cnt, dst)
+    else:
+        tokens.copy_ranges(out, src, cnt, dst)
 
 
 def _layout(docs: DocumentTable, d: np.ndarray):
     """Per segment's document: content start, size in bytes, full content tokens, tail length."""
-    nfull, k = docs.content_split
-    return docs.content_start[d], docs.doc_size[d], nfull[d], k[d]
+    size = docs.doc_size[d]
+    nfull, k = np.divmod(size, docs.vocab.n_bytes)
+    return docs.content_start[d], size, nfull, k
 
 
 # per n_bytes, per tail length k: the bits of a token read from k tail bytes followed by n_bytes - k other bytes
@@ -175,8 +185,8 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarra
     """
     vocab = docs.vocab
     nb = vocab.n_bytes
-    nfull, k = docs.content_split
-    nfull, k, size = nfull[d], k[d], docs.doc_size[d]
+    size = docs.doc_size[d]
+    nfull, k = np.divmod(size, nb)  # per segment, not cached per document: 16 bytes a file at 10^7 files
     cs = docs.content_start[d] if docs.with_header else 0  # content starts at token 0 without headers
     marker = cs + nfull  # TAIL_k when the size is not a multiple of n_bytes, else EOF
     # content: full tokens [t0, t1) and, if inside the segment, the padded tail token (after the marker)

@@ -83,3 +83,19 @@ def test_scale_rows_come_from_fresh_processes(quick_run) -> None:
     for r in rows:
         assert r["plain"]["cold"]["cache"] == "miss" and r["plain"]["warm"]["cache"] == "hit"
         assert r["plain"]["cold"]["files"] == r["files"]
+
+
+def test_scale_table_and_loader_transports_are_measured(quick_run) -> None:
+    _, res, text = quick_run
+    table = res["scale_table"]
+    assert [r["files"] for r in table] == list(res["settings"]["table_sizes"])
+    for r in table:
+        assert "error" not in r, r
+        assert r["peak_rss_mb"] > r["import_rss_mb"] > 0 and r["build_s"] > 0
+        assert r["samples"] >= r["files"] and r["reopen_s"] > 0
+    assert "### The in-memory structures up to 10^7 files" in text
+    systems = res["loader"]["systems"]
+    workers = {w for w in res["settings"]["workers"] if w}
+    for label in ("consumer ds.dataloader, each batch copied out", "consumer ds.dataloader, transport='torch'"):
+        assert {int(w) for w in systems[label] if int(w)} == workers, label
+        assert all(v["batches_per_s"] > 0 for v in systems[label].values())
