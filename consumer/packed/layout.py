@@ -153,8 +153,9 @@ class StoreFormat:
 
     ``write(tmp_prefix, pieces, dtype)`` writes the token files under a temporary prefix (the caller
     commits them); ``pieces`` yields ``(tokens, first)``: a document is one or more pieces, ``first``
-    True on its first, so a document longer than memory is written piece by piece; ``open(prefix, files, sidecar, dtype, n)`` returns ``(tokens, starts, lengths)`` in
-    store order after the format reader's own checks.
+    True on its first, so a document longer than memory is written piece by piece.
+    ``open(prefix, files, sidecar, dtype, n)`` returns ``(tokens, starts, lengths)`` in store order
+    after the format reader's own checks.
     """
 
     name: str

@@ -164,13 +164,14 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
     raw reader produces. ``format="megatron"`` writes ``prefix.bin/.idx`` (Megatron-LM's
     ``IndexedDataset`` layout), ``"modalities"`` writes ``prefix.pbin``; both add
     ``prefix.consumer.npz`` (file table) and ``prefix.consumer.json`` (sidecar: ``classes``, ``spec``'s
-    header mode and ``class_to_id``); see :mod:`consumer.packed.layout`. Tokens are read and written in chunks of
-    ``chunk_tokens`` tokens (many documents per read, or a piece of a longer one), so memory stays
-    bounded by the chunk whatever the document sizes; a ``"megatron"`` store holds at most 2**31 - 1
-    tokens per document (its ``.idx`` lengths are int32: InputError naming the file). Atomic: a pack that fails or is killed while
-    writing leaves the final names untouched (a previous store there stays valid; a kill leaves only
-    hidden ``.tmp`` files). Only a failure during the final renames (microseconds) can leave a mix of
-    old and new files, which ``open_packed`` refuses by their recorded sizes or the missing sidecar.
+    header mode and ``class_to_id``); see :mod:`consumer.packed.layout`. Tokens are read and written
+    in chunks of ``chunk_tokens`` tokens (many documents per read, or a piece of a longer one), so
+    memory stays bounded by the chunk whatever the document sizes; a ``"megatron"`` store holds at
+    most 2**31 - 1 tokens per document (its ``.idx`` lengths are int32: InputError naming the file).
+    Atomic: a pack that fails or is killed while writing leaves the final names untouched (a previous
+    store there stays valid; a kill leaves only hidden ``.tmp`` files). Only a failure during the final
+    renames (microseconds) can leave a mix of old and new files, which ``open_packed`` refuses by their
+    recorded sizes or the missing sidecar.
     ``verbose`` reports the packed size and shows a progress bar (bytes); otherwise nothing is
     printed. Returns a summary: prefix, format, dtype, documents, tokens, source and store bytes, the
     files written and the wall time.
