@@ -10,83 +10,116 @@ Layout (``<cache_dir>/catalog.sqlite``, or ``:memory:`` when caching is off)::
           description TEXT, mime TEXT,               -- raw libmagic output, NULL until computed
           sha256 TEXT,                               -- content hash, NULL unless asked for
           entropy REAL, printable REAL, zeros REAL,  -- content statistics (consumer.content), NULL until
-          histogram BLOB)                            --   computed; reset to NULL when the file changes
+          histogram BLOB,                            --   computed; reset to NULL when the file changes
+          row_check TEXT)                            -- digest of the row (consumer.catalog_rows)
 
 It caches the expensive libmagic results: :meth:`Catalog.sync` runs libmagic only on files that
 are new, whose size or change stamp changed, or that lack the column asked for (description or MIME
 type), and commits every chunk of files in its own transaction. A build killed part-way keeps what it
 committed; the next one continues from there and ends with the same rows as an uninterrupted build.
-Several processes may sync the same catalog at once (SQLite's locking, a busy timeout, idempotent upserts).
+Several processes may sync the same catalog at once (SQLite's locking, a busy timeout, one
+``BEGIN IMMEDIATE`` transaction per chunk that reads the rows it merges with and writes them).
 
 The content columns (sha256, entropy, printable, zeros, histogram; see :mod:`consumer.content`) are
 filled by :meth:`Catalog.ensure_content`, only for files that lack them or whose size or mtime changed;
 any refresh of a changed file clears the columns it does not recompute, so no column ever describes
 an older version of the file than its size and mtime.
 
-A catalog that SQLite cannot read (corrupt, truncated, not a database) is moved aside and rebuilt.
+Verified when read (see :mod:`consumer.catalog_rows`): every row carries a digest of all its columns
+(``row_check``) and a row that fails it, or whose ``path`` / ``extension`` are not derived from its key,
+is treated as absent (recomputed and rewritten); the schema must be exactly this version's. A catalog
+that SQLite cannot read (corrupt, truncated, not a database), of another schema version or schema, or
+that SQLite finds corrupt while it is used, is moved aside (``catalog.sqlite.corrupt-<time>``, kept for
+inspection) and rebuilt; an operation interrupted by such corruption runs once more on the new catalog.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
+from .catalog_rows import (
+    COLUMNS,
+    EXPECTED_SCHEMA,
+    SCHEMA,
+    SCHEMA_VERSION,
+    display_path,
+    extension_of,
+    path_key,
+    schema_of,
+    verified,
+    with_check,
+)
 from .content import READ_CHUNK, compute_content
-from .errors import ConsumerWarning, FileChangedError, InputError
+from .errors import ConsumerWarning, FileChangedError, FormatError, InputError
 from .fileio import sha256_file
 from .filemeta import describe_files
 
-__all__ = ["Catalog", "CATALOG_NAME", "SCHEMA_VERSION"]
+__all__ = ["Catalog", "CATALOG_NAME", "SCHEMA_VERSION", "display_path", "path_key"]
 
 CATALOG_NAME = "catalog.sqlite"
-SCHEMA_VERSION = "3"  # 3: content columns entropy, printable, zeros, histogram
 _CHUNK = 512  # files per libmagic chunk and per committed transaction
 _MAGIC_COLUMNS = ("description", "mime")
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS files(
-    key BLOB PRIMARY KEY, path TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
-    extension TEXT NOT NULL, description TEXT, mime TEXT, sha256 TEXT,
-    entropy REAL, printable REAL, zeros REAL, histogram BLOB);
-"""
 _LOCK_WAIT = 60.0  # seconds a catalog locked by another process is waited for
 # SQLite's primary result codes (sqlite3 exposes them only from Python 3.11 on, and typeshed not at all)
-_PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _FULL, _CANTOPEN, _AUTH = 3, 5, 6, 8, 10, 13, 14, 23
-_COLUMNS = {"key", "path", "size", "mtime_ns", "extension", "description", "mime", "sha256", "entropy", "printable",
-            "zeros", "histogram"}
+_PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _AUTH = 3, 5, 6, 8, 10, 11, 13, 14, 23
+_NOTADB = 26
+_NO_ROW = (None,) * len(COLUMNS)  # an absent row: equal to no size or mtime
+_SELECT = f"SELECT {', '.join(COLUMNS)}, row_check FROM main.files"
+_INSERT = f"INSERT OR REPLACE INTO main.files({', '.join(COLUMNS)}, row_check) VALUES ({', '.join('?' * 13)})"
+
+
+def _code(e: sqlite3.Error) -> int:
+    """SQLite's primary result code of an error (from its message on Pythons that do not expose it)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is not None:
+        return int(code) & 0xFF
+    text = str(e)
+    return _CORRUPT if "malformed" in text else _NOTADB if "not a database" in text else 0
+
+
+def _check_schema(conn: sqlite3.Connection) -> None:
+    """DatabaseError unless the catalog is exactly this version's: schema objects and schema version."""
+    if schema_of(conn) != EXPECTED_SCHEMA:
+        raise sqlite3.DatabaseError("the schema is not this version's (a table, column, trigger, view or index "
+                                    "was changed, added or removed)")
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None or row[0] != SCHEMA_VERSION:
+        raise sqlite3.DatabaseError(f"schema version {row and row[0]!r}, expected {SCHEMA_VERSION}")
 
 
 def _memory() -> sqlite3.Connection:
     conn = sqlite3.connect(":memory:", check_same_thread=False)
-    conn.executescript(_SCHEMA)
+    conn.executescript(SCHEMA)
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
     conn.commit()
     return conn
 
 
-# an upsert keeps a stored column only while the row describes the same version of the file
-_SAME_VERSION = "files.size = excluded.size AND files.mtime_ns = excluded.mtime_ns"
-_STATS_COLUMNS = ("entropy", "printable", "zeros", "histogram")
-_KEEP_STATS_IF_SAME = ", ".join(f"{c}=CASE WHEN {_SAME_VERSION} THEN files.{c} END" for c in _STATS_COLUMNS)
-
-
-def _extension(path: str) -> str:
-    return display_path(os.path.splitext(path)[1].lstrip(".").lower())
-
-
-def path_key(path: str) -> bytes:
-    """The catalog key of a path: its exact bytes (file names need not be valid UTF-8)."""
-    return os.fsencode(path)
-
-
-def display_path(path: str) -> str:
-    """A path as valid text: undecodable bytes (surrogate-escaped by Python) shown as ``\\xNN``."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
+def _recovering(method):
+    """Run a catalog operation; if SQLite finds the file corrupt meanwhile, move it aside, start a new
+    catalog and run the operation once more (it is idempotent). Other SQLite errors become documented
+    errors naming the catalog (:meth:`Catalog._use_error`)."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as e:
+            if self.path is None or _code(e) not in (_CORRUPT, _NOTADB):
+                raise self._use_error(e) from e
+            self._restart()
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as e:
+            raise self._use_error(e) from e
+    return run
 
 
 class Catalog:
@@ -118,7 +151,7 @@ class Catalog:
             try:
                 return self._connect_file()
             except sqlite3.DatabaseError as e:
-                code = getattr(e, "sqlite_errorcode", 0) & 0xFF
+                code = _code(e)
                 if code not in (_BUSY, _LOCKED):
                     return self._not_connected(e, code)
                 # another process holds it (e.g. two builds switching a new catalog to WAL at once):
@@ -147,12 +180,14 @@ class Catalog:
         try:
             src = sqlite3.connect(f"file:{location}?mode=ro&immutable=1", uri=True)
             try:
-                if src.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == SCHEMA_VERSION:
-                    src.backup(conn)
+                _check_schema(src)
+                src.backup(conn)
+                _check_schema(conn)
             finally:
                 src.close()
-        except (sqlite3.Error, TypeError):  # absent, unreadable or of another schema: start empty
-            pass
+        except sqlite3.Error:  # absent, unreadable, corrupt or of another schema: start empty
+            conn.close()
+            conn = _memory()
         warnings.warn(f"cache_dir: the catalog {location!r} cannot be written ({error}): using it read-only from "
                       "memory; libmagic results of new files are not saved", ConsumerWarning, stacklevel=4)
         return conn
@@ -177,17 +212,12 @@ class Catalog:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
+            conn.executescript(SCHEMA)
             conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
             conn.commit()
             if conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
                 raise sqlite3.DatabaseError("quick_check failed")
-            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
-            if version != SCHEMA_VERSION:
-                raise sqlite3.DatabaseError(f"schema version {version}, expected {SCHEMA_VERSION}")
-            columns = {row[1] for row in conn.execute("PRAGMA table_info(files)")}
-            if columns != _COLUMNS:  # a catalog claiming a schema it lacks
-                raise sqlite3.DatabaseError(f"files table has columns {sorted(columns)}, expected {sorted(_COLUMNS)}")
+            _check_schema(conn)  # another version, a table lacking a column, an added trigger: broken
         except sqlite3.DatabaseError:
             conn.close()
             raise
@@ -213,20 +243,64 @@ class Catalog:
         """The underlying connection (used by :mod:`consumer.sql` for in-memory catalogs)."""
         return self._conn
 
-    def rows(self, paths: Sequence[str]) -> dict[str, tuple]:
-        """``{path: (size, mtime_ns, description, mime, sha256)}`` for the given paths that are known."""
-        by_key: dict[bytes, tuple] = {}
-        keys = [path_key(p) for p in paths]
-        cur = self._conn.cursor()
-        for i in range(0, len(keys), 900):  # SQLite's bound-parameter limit
-            part = keys[i:i + 900]
-            marks = ",".join("?" * len(part))
-            for row in cur.execute(
-                    f"SELECT key, size, mtime_ns, description, mime, sha256 FROM main.files WHERE key IN ({marks})",
-                    part):
-                by_key[row[0]] = row[1:]
-        return {p: by_key[k] for p, k in zip(paths, keys) if k in by_key}
+    def _restart(self) -> None:
+        """The catalog file turned out corrupt while in use: move it aside and continue on a new one."""
+        try:
+            self._connection.close()
+        except sqlite3.Error:
+            pass
+        self._connection = self._replace_broken()
+        self._pid = os.getpid()
 
+    def _use_error(self, e: sqlite3.DatabaseError) -> Exception:
+        """A documented error naming the catalog for an SQLite error met while using it."""
+        where = self.path or "(in memory)"
+        code = _code(e)
+        if code == _FULL:
+            return InputError(f"cache_dir {os.path.dirname(where)!r}: no space left for the catalog {where!r}; free "
+                              "space, pass another cache_dir= or cache_dir=False")
+        if code in (_BUSY, _LOCKED):
+            return InputError(f"cache_dir: the catalog {where!r} stayed locked by another process: {e}")
+        return FormatError(f"catalog {where!r}: SQLite error while using it: {e}")
+
+    @contextmanager
+    def _writing(self):
+        """One ``BEGIN IMMEDIATE`` transaction: the rows read inside it are the ones the writes replace."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+
+    def _fetch(self, keys: Sequence[bytes] | None) -> dict[bytes, tuple]:
+        """Verified rows (their :data:`~consumer.catalog_rows.COLUMNS` values) by key, of ``keys`` or of all
+        rows (None); a row failing its check is left out, so it is recomputed and rewritten like a new one."""
+        out: dict[bytes, tuple] = {}
+        cur = self._conn.cursor()
+        parts = [cur.execute(_SELECT)] if keys is None else (
+            cur.execute(f"{_SELECT} WHERE key IN ({','.join('?' * len(keys[i:i + 900]))})", keys[i:i + 900])
+            for i in range(0, len(keys), 900))  # SQLite's bound-parameter limit
+        for part in parts:
+            for row in part.fetchall():
+                values = verified(row)
+                if values is not None:
+                    out[values[0]] = values
+        return out
+
+    def _put(self, conn: sqlite3.Connection, rows: list[tuple]) -> None:
+        conn.executemany(_INSERT, [with_check(r) for r in rows])
+
+    @_recovering
+    def rows(self, paths: Sequence[str]) -> dict[str, tuple]:
+        """``{path: (size, mtime_ns, description, mime, sha256)}`` for the given paths with a verified row."""
+        keys = [path_key(p) for p in paths]
+        found = self._fetch(keys)
+        return {p: found[k][2:4] + found[k][5:8] for p, k in zip(paths, keys) if k in found}
+
+    @_recovering
     def sync(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *, want: Sequence[str] = (),
              hashes: bool = False, verbose: bool = False,
              describe: Callable[..., Iterator[tuple[str | None, str | None]]] | None = None
@@ -254,40 +328,43 @@ class Catalog:
             if needed or row is None or not fresh or (hashes and row[4] is None):
                 stale.setdefault(needed, []).append(i)
         for needed, files in stale.items():
-            self._refresh(paths, sizes_l, mtimes_l, files, known, want=needed, hashes=hashes, verbose=verbose,
+            self._refresh(paths, sizes_l, mtimes_l, files, want=needed, hashes=hashes, verbose=verbose,
                           describe=describe or describe_files)
         if stale:
             known = self.rows(paths)
+        lost = [p for p in paths if p not in known]
+        if lost:
+            raise FormatError(f"catalog {self.path or '(in memory)'!r}: {len(lost)} row(s) written do not read back "
+                              f"verified, e.g. {lost[0]!r} (changed by another program meanwhile?)")
         desc = [known[p][2] for p in paths]
         mime = [known[p][3] for p in paths]
         return desc, mime
 
-    def _refresh(self, paths, sizes, mtimes, stale, known, *, want, hashes, verbose, describe) -> None:
+    def _refresh(self, paths, sizes, mtimes, stale, *, want, hashes, verbose, describe) -> None:
         todo = [paths[i] for i in stale]
         results = describe(todo, kinds=want, verbose=verbose, chunk=_CHUNK) if want else None
-        cur = self._conn.cursor()
         for start in range(0, len(stale), _CHUNK):
             part = stale[start:start + _CHUNK]
             described = [next(results) for _ in part] if results is not None else [(None, None)] * len(part)
             self.magic_calls += len(want) * len(part)
-            rows = []
-            for j, i in enumerate(part):
-                p = paths[i]
-                old = known.get(p)
-                same = old is not None and old[0] == sizes[i] and old[1] == mtimes[i]
-                d, m = described[j]
-                if same:  # keep what is still valid and was not recomputed
-                    d = d if "description" in want else old[2]
-                    m = m if "mime" in want else old[3]
-                h = sha256_file(p) if hashes else (old[4] if same else None)
-                rows.append((path_key(p), display_path(p), sizes[i], mtimes[i], _extension(p), d, m, h))
-            cur.executemany(
-                "INSERT INTO main.files(key, path, size, mtime_ns, extension, description, mime, sha256) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET size=excluded.size, "
-                "mtime_ns=excluded.mtime_ns, extension=excluded.extension, description=excluded.description, "
-                "mime=excluded.mime, sha256=excluded.sha256, " + _KEEP_STATS_IF_SAME, rows)
-            self._conn.commit()
+            hashed = [sha256_file(paths[i]) for i in part] if hashes else [None] * len(part)
+            with self._writing() as conn:
+                old = self._fetch([path_key(paths[i]) for i in part])
+                rows = []
+                for j, i in enumerate(part):
+                    p = paths[i]
+                    o = old.get(path_key(p), _NO_ROW)
+                    same = o[2] == sizes[i] and o[3] == mtimes[i]
+                    d, m = described[j]
+                    if same:  # keep what is still valid and was not recomputed
+                        d = d if "description" in want else o[5]
+                        m = m if "mime" in want else o[6]
+                    h = hashed[j] if hashes else (o[7] if same else None)
+                    stats = o[8:] if same else (None,) * 4
+                    rows.append((path_key(p), display_path(p), sizes[i], mtimes[i], extension_of(p), d, m, h, *stats))
+                self._put(conn, rows)
 
+    @_recovering
     def ensure_content(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *, verbose: bool = False,
                        workers: int | None = None, chunk: int = READ_CHUNK) -> int:
         """Compute the content columns (sha256, entropy, printable, zeros, histogram) of the files that
@@ -308,94 +385,88 @@ class Catalog:
         if not stale:
             return 0
         results = compute_content([paths[i] for i in stale], verbose=verbose, workers=workers, chunk=chunk)
-        cur = self._conn.cursor()
         for start in range(0, len(stale), _CHUNK):
-            rows = []
-            for i in stale[start:start + _CHUNK]:
+            part = stale[start:start + _CHUNK]
+            computed = []
+            for i in part:
                 st = next(results)
                 if (st.size, st.mtime_ns) != (sizes_l[i], mtimes_l[i]):
                     results.close()
                     raise FileChangedError(
                         f"paths: {paths[i]!r} changed since it was listed (size {sizes_l[i]} -> {st.size}, "
                         f"mtime_ns {mtimes_l[i]} -> {st.mtime_ns}); rebuild the dataset")
-                rows.append((path_key(paths[i]), display_path(paths[i]), st.size, st.mtime_ns, _extension(paths[i]),
-                             st.sha256, st.entropy, st.printable, st.zeros, st.histogram_blob()))
-            cur.executemany(
-                "INSERT INTO main.files(key, path, size, mtime_ns, extension, sha256, entropy, printable, zeros, "
-                "histogram) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO UPDATE SET "
-                f"description=CASE WHEN {_SAME_VERSION} THEN files.description END, "
-                f"mime=CASE WHEN {_SAME_VERSION} THEN files.mime END, "
-                "size=excluded.size, mtime_ns=excluded.mtime_ns, extension=excluded.extension, "
-                "sha256=excluded.sha256, entropy=excluded.entropy, printable=excluded.printable, "
-                "zeros=excluded.zeros, histogram=excluded.histogram", rows)
-            self._conn.commit()
+                computed.append(st)
+            with self._writing() as conn:
+                old = self._fetch([path_key(paths[i]) for i in part])
+                rows = []
+                for i, st in zip(part, computed):
+                    p = paths[i]
+                    o = old.get(path_key(p), _NO_ROW)
+                    same = o[2] == st.size and o[3] == st.mtime_ns  # libmagic columns still valid
+                    rows.append((path_key(p), display_path(p), st.size, st.mtime_ns, extension_of(p),
+                                 o[5] if same else None, o[6] if same else None, st.sha256, st.entropy, st.printable,
+                                 st.zeros, st.histogram_blob()))
+                self._put(conn, rows)
         return len(stale)
 
-    def _by_key(self, columns: str, paths: Sequence[str]) -> list[tuple | None]:
-        """Per path the ``columns`` (an SQL select list) of its row, or None when it has none."""
-        keys = [path_key(p) for p in paths]
-        by_key: dict[bytes, tuple] = {}
-        cur = self._conn.cursor()
-        for i in range(0, len(keys), 900):  # SQLite's bound-parameter limit
-            part = keys[i:i + 900]
-            marks = ",".join("?" * len(part))
-            for row in cur.execute(f"SELECT key, {columns} FROM main.files WHERE key IN ({marks})", part):
-                by_key[row[0]] = row[1:]
-        return [by_key.get(k) for k in keys]
-
     def _content_state(self, paths: Sequence[str]) -> dict[str, tuple[int, int, int]]:
-        """``{path: (size, mtime_ns, 1 if every content column is set else 0)}`` for the known paths."""
-        rows = self._by_key("size, mtime_ns, (sha256 IS NOT NULL AND entropy IS NOT NULL AND printable IS NOT NULL "
-                            "AND zeros IS NOT NULL AND histogram IS NOT NULL)", paths)
-        return {p: r for p, r in zip(paths, rows) if r is not None}
+        """``{path: (size, mtime_ns, 1 if every content column is set else 0)}`` for the verified rows."""
+        found = self._fetch([path_key(p) for p in paths])
+        rows = {p: found.get(path_key(p)) for p in paths}
+        return {p: (r[2], r[3], int(all(v is not None for v in r[7:]))) for p, r in rows.items() if r is not None}
 
+    @_recovering
     def content_rows(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray) -> list[tuple | None]:
         """Per path ``(sha256, entropy, printable, zeros, histogram_blob)``, or None where the catalog
-        has no content for that version (size and mtime) of the file: never a stale value."""
-        rows = self._by_key("size, mtime_ns, sha256, entropy, printable, zeros, histogram", paths)
+        has no verified content for that version (size and mtime) of the file: never a stale value."""
+        found = self._fetch([path_key(p) for p in paths])
         out: list[tuple | None] = []
-        for row, s, t in zip(rows, np.asarray(sizes).tolist(), np.asarray(mtimes).tolist()):
-            if row is not None and row[0] == s and row[1] == t and all(v is not None for v in row[2:]):
-                out.append(tuple(row[2:]))
-            else:
-                out.append(None)
+        for p, s, t in zip(paths, np.asarray(sizes).tolist(), np.asarray(mtimes).tolist()):
+            row = found.get(path_key(p), _NO_ROW)
+            ok = row[2] == s and row[3] == t and all(v is not None for v in row[7:])
+            out.append(tuple(row[7:]) if ok else None)
         return out
 
+    @_recovering
     def insert(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray,
                descriptions: Sequence[str | None] | None, mimes: Sequence[str | None] | None) -> None:
         """Store rows whose facts are already known (a packed store's file table), without libmagic."""
         n = len(paths)
         descriptions = descriptions or [None] * n
         mimes = mimes or [None] * n
-        rows = [(path_key(p), display_path(p), int(s), int(t), _extension(p), d, m, None)
-                for p, s, t, d, m in zip(paths, sizes.tolist(), mtimes.tolist(), descriptions, mimes)]
-        self._conn.executemany("INSERT OR REPLACE INTO main.files(key, path, size, mtime_ns, extension, description, "
-                               "mime, sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        self._conn.commit()
+        with self._writing() as conn:
+            self._put(conn, [(path_key(p), display_path(p), int(s), int(t), extension_of(p), d, m, None, None, None,
+                              None, None)
+                             for p, s, t, d, m in zip(paths, sizes.tolist(), mtimes.tolist(), descriptions, mimes)])
 
+    @_recovering
     def merge_from(self, others: Sequence[str]) -> int:
         """Copy the rows of other catalog files into this one (the shards of ``consumer index --shard``);
-        returns the rows copied. Each input is checked like any catalog (schema); a path in two inputs
-        keeps the last one's row."""
+        returns the rows copied. Each input is checked like any catalog (schema, and rows failing their
+        check are left out); a path in two inputs keeps the last one's row."""
         copied = 0
         for other in others:
             src = Catalog(other)
             try:
-                rows = src.connection.execute("SELECT * FROM main.files").fetchall()
+                rows = list(src.verified_rows())
             finally:
                 src.close()
-            if rows:
-                marks = ",".join("?" * len(rows[0]))
-                self._conn.executemany(f"INSERT OR REPLACE INTO main.files VALUES ({marks})", rows)
-                self._conn.commit()
+            with self._writing() as conn:
+                self._put(conn, rows)
             copied += len(rows)
         return copied
 
+    @_recovering
+    def verified_rows(self) -> list[tuple]:
+        """Every row that passes its check, as its :data:`~consumer.catalog_rows.COLUMNS` values."""
+        return list(self._fetch(None).values())
+
+    @_recovering
     def count(self) -> int:
         """Number of rows."""
         return int(self._conn.execute("SELECT count(*) FROM main.files").fetchone()[0])
 
     def dump(self) -> list[tuple]:
-        """Every row, sorted by path (for tests and diagnostics)."""
-        return self._conn.execute(
-            "SELECT path, size, mtime_ns, extension, description, mime, sha256 FROM main.files ORDER BY key").fetchall()
+        """Every verified row, sorted by path (for tests and diagnostics): path, size, mtime_ns, extension,
+        description, mime, sha256."""
+        return [r[1:8] for r in sorted(self.verified_rows())]
