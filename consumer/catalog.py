@@ -54,6 +54,7 @@ from .catalog_rows import (
     extension_of,
     path_key,
     schema_of,
+    text_of,
     verified,
     with_check,
 )
@@ -97,6 +98,7 @@ def _check_schema(conn: sqlite3.Connection) -> None:
 
 def _memory() -> sqlite3.Connection:
     conn = sqlite3.connect(":memory:", check_same_thread=False)
+    conn.text_factory = text_of
     conn.executescript(SCHEMA)
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
     conn.commit()
@@ -179,6 +181,7 @@ class Catalog:
         conn = _memory()
         try:
             src = sqlite3.connect(f"file:{location}?mode=ro&immutable=1", uri=True)
+            src.text_factory = text_of
             try:
                 _check_schema(src)
                 src.backup(conn)
@@ -209,6 +212,7 @@ class Catalog:
 
     def _connect_file(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self._file(), timeout=60.0, check_same_thread=False)
+        conn.text_factory = text_of
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")

@@ -22,7 +22,7 @@ import sqlite3
 from collections.abc import Sequence
 
 __all__ = ["COLUMNS", "EXPECTED_SCHEMA", "SCHEMA", "SCHEMA_VERSION", "display_path", "extension_of", "path_key",
-           "row_check", "schema_of", "verified", "with_check"]
+           "row_check", "schema_of", "text_of", "verified", "with_check"]
 
 SCHEMA_VERSION = "4"  # 4: row_check (per-row digest); 3: content columns entropy, printable, zeros, histogram
 SCHEMA = """
@@ -37,6 +37,12 @@ COLUMNS = ("key", "path", "size", "mtime_ns", "extension", "description", "mime"
 _STATS = slice(8, 11)  # entropy, printable, zeros: REAL columns (an int written there reads back as a float)
 # the Python type each column must read back as (None allowed from ``description`` on)
 _TYPES: tuple[type, ...] = (bytes, str, int, int, str, str, str, str, float, float, float, bytes)
+
+
+def text_of(raw: bytes) -> str:
+    """The ``text_factory`` of catalog connections: TEXT that is not valid UTF-8 (a damaged page) reads
+    as text with escaped bytes, which then fails the row check, instead of raising inside SQLite's fetch."""
+    return raw.decode("utf-8", "surrogateescape")
 
 
 def path_key(path: str) -> bytes:

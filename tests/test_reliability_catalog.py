@@ -11,9 +11,12 @@ never a wrong token or answer, never a hang. Example counts: ``CATALOG_FUZZ_EXAM
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import struct
+from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -89,6 +92,27 @@ def world(tmp_path_factory):
     return {"root": root, "data": data, "fresh": fresh, "golden": golden}
 
 
+OUTCOMES: Counter = Counter()  # (test, outcome) -> examples; printed with CONSUMER_FUZZ_REPORT=1
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_outcomes():
+    """At the end of the module: every kind of damage was seen to bite, and the counts on request."""
+    yield
+    if os.environ.get("CONSUMER_FUZZ_REPORT"):
+        for (test, outcome), n in sorted(OUTCOMES.items()):
+            print(f"{test}: {outcome}: {n}")
+
+
+def _outcome(cache: Path, ds: Consumer) -> str:
+    """How a reopen that served the right dataset got there."""
+    if any(".corrupt-" in n for n in os.listdir(cache)):
+        return "catalog moved aside and rebuilt"
+    if ds.build_info["libmagic_calls"]:
+        return "rows failing their check recomputed"
+    return "catalog used as it was (damage outside the rows used)"
+
+
 def _reopen(world, catalog: bytes | None, mode_index: int, prepare=None) -> None:
     """Put ``catalog`` (or the golden one changed by ``prepare(connection)``) in a fresh cache directory,
     reopen the dataset and check the outcome."""
@@ -104,14 +128,19 @@ def _reopen(world, catalog: bytes | None, mode_index: int, prepare=None) -> None
             conn.commit()
         finally:
             conn.close()
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[-1].split(" ")[0]
     try:
         ds = Consumer(world["data"], cache_dir=cache, seqlen=48, **MODES[mode_index])
         try:
             got = _snapshot(ds)
+            OUTCOMES[test, _outcome(cache, ds)] += 1
         finally:
             ds.close()
     except ConsumerError as e:  # documented, and it must name the catalog
         assert str(path) in str(e) or str(cache) in str(e), e
+        OUTCOMES[test, f"documented error: {type(e).__name__}"] += 1
+        if os.environ.get("CONSUMER_FUZZ_REPORT"):
+            print("ERROR", e)
         return
     wrong = _differences(got, world["fresh"][mode_index])
     assert not wrong, f"wrong tokens or answers served from a damaged catalog: {wrong}"
