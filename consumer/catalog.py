@@ -35,31 +35,14 @@ inspection) and rebuilt; an operation interrupted by such corruption runs once m
 
 from __future__ import annotations
 
-import functools
-import os
-import sqlite3
-import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 
 import numpy as np
 
-from .catalog_rows import (
-    COLUMNS,
-    EXPECTED_SCHEMA,
-    SCHEMA,
-    SCHEMA_VERSION,
-    display_path,
-    extension_of,
-    path_key,
-    schema_of,
-    text_of,
-    verified,
-    with_check,
-)
+from .catalog_file import CatalogFile, recovering
+from .catalog_rows import COLUMNS, SCHEMA_VERSION, display_path, extension_of, path_key
 from .content import READ_CHUNK, compute_content
-from .errors import ConsumerWarning, FileChangedError, FormatError, InputError
+from .errors import FileChangedError, FormatError, InputError
 from .fileio import sha256_file
 from .filemeta import describe_files
 
@@ -68,243 +51,24 @@ __all__ = ["Catalog", "CATALOG_NAME", "SCHEMA_VERSION", "display_path", "path_ke
 CATALOG_NAME = "catalog.sqlite"
 _CHUNK = 512  # files per libmagic chunk and per committed transaction
 _MAGIC_COLUMNS = ("description", "mime")
-_LOCK_WAIT = 60.0  # seconds a catalog locked by another process is waited for
-# SQLite's primary result codes (sqlite3 exposes them only from Python 3.11 on, and typeshed not at all)
-_PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _AUTH = 3, 5, 6, 8, 10, 11, 13, 14, 23
-_NOTADB = 26
 _NO_ROW = (None,) * len(COLUMNS)  # an absent row: equal to no size or mtime
-_SELECT = f"SELECT {', '.join(COLUMNS)}, row_check FROM main.files"
-_INSERT = f"INSERT OR REPLACE INTO main.files({', '.join(COLUMNS)}, row_check) VALUES ({', '.join('?' * 13)})"
 
 
-def _code(e: sqlite3.Error) -> int:
-    """SQLite's primary result code of an error (from its message on Pythons that do not expose it)."""
-    code = getattr(e, "sqlite_errorcode", None)
-    if code is not None:
-        return int(code) & 0xFF
-    text = str(e)
-    return _CORRUPT if "malformed" in text else _NOTADB if "not a database" in text else 0
-
-
-def _check_schema(conn: sqlite3.Connection) -> None:
-    """DatabaseError unless the catalog is exactly this version's: schema objects and schema version."""
-    if schema_of(conn) != EXPECTED_SCHEMA:
-        raise sqlite3.DatabaseError("the schema is not this version's (a table, column, trigger, view or index "
-                                    "was changed, added or removed)")
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    if row is None or row[0] != SCHEMA_VERSION:
-        raise sqlite3.DatabaseError(f"schema version {row and row[0]!r}, expected {SCHEMA_VERSION}")
-
-
-def _memory() -> sqlite3.Connection:
-    conn = sqlite3.connect(":memory:", check_same_thread=False)
-    conn.text_factory = text_of
-    conn.executescript(SCHEMA)
-    conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
-    conn.commit()
-    return conn
-
-
-def _recovering(method):
-    """Run a catalog operation; if SQLite finds the file corrupt meanwhile, move it aside, start a new
-    catalog and run the operation once more (it is idempotent). Other SQLite errors become documented
-    errors naming the catalog (:meth:`Catalog._use_error`)."""
-    @functools.wraps(method)
-    def run(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except sqlite3.DatabaseError as e:
-            if self.path is None or _code(e) not in (_CORRUPT, _NOTADB):
-                raise self._use_error(e) from e
-            self._restart()
-        try:
-            return method(self, *args, **kwargs)
-        except sqlite3.DatabaseError as e:
-            raise self._use_error(e) from e
-    return run
-
-
-class Catalog:
+class Catalog(CatalogFile):
     """One SQLite catalog. ``path=None`` keeps it in memory (``cache_dir=False``)."""
 
     def __init__(self, path: str | None):
-        self.path = path
         self.magic_calls = 0  # libmagic calls made by this object (one per file and column computed)
-        self._connection = self._open()
-        self._pid = os.getpid()
+        super().__init__(path)
 
-    @property
-    def _conn(self) -> sqlite3.Connection:
-        """The connection of this process: a forked child (a DataLoader worker) opens its own."""
-        if self._pid != os.getpid() and self.path is not None:
-            self._connection = self._connect_file()
-            self._pid = os.getpid()
-        return self._connection
-
-    def _open(self) -> sqlite3.Connection:
-        if self.path is None:
-            return _memory()
-        try:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        except OSError as e:
-            return self._read_only(e)
-        deadline = time.monotonic() + _LOCK_WAIT
-        for attempt in range(1_000_000):
-            try:
-                return self._connect_file()
-            except sqlite3.DatabaseError as e:
-                code = _code(e)
-                if code not in (_BUSY, _LOCKED):
-                    return self._not_connected(e, code)
-                # another process holds it (e.g. two builds switching a new catalog to WAL at once):
-                # not corruption; SQLite's busy handler does not cover that switch, so wait here
-                if time.monotonic() > deadline:
-                    raise InputError(f"cache_dir: the catalog {self.path!r} stayed locked by another process "
-                                     f"for {_LOCK_WAIT:.0f} s: {e}") from e
-                time.sleep(min(0.01 * 2 ** attempt, 0.5))
-        raise InputError(f"cache_dir: the catalog {self.path!r} could not be opened")
-
-    def _not_connected(self, e: sqlite3.DatabaseError, code: int) -> sqlite3.Connection:
-        """A catalog that would not open for a reason other than a lock: full disk, read-only, or corrupt."""
-        path = self._file()
-        if code == _FULL:
-            raise InputError(f"cache_dir {os.path.dirname(path)!r}: no space left for the catalog {path!r}; "
-                             "free space, pass another cache_dir= or cache_dir=False") from e
-        if code in (_READONLY, _CANTOPEN, _PERM, _AUTH, _IOERR):
-            return self._read_only(e)
-        return self._replace_broken()  # corrupt, not a database, another schema: really broken
-
-    def _read_only(self, error: Exception) -> sqlite3.Connection:
-        """A catalog we cannot write (read-only or immutable directory or file, no permission) is used from
-        an in-memory copy: nothing is moved aside, new results are not saved, and a warning says so."""
-        location, self.path = self.path, None  # from now on an in-memory catalog
-        conn = _memory()
-        try:
-            src = sqlite3.connect(f"file:{location}?mode=ro&immutable=1", uri=True)
-            src.text_factory = text_of
-            try:
-                _check_schema(src)
-                src.backup(conn)
-                _check_schema(conn)
-            finally:
-                src.close()
-        except sqlite3.Error:  # absent, unreadable, corrupt or of another schema: start empty
-            conn.close()
-            conn = _memory()
-        warnings.warn(f"cache_dir: the catalog {location!r} cannot be written ({error}): using it read-only from "
-                      "memory; libmagic results of new files are not saved", ConsumerWarning, stacklevel=4)
-        return conn
-
-    def _replace_broken(self) -> sqlite3.Connection:
-        """Move a catalog SQLite cannot use (corrupt, not a database, old schema) aside and start again.
-        It is our own artefact, so moving it is allowed; it is kept for inspection, not deleted."""
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        path = self._file()
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(path + suffix):
-                os.replace(path + suffix, f"{path}.corrupt-{stamp}{suffix}")
-        return self._connect_file()
-
-    def _file(self) -> str:
-        if self.path is None:
-            raise InputError("catalog: an in-memory catalog has no file")
-        return self.path
-
-    def _connect_file(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._file(), timeout=60.0, check_same_thread=False)
-        conn.text_factory = text_of
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(SCHEMA)
-            conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
-            conn.commit()
-            if conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
-                raise sqlite3.DatabaseError("quick_check failed")
-            _check_schema(conn)  # another version, a table lacking a column, an added trigger: broken
-        except sqlite3.DatabaseError:
-            conn.close()
-            raise
-        return conn
-
-    def retain(self) -> Catalog:
-        """One more dataset uses this catalog (a subset shares its parent's); see :meth:`release`."""
-        self._users = getattr(self, "_users", 0) + 1
-        return self
-
-    def release(self) -> None:
-        """A dataset is done with the catalog: the connection closes when the last user releases it."""
-        self._users = getattr(self, "_users", 1) - 1
-        if self._users <= 0:
-            self.close()
-
-    def close(self) -> None:
-        """Close the connection."""
-        self._conn.close()
-
-    @property
-    def connection(self) -> sqlite3.Connection:
-        """The underlying connection (used by :mod:`consumer.sql` for in-memory catalogs)."""
-        return self._conn
-
-    def _restart(self) -> None:
-        """The catalog file turned out corrupt while in use: move it aside and continue on a new one."""
-        try:
-            self._connection.close()
-        except sqlite3.Error:
-            pass
-        self._connection = self._replace_broken()
-        self._pid = os.getpid()
-
-    def _use_error(self, e: sqlite3.DatabaseError) -> Exception:
-        """A documented error naming the catalog for an SQLite error met while using it."""
-        where = self.path or "(in memory)"
-        code = _code(e)
-        if code == _FULL:
-            return InputError(f"cache_dir {os.path.dirname(where)!r}: no space left for the catalog {where!r}; free "
-                              "space, pass another cache_dir= or cache_dir=False")
-        if code in (_BUSY, _LOCKED):
-            return InputError(f"cache_dir: the catalog {where!r} stayed locked by another process: {e}")
-        return FormatError(f"catalog {where!r}: SQLite error while using it: {e}")
-
-    @contextmanager
-    def _writing(self):
-        """One ``BEGIN IMMEDIATE`` transaction: the rows read inside it are the ones the writes replace."""
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.rollback()
-            raise
-        conn.commit()
-
-    def _fetch(self, keys: Sequence[bytes] | None) -> dict[bytes, tuple]:
-        """Verified rows (their :data:`~consumer.catalog_rows.COLUMNS` values) by key, of ``keys`` or of all
-        rows (None); a row failing its check is left out, so it is recomputed and rewritten like a new one."""
-        out: dict[bytes, tuple] = {}
-        cur = self._conn.cursor()
-        parts = [cur.execute(_SELECT)] if keys is None else (
-            cur.execute(f"{_SELECT} WHERE key IN ({','.join('?' * len(keys[i:i + 900]))})", keys[i:i + 900])
-            for i in range(0, len(keys), 900))  # SQLite's bound-parameter limit
-        for part in parts:
-            for row in part.fetchall():
-                values = verified(row)
-                if values is not None:
-                    out[values[0]] = values
-        return out
-
-    def _put(self, conn: sqlite3.Connection, rows: list[tuple]) -> None:
-        conn.executemany(_INSERT, [with_check(r) for r in rows])
-
-    @_recovering
+    @recovering
     def rows(self, paths: Sequence[str]) -> dict[str, tuple]:
         """``{path: (size, mtime_ns, description, mime, sha256)}`` for the given paths with a verified row."""
         keys = [path_key(p) for p in paths]
         found = self._fetch(keys)
         return {p: found[k][2:4] + found[k][5:8] for p, k in zip(paths, keys) if k in found}
 
-    @_recovering
+    @recovering
     def sync(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *, want: Sequence[str] = (),
              hashes: bool = False, verbose: bool = False,
              describe: Callable[..., Iterator[tuple[str | None, str | None]]] | None = None
@@ -368,7 +132,7 @@ class Catalog:
                     rows.append((path_key(p), display_path(p), sizes[i], mtimes[i], extension_of(p), d, m, h, *stats))
                 self._put(conn, rows)
 
-    @_recovering
+    @recovering
     def ensure_content(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *, verbose: bool = False,
                        workers: int | None = None, chunk: int = READ_CHUNK) -> int:
         """Compute the content columns (sha256, entropy, printable, zeros, histogram) of the files that
@@ -419,7 +183,7 @@ class Catalog:
         rows = {p: found.get(path_key(p)) for p in paths}
         return {p: (r[2], r[3], int(all(v is not None for v in r[7:]))) for p, r in rows.items() if r is not None}
 
-    @_recovering
+    @recovering
     def content_rows(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray) -> list[tuple | None]:
         """Per path ``(sha256, entropy, printable, zeros, histogram_blob)``, or None where the catalog
         has no verified content for that version (size and mtime) of the file: never a stale value."""
@@ -431,7 +195,7 @@ class Catalog:
             out.append(tuple(row[7:]) if ok else None)
         return out
 
-    @_recovering
+    @recovering
     def insert(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray,
                descriptions: Sequence[str | None] | None, mimes: Sequence[str | None] | None) -> None:
         """Store rows whose facts are already known (a packed store's file table), without libmagic."""
@@ -443,7 +207,7 @@ class Catalog:
                               None, None)
                              for p, s, t, d, m in zip(paths, sizes.tolist(), mtimes.tolist(), descriptions, mimes)])
 
-    @_recovering
+    @recovering
     def merge_from(self, others: Sequence[str]) -> int:
         """Copy the rows of other catalog files into this one (the shards of ``consumer index --shard``);
         returns the rows copied. Each input is checked like any catalog (schema, and rows failing their
@@ -460,12 +224,12 @@ class Catalog:
             copied += len(rows)
         return copied
 
-    @_recovering
+    @recovering
     def verified_rows(self) -> list[tuple]:
         """Every row that passes its check, as its :data:`~consumer.catalog_rows.COLUMNS` values."""
         return list(self._fetch(None).values())
 
-    @_recovering
+    @recovering
     def count(self) -> int:
         """Number of rows."""
         return int(self._conn.execute("SELECT count(*) FROM main.files").fetchone()[0])

@@ -27,7 +27,7 @@ from consumer import Consumer
 from consumer.catalog import CATALOG_NAME
 from consumer.errors import ConsumerError
 
-CATALOG_FUZZ_EXAMPLES = {"bytes": 300, "pages": 150, "rows": 300, "schema": 150}
+CATALOG_FUZZ_EXAMPLES = {"bytes": 200, "pages": 100, "rows": 200, "schema": 100}
 SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.function_scoped_fixture,
                                                         HealthCheck.too_slow]}
 MODES = [{"metadata": "file"}, {"metadata": "mime"}, {"metadata": "file", "dedupe": "content"}]
@@ -113,9 +113,9 @@ def _outcome(cache: Path, ds: Consumer) -> str:
     return "catalog used as it was (damage outside the rows used)"
 
 
-def _reopen(world, catalog: bytes | None, mode_index: int, prepare=None) -> None:
+def _reopen(world, catalog: bytes | None, mode_index: int, prepare=None) -> str:
     """Put ``catalog`` (or the golden one changed by ``prepare(connection)``) in a fresh cache directory,
-    reopen the dataset and check the outcome."""
+    reopen the dataset, check the outcome and return it (see ``_outcome``)."""
     cache = world["root"] / "cache"
     shutil.rmtree(cache, ignore_errors=True)
     cache.mkdir()
@@ -133,17 +133,17 @@ def _reopen(world, catalog: bytes | None, mode_index: int, prepare=None) -> None
         ds = Consumer(world["data"], cache_dir=cache, seqlen=48, **MODES[mode_index])
         try:
             got = _snapshot(ds)
-            OUTCOMES[test, _outcome(cache, ds)] += 1
+            outcome = _outcome(cache, ds)
+            OUTCOMES[test, outcome] += 1
         finally:
             ds.close()
     except ConsumerError as e:  # documented, and it must name the catalog
         assert str(path) in str(e) or str(cache) in str(e), e
         OUTCOMES[test, f"documented error: {type(e).__name__}"] += 1
-        if os.environ.get("CONSUMER_FUZZ_REPORT"):
-            print("ERROR", e)
-        return
+        return f"documented error: {e}"
     wrong = _differences(got, world["fresh"][mode_index])
     assert not wrong, f"wrong tokens or answers served from a damaged catalog: {wrong}"
+    return outcome
 
 
 # ------------------------------------------------------------------------------------------ file damage
@@ -228,6 +228,8 @@ SCHEMA_DAMAGE = [
     "UPDATE files SET description = 'forged', mime = 'forged/x'", "UPDATE files SET histogram = x'00'",
     "UPDATE files SET entropy = 9.5, printable = -1, zeros = 2", "UPDATE files SET sha256 = upper(sha256)",
     "UPDATE files SET extension = 'exe'", "UPDATE files SET path = 'elsewhere'",
+    "UPDATE files SET description = CAST(x'c5ff41' AS TEXT)", "UPDATE files SET row_check = CAST(x'ff' AS TEXT)",
+    "UPDATE files SET size = 'big', sha256 = 5", "UPDATE files SET histogram = 'text'",
     "PRAGMA user_version = 7", "PRAGMA journal_mode = DELETE",
 ]
 
@@ -255,3 +257,22 @@ def test_every_schema_damage_alone(world) -> None:
             except Exception as e:  # noqa: BLE001  (collected: every failing case is reported at once)
                 failures.append(f"{s!r} mode {mode}: {type(e).__name__}: {str(e)[:300]}")
     assert not failures, "\n".join(failures)
+
+
+def test_undecodable_schema_text_is_a_broken_catalog(world) -> None:
+    """Found by the fuzzer: a flipped byte inside the schema's SQL text made sqlite3 raise a bare
+    UnicodeDecodeError while building its own error message; it is now a corrupt catalog, moved aside."""
+    b = bytearray(world["golden"])
+    at = b.index(b"CREATE TABLE files") + len("CREATE TABLE files(") + 10
+    b[at] = 0xC5  # starts a two-byte sequence the next byte does not continue
+    assert _reopen(world, bytes(b), 0) == "catalog moved aside and rebuilt"
+
+
+def test_undecodable_row_text_is_recomputed(world) -> None:
+    """Found by the fuzzer: TEXT that is not UTF-8 raised "Could not decode to UTF-8" from inside the fetch;
+    it now reads as escaped text, fails the row check, and the row is recomputed."""
+
+    def prepare(conn: sqlite3.Connection) -> None:
+        conn.execute("UPDATE files SET description = CAST(x'c5ff41' AS TEXT)")
+
+    assert _reopen(world, None, 0, prepare) == "rows failing their check recomputed"
