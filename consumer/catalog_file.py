@@ -55,7 +55,6 @@ def _check_schema(conn: sqlite3.Connection) -> None:
 
 def _memory() -> sqlite3.Connection:
     conn = sqlite3.connect(":memory:", check_same_thread=False)
-    conn.text_factory = text_of
     conn.executescript(SCHEMA)
     conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
     conn.commit()
@@ -139,7 +138,6 @@ class CatalogFile:
         conn = _memory()
         try:
             src = sqlite3.connect(f"file:{location}?mode=ro&immutable=1", uri=True)
-            src.text_factory = text_of
             try:
                 _check_schema(src)
                 src.backup(conn)
@@ -170,7 +168,6 @@ class CatalogFile:
 
     def _connect_file(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self._file(), timeout=60.0, check_same_thread=False)
-        conn.text_factory = text_of
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -244,12 +241,23 @@ class CatalogFile:
         """Verified rows (their :data:`~consumer.catalog_rows.COLUMNS` values) by key, of ``keys`` or of all
         rows (None); a row failing its check is left out, so it is recomputed and rewritten like a new one."""
         out: dict[bytes, tuple] = {}
-        cur = self._conn.cursor()
-        parts = [cur.execute(_SELECT)] if keys is None else (
-            cur.execute(f"{_SELECT} WHERE key IN ({','.join('?' * len(keys[i:i + 900]))})", keys[i:i + 900])
-            for i in range(0, len(keys), 900))  # SQLite's bound-parameter limit
-        for part in parts:
-            for row in part.fetchall():
+        conn = self._conn
+        cur = conn.cursor()
+        queries = [(_SELECT, ())] if keys is None else [
+            (f"{_SELECT} WHERE key IN ({','.join('?' * len(keys[i:i + 900]))})", keys[i:i + 900])
+            for i in range(0, len(keys), 900)]  # SQLite's bound-parameter limit
+        for sql, params in queries:
+            try:
+                rows = cur.execute(sql, params).fetchall()
+            except sqlite3.OperationalError as e:  # TEXT that is not UTF-8: read it escaped (slower), then
+                if "decode" not in str(e):         # the row fails its check
+                    raise
+                conn.text_factory = text_of
+                try:
+                    rows = cur.execute(sql, params).fetchall()
+                finally:
+                    conn.text_factory = str
+            for row in rows:
                 values = verified(row)
                 if values is not None:
                     out[values[0]] = values

@@ -2,8 +2,8 @@
 
 Every row of the catalog's ``files`` table carries ``row_check``: a 128-bit BLAKE2b digest over all its
 other columns (values and their SQL types). It is computed in Python whenever the engine writes a row
-and verified whenever a row is read (:func:`verified`), together with the columns derived from the key
-(``path`` and ``extension`` must be what the key gives) and the type of every column. A row changed
+and verified whenever a row is read (:func:`verified`), together with the type of every column and the
+``path`` derived from the key. A row changed
 outside the engine (a bit flipped inside a value, an edited description, a size or a hash made up, a
 derived column that no longer matches its key) fails and is treated as absent: its facts are computed
 again and the row rewritten, never used.
@@ -35,12 +35,14 @@ CREATE TABLE IF NOT EXISTS files(
 COLUMNS = ("key", "path", "size", "mtime_ns", "extension", "description", "mime", "sha256", "entropy", "printable",
            "zeros", "histogram")
 _STATS = slice(8, 11)  # entropy, printable, zeros: REAL columns (an int written there reads back as a float)
-# the Python type each column must read back as (None allowed from ``description`` on)
+# the Python type each column must read back as (None allowed from ``description`` on): every allowed signature
 _TYPES: tuple[type, ...] = (bytes, str, int, int, str, str, str, str, float, float, float, bytes)
+_SIGNATURES = frozenset(_TYPES[:5] + tuple(t if mask >> k & 1 else type(None) for k, t in enumerate(_TYPES[5:]))
+                        for mask in range(1 << 7))
 
 
 def text_of(raw: bytes) -> str:
-    """The ``text_factory`` of catalog connections: TEXT that is not valid UTF-8 (a damaged page) reads
+    """The ``text_factory`` used to re-read rows holding TEXT that is not valid UTF-8 (a damaged page): it reads
     as text with escaped bytes, which then fails the row check, instead of raising inside SQLite's fetch."""
     return raw.decode("utf-8", "surrogateescape")
 
@@ -67,31 +69,30 @@ def _canonical(values: Sequence) -> tuple:
     return tuple(row)
 
 
+def _digest(row: tuple) -> str:
+    return hashlib.blake2b(repr(row).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
 def row_check(values: Sequence) -> str:
     """The ``row_check`` of a row given as its :data:`COLUMNS` values (BLAKE2b-128 of their repr)."""
-    text = repr(_canonical(values)).encode("utf-8", "surrogatepass")
-    return hashlib.blake2b(text, digest_size=16).hexdigest()
+    return _digest(_canonical(values))
 
 
 def with_check(values: Sequence) -> tuple:
     """The row ready to be written: its canonical values followed by its ``row_check``."""
     row = _canonical(values)
-    return (*row, row_check(row))
+    return (*row, _digest(row))
 
 
 def verified(row: Sequence) -> tuple | None:
     """The :data:`COLUMNS` values of a row read as ``COLUMNS + (row_check,)``, or None when the row is not
-    one the engine wrote: a value of the wrong type, ``path`` / ``extension`` not derived from ``key``, or a
-    ``row_check`` that does not match."""
+    one the engine wrote: a value of the wrong type, ``path`` not derived from ``key``, or a ``row_check``
+    that does not match (it covers every column, ``extension`` included)."""
     values, check = tuple(row[:-1]), row[-1]
-    if len(values) != len(COLUMNS) or not isinstance(check, str):
-        return None
-    for i, (v, kind) in enumerate(zip(values, _TYPES)):
-        if not (type(v) is kind or (v is None and i >= 5)):
-            return None
-    path = os.fsdecode(values[0])
-    if values[1] != display_path(path) or values[4] != extension_of(path) or check != row_check(values):
-        return None
+    if not isinstance(check, str) or tuple(map(type, values)) not in _SIGNATURES:
+        return None  # read back with these types, the values are canonical: the digest needs no conversion
+    if values[1] != values[0].decode("utf-8", "backslashreplace") or check != _digest(values):
+        return None  # the path is display_path(os.fsdecode(key)); the extension is covered by the digest
     return values
 
 
