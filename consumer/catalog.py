@@ -26,8 +26,8 @@ any refresh of a changed file clears the columns it does not recompute, so no co
 an older version of the file than its size and mtime.
 
 Verified when read (see :mod:`consumer.catalog_rows`): every row carries a digest of all its columns
-(``row_check``) and a row that fails it, or whose ``path`` / ``extension`` are not derived from its key,
-is treated as absent (recomputed and rewritten); the schema must be exactly this version's. A catalog
+(``row_check``) and a row that fails it, holds a value of the wrong type or a ``path`` not derived from
+its key, is treated as absent (recomputed and rewritten); the schema must be exactly this version's. A catalog
 that SQLite cannot read (corrupt, truncated, not a database), of another schema version or schema, or
 that SQLite finds corrupt while it is used, is moved aside (``catalog.sqlite.corrupt-<time>``, kept for
 inspection) and rebuilt; an operation interrupted by such corruption runs once more on the new catalog.
