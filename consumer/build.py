@@ -32,9 +32,11 @@ from .fileio import pack_paths, unpack_paths
 from .filemeta import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from, libmagic_version
 from .index import AUTO_SEQLEN_CAP, SampleIndex, warn_if_padded
 from .ir import Corpus, normalise, probe_files, stat_files
+from .ranks import torch_group
 from .remote import class_layout, is_url, list_objects, local_path_of, stat_objects
+from .shared_build import build_once, fingerprint
 from .spec import Metadata, Spec, headers_already_made
-from .validate import check_class_to_id, int_vector
+from .validate import check_bool, check_class_to_id, int_vector
 from .vocab import Vocab
 
 __all__ = ["Built", "build", "build_packed", "build_subset", "build_from_dict", "restore", "files_listing"]
@@ -75,15 +77,54 @@ def _info(cache: str, key: str | None, magic_calls: int, t0: float) -> dict:
 
 
 def build(fps: Any, spec: Spec, *, cache_dir: Any = None, verbose: bool = False,
-          storage_options: dict | None = None, remote_cache: Any = None) -> Built:
+          storage_options: dict | None = None, remote_cache: Any = None, distributed: bool = True) -> Built:
     """Normalise ``fps``, stat every file, then load the sample index from the cache or build it (catalog,
     libmagic on new or changed files only, documents, index) and cache it. Warns (``ConsumerWarning``)
     when ``seqlen="auto"`` pads most of every row. URLs (``s3://``, ``https://``, ...) are listed, described
     from byte ranges and read through fsspec with ``storage_options``; ``remote_cache`` (e.g. ``"20GB"``)
-    keeps a bounded read-through copy of their bytes under the cache directory."""
-    built = _build(fps, spec, cache_dir, verbose, storage_options, remote_cache)
+    keeps a bounded read-through copy of their bytes under the cache directory. With ``distributed`` and
+    ``torch.distributed`` initialised, rank 0 alone builds; the other ranks open what it cached
+    (:mod:`consumer.shared_build`; ``build_info["cache"]`` is ``"shared"`` there)."""
+    root = check_cache_dir(cache_dir)
+    # nothing to share without an index cache (cache_dir=False, a callable metadata): every rank decides alike
+    shareable = check_bool("distributed", distributed) and root is not None and not callable(spec.metadata)
+    group = torch_group() if shareable else None
+    if group is None:
+        built = _build(fps, spec, cache_dir, verbose, storage_options, remote_cache)
+    else:
+        request = fingerprint(fps, spec.to_dict(), __version__)  # the dataset asked for (not where it is cached)
+        built = build_once(group, request, root, lambda: _build(fps, spec, cache_dir, verbose, storage_options,
+                                                                 remote_cache),
+                           _publish, lambda handoff: _open_shared(handoff, spec, root, storage_options, remote_cache))
     warn_if_padded(spec.seqlen, spec.style, built.index)
     return built
+
+
+def _publish(built: Built) -> dict | None:
+    """What other ranks need to open ``built`` from the index cache: its key, the ETags of URLs, the dedupe report."""
+    if built.info["cache"] not in ("hit", "miss") or not built.info["key"]:
+        return None
+    remote = built.documents.remote
+    return {"key": built.info["key"], "etags": None if remote is None else list(remote.etags),
+            "dedupe": built.info.get("dedupe")}
+
+
+def _open_shared(handoff: dict, spec: Spec, root: str | None, storage_options: dict | None,
+                 remote_cache: Any) -> Built | None:
+    """The dataset rank 0 built and cached (a warm reopen: no listing, no stat), or None if its entry is not here."""
+    t0 = time.perf_counter()
+    key = handoff.get("key")
+    entry = load_entry(root, key) if root and isinstance(key, str) else None
+    if entry is None or not root or not isinstance(key, str):
+        return None
+    arrays, desc = entry
+    paths = unpack_paths(arrays["paths"])
+    corpus = Corpus.of(desc["classes"], paths, arrays["doc_class"], desc["form"])
+    spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, desc["classes"]))
+    built = _from_entry(entry, spec, corpus, paths, root, key, t0)
+    built.info.update(cache="shared", dedupe=handoff.get("dedupe"))
+    etags = handoff.get("etags")
+    return built if etags is None else _with_remote(built, _reader(storage_options, root, remote_cache), etags)
 
 
 def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options: dict | None,
@@ -133,7 +174,7 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
         built.info["dedupe"], built.catalog = report, catalog
         if identity is not None:
             built.documents = replace(built.documents, doc_ident=identity)
-        return _with_remote(built, remote)
+        return _with_remote(built, remote[0], remote[1].etags) if remote else built
     if not remote:
         probe_files(paths, sizes)  # readability proven by opening each file once (root included)
     if catalog is None:
@@ -158,7 +199,7 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
          "form": corpus.form, "files": len(documents), "samples": len(index)})
     built.recipe = ("cached", cache_root, key, spec, corpus.form) if saved else (
         "arrays", _picklable(spec), corpus, documents, index)
-    return _with_remote(built, remote)
+    return _with_remote(built, remote[0], remote[1].etags) if remote else built
 
 
 def _remote(paths: list[str], storage_options: dict | None, cache_root: str | None, remote_cache: Any):
@@ -174,13 +215,8 @@ def _remote(paths: list[str], storage_options: dict | None, cache_root: str | No
         local = paths[urls.index(False)]
         raise InputError(f"fps mixes URLs and local paths (e.g. {local!r}); build one dataset per kind")
     from .remote_meta import describer  # noqa: PLC0415  (fsspec loads only for URLs)
-    from .remote_read import RemoteReader  # noqa: PLC0415
 
-    if remote_cache is not None and cache_root is None:
-        raise InputError("remote_cache needs a cache_dir (it lives there); got cache_dir=False")
-    reader = RemoteReader(storage_options, cache_dir=os.path.join(cache_root, "remote") if remote_cache and cache_root
-                          else None,
-                          cache_bytes=remote_cache)
+    reader = _reader(storage_options, cache_root, remote_cache)
     try:
         listing = stat_objects(paths, storage_options)
     except ConsumerError:
@@ -190,11 +226,20 @@ def _remote(paths: list[str], storage_options: dict | None, cache_root: str | No
     return reader, listing, describer(reader, listing.urls, listing.sizes, listing.etags)
 
 
-def _with_remote(built: Built, remote) -> Built:
+def _reader(storage_options: dict | None, cache_root: str | None, remote_cache: Any) -> Any:
+    """The range reader of a dataset over URLs (read-through cache under ``cache_root`` with ``remote_cache``)."""
+    from .remote_read import RemoteReader  # noqa: PLC0415  (fsspec loads only for URLs)
+
+    if remote_cache is not None and cache_root is None:
+        raise InputError("remote_cache needs a cache_dir (it lives there); got cache_dir=False")
+    return RemoteReader(storage_options, cache_dir=os.path.join(cache_root, "remote") if remote_cache and cache_root
+                        else None, cache_bytes=remote_cache)
+
+
+def _with_remote(built: Built, reader: Any, etags: list) -> Built:
     """Attach the remote reader (and the ETags read at indexing time) to a dataset over URLs."""
-    if remote:
-        built.documents = replace(built.documents, remote=RemoteFiles(remote[0], list(remote[1].etags)))
-        built.recipe = ("arrays", _picklable(built.spec), built.corpus, built.documents, built.index)
+    built.documents = replace(built.documents, remote=RemoteFiles(reader, list(etags)))
+    built.recipe = ("arrays", _picklable(built.spec), built.corpus, built.documents, built.index)
     return built
 
 
@@ -233,8 +278,8 @@ def restore(recipe: tuple) -> Built:
         corpus = Corpus.of(desc["classes"], paths, arrays["doc_class"], form)
         return _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
     if kind == "packed":
-        prefix, requested, stamp = args
-        built = build_packed(prefix, requested)
+        prefix, requested, stamp, remote = args
+        built = build_packed(prefix, requested, **remote)
         if built.recipe[3] != stamp:  # re-packed since: never serve other tokens under the same sample ids
             raise FileChangedError(f"{prefix}: the packed store changed since this dataset was opened (its sidecar "
                                    "records other files or another token checksum); open it again")
@@ -246,17 +291,24 @@ def restore(recipe: tuple) -> Built:
     return Built(spec, corpus, documents, index, None, _info("off", None, 0, t0), recipe=recipe)
 
 
-def build_packed(prefix: Any, spec: Spec, verify: bool = False) -> Built:
-    """A dataset over the packed store at ``prefix``: its documents (tokens memory-mapped), the store's
+def build_packed(prefix: Any, spec: Spec, verify: bool = False, **remote: Any) -> Built:
+    """A dataset over the packed store at ``prefix``: its documents (tokens memory-mapped, or read by ranges
+    from a store at a URL: ``remote`` holds ``storage_options``, ``cache_dir``, ``remote_cache``), the store's
     ``n_bytes`` and header mode, ``spec.class_to_id`` or the store's. ``verify`` first checks every token
     (checksum and id range, see :func:`~consumer.packed.verify.verify_packed`)."""
-    from .packed.open import open_store  # noqa: PLC0415  (the store modules load only when used)
+    from .packed.open import load_store, open_store  # noqa: PLC0415  (the store modules load only when used)
     from .packed.verify import verify_packed  # noqa: PLC0415
 
     t0 = time.perf_counter()
+    unknown = sorted(set(remote) - {"storage_options", "cache_dir", "remote_cache"})
+    if unknown:
+        raise InputError(f"from_packed got unexpected options {unknown}; a store at a URL takes storage_options, "
+                         "cache_dir and remote_cache")
+    remote = {k: v for k, v in remote.items() if v is not None}
+    loaded = load_store(prefix, **remote)
     if verify:
-        verify_packed(prefix)
-    store, corpus, documents, metadata = open_store(prefix)
+        verify_packed(loaded)
+    store, corpus, documents, metadata = open_store(loaded)
     where = "class_to_id" if spec.class_to_id is not None else f"class_to_id in {store.prefix}.consumer.json"
     spec = spec.replace(n_bytes=store.vocab.n_bytes, metadata=metadata, class_to_id=check_class_to_id(
         store.sidecar["class_to_id"] if spec.class_to_id is None else spec.class_to_id, corpus.class_names, where))
@@ -265,7 +317,8 @@ def build_packed(prefix: Any, spec: Spec, verify: bool = False) -> Built:
     warn_if_padded(spec.seqlen, spec.style, index)
     return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, None,
                  _info("packed", None, 0, t0), recipe=("packed", str(store.prefix), requested,
-                                                       (store.sidecar.get("tokens_sha256"), store.sidecar["files"])))
+                                                       (store.sidecar.get("tokens_sha256"), store.sidecar["files"]),
+                                                       remote))
 
 
 def build_subset(parent: Built, file_ids: Any, catalog: Catalog | None = None) -> Built:

@@ -22,6 +22,7 @@ summary (files, bytes, index cache hit or miss, libmagic calls, time). Warnings 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
 import warnings
@@ -107,8 +108,8 @@ def _add_dataset_options(p: argparse.ArgumentParser, seqlen_default: int | str =
 
 
 def _add_corpus_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", help="the corpus directory: each sub-folder is a class (a folder without "
-                               "sub-folders is one class, 'null')")
+    p.add_argument("dir", help="the corpus directory, or a URL prefix (s3://, gs://, az://, https://): each "
+                               "sub-folder is a class (a folder without sub-folders is one class, 'null')")
     _add_dataset_options(p)
     p.add_argument("--metadata", default="file", choices=["file", "mime", "none"],
                    help="header in front of each file: the libmagic description, the MIME type, or none "
@@ -116,6 +117,9 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", default=None,
                    help="where the catalog and the index cache live; 'off' keeps everything in memory "
                         "(default: $CONSUMER_CACHE_DIR, else ~/.cache/consumer)")
+    p.add_argument("--storage-options", type=_storage_options, default=None, metavar="JSON",
+                   help="fsspec options when DIR is a URL, e.g. '{\"endpoint_url\": \"http://host:9000\"}' "
+                        "(default: credentials from the environment)")
     loud = p.add_mutually_exclusive_group()
     loud.add_argument("--quiet", action="store_true",
                       help="no progress bar and no summary line; warnings and errors still show (default: off; "
@@ -207,10 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--tokens", type=_int_at_least(0), default=64,
                    help="tokens of the first document shown (default: %(default)s)")
     t.add_argument("--json", action="store_true", help="the summary as JSON (default: off)")
+    _add_remote_store_options(t)
     t.set_defaults(func=commands.inspect)
     v = _subparser(sub, "verify", "read every token of a packed store: checksum and id range")
     v.add_argument("prefix", help="the prefix given to 'consumer pack' (PREFIX.bin/.idx or PREFIX.pbin)")
     v.add_argument("--json", action="store_true", help="the report as JSON (default: off)")
+    _add_remote_store_options(v)
     v.set_defaults(func=commands.verify)
     c = _subparser(sub, "cache", "list or clear cached indexes")
     c.add_argument("action", choices=["list", "clear"], help="list the cached indexes, or clear them")
@@ -219,6 +225,26 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--catalog", action="store_true", help="clear: also delete the file catalog (default: off)")
     c.set_defaults(func=commands.cache)
     return p
+
+
+def _storage_options(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object of fsspec options, got {text!r}")
+    return value
+
+
+def _add_remote_store_options(p: argparse.ArgumentParser) -> None:
+    """Options of a store whose prefix is a URL (s3://, https://, ...)."""
+    p.add_argument("--storage-options", type=_storage_options, default=None, metavar="JSON",
+                   help="fsspec options of a store at a URL, e.g. '{\"endpoint_url\": \"http://host:9000\"}' "
+                        "(default: credentials from the environment)")
+    p.add_argument("--cache-dir", default=None,
+                   help="where the index files of a store at a URL are kept (default: $CONSUMER_CACHE_DIR, else "
+                        "~/.cache/consumer)")
 
 
 def _report_warnings(caught: list[warnings.WarningMessage]) -> None:

@@ -123,23 +123,26 @@ def _show_progress(args: argparse.Namespace) -> bool:
 
 def _open(args: argparse.Namespace):
     from . import Consumer  # noqa: PLC0415
+    from .remote import is_url  # noqa: PLC0415
 
-    fps: Any = _check_dir(args.dir)
+    fps: Any = args.dir if is_url(args.dir) else _check_dir(args.dir)
     class_to_id = None
     if getattr(args, "shard", None):  # this machine's deterministic 1/N of the files, ids of the whole corpus
-        fps, class_to_id = _shard_of(fps, *args.shard)
+        fps, class_to_id = _shard_of(fps, args.shard[0], args.shard[1], args.storage_options)
     return Consumer(fps, style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen, class_to_id=class_to_id,
                     long_files=args.long_files, metadata=None if args.metadata == "none" else args.metadata,
-                    cache_dir=False if args.cache_dir == "off" else args.cache_dir, verbose=_show_progress(args))
+                    cache_dir=False if args.cache_dir == "off" else args.cache_dir, verbose=_show_progress(args),
+                    storage_options=args.storage_options)
 
 
-def _shard_of(root: str, i: int, n: int) -> tuple[dict[str, list[str]], dict[str, int]]:
-    """Shard ``i`` of ``n`` of a directory corpus (by a hash of each path: stable when files are added)
-    and the ``class_to_id`` of the whole corpus, so every shard numbers classes alike."""
+def _shard_of(root: str, i: int, n: int, storage_options: dict | None = None
+              ) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Shard ``i`` of ``n`` of a directory corpus or URL prefix (by a hash of each path: stable when files
+    are added) and the ``class_to_id`` of the whole corpus, so every shard numbers classes alike."""
     from .ir import normalise  # noqa: PLC0415
-    from .remote import shard_of  # noqa: PLC0415
+    from .remote import class_layout, is_url, list_objects, shard_of  # noqa: PLC0415
 
-    corpus = normalise(root)
+    corpus = normalise(class_layout(list_objects(root, storage_options)) if is_url(root) else root)
     paths, cls = corpus.flat()
     mine = shard_of(paths, n) == i
     out: dict[str, list[str]] = {}
@@ -174,10 +177,11 @@ def merge(args: argparse.Namespace) -> int:
 
 def _describe_all(ds, args: argparse.Namespace) -> int:
     """Compute libmagic's description and MIME type of every file lacking one (what the first SQL query
-    needs), with a progress bar like the build's; returns the number of libmagic calls made."""
+    needs), with a progress bar like the build's; returns the number of libmagic calls made. Objects at
+    URLs are described by the SQL session itself, from byte ranges."""
     from .ir import stat_files  # noqa: PLC0415
 
-    if ds.documents.packed is not None:
+    if ds.documents.packed is not None or ds.documents.remote is not None:
         return 0
     sizes, mtimes = stat_files(ds.files)
     before = ds.catalog.magic_calls
@@ -236,7 +240,9 @@ def info(args: argparse.Namespace) -> int:
     q = [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1]
     print("\nfile sizes\n" + _table(["min", "p10", "p25", "median", "p75", "p90", "p99", "max"],
                                      [tuple(_human(float(np.quantile(sizes, x))) for x in q)]))
-    if not args.no_content:
+    if ds.documents.remote is not None:  # the content pass reads whole files: local ones only
+        print("\ncontent summary: skipped (the files are URLs; entropy, printable and duplicates need local files)")
+    elif not args.no_content:
         print("\n" + content_summary(ds.sql("SELECT class, entropy, printable FROM files"), ds.duplicates()))
     _finish(ds, args, t0, calls)
     return 0
@@ -334,10 +340,15 @@ def pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _store_options(args: argparse.Namespace) -> dict:
+    """``storage_options`` and ``cache_dir`` of a store at a URL (a local store uses neither)."""
+    return {"storage_options": args.storage_options, "cache_dir": args.cache_dir}
+
+
 def verify(args: argparse.Namespace) -> int:
     from .packed import verify_packed  # noqa: PLC0415
 
-    r = verify_packed(args.prefix)
+    r = verify_packed(args.prefix, **_store_options(args))
     if args.json:
         print(json.dumps(r, indent=1))
         return 0
@@ -350,7 +361,7 @@ def verify(args: argparse.Namespace) -> int:
 def inspect(args: argparse.Namespace) -> int:
     from .packed import inspect_packed  # noqa: PLC0415
 
-    info = inspect_packed(args.prefix, preview_tokens=args.tokens)
+    info = inspect_packed(args.prefix, preview_tokens=args.tokens, **_store_options(args))
     if args.json:
         print(json.dumps(info, indent=1))
         return 0

@@ -40,7 +40,8 @@ class Consumer:
     ``seed`` of every random choice; ``cache_dir`` a directory, ``None`` (default place) or ``False`` (memory);
     ``verbose`` progress bars; ``long_files`` ``"truncate"``/``"windows"``; ``sampling`` ``"consumer"`` or
     ``"megatron"`` (Megatron-LM's GPT order); ``dedupe="content"`` drops later copies of equal files; URLs
-    (``s3://``, ``https://``) take fsspec ``storage_options`` and an optional ``remote_cache="20GB"``.
+    (``s3://``, ``https://``) take fsspec ``storage_options`` and an optional ``remote_cache="20GB"``; under an
+    initialised ``torch.distributed`` rank 0 alone builds and the others open its cache (``distributed=False``: each).
     Attributes: ``spec`` (and its settings), ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``,
     ``seqlen``, ``files``, ``corpus``, ``documents``, ``index``, ``build_info``, ``mode``.
     """
@@ -50,11 +51,13 @@ class Consumer:
     def __init__(self, fps: Any, *, style: str = "diff", n_bytes: int = 2, seqlen: int | str = "auto",
                  metadata: Metadata = "file", class_to_id: dict | None = None, seed: int = 4, cache_dir: Any = None,
                  verbose: bool = False, long_files: str = "truncate", sampling: Any = "consumer",
-                 dedupe: str | None = None, storage_options: dict | None = None, remote_cache: Any = None):
+                 dedupe: str | None = None, storage_options: dict | None = None, remote_cache: Any = None,
+                 distributed: bool = True):
         spec = Spec(style=style, n_bytes=n_bytes, seqlen=seqlen, metadata=metadata, long_files=long_files,
                     sampling=sampling, class_to_id=class_to_id, seed=seed, dedupe=dedupe)
         self._attach(build(fps, spec, cache_dir=cache_dir, verbose=check_bool("verbose", verbose),
-                           storage_options=storage_options, remote_cache=remote_cache), verbose)
+                           storage_options=storage_options, remote_cache=remote_cache, distributed=distributed),
+                     verbose)
 
     @classmethod
     def _from_built(cls, built: Built, verbose: bool = False) -> Consumer:
@@ -83,11 +86,12 @@ class Consumer:
     @classmethod
     def from_packed(cls, prefix: Any, *, style: str = "diff", seqlen: int | str = "auto",
                     class_to_id: dict | None = None, seed: int = 4, long_files: str = "truncate",
-                    sampling: Any = "consumer", verify: bool = False) -> Consumer:
-        """A store written by :meth:`pack`: the same tokens, memory-mapped; ``verify`` first reads all of it."""
+                    sampling: Any = "consumer", verify: bool = False, **remote: Any) -> Consumer:
+        """A store written by :meth:`pack`: the same tokens, memory-mapped; ``verify`` first reads all of it. A URL
+        prefix (index copied once, tokens read by ranges) takes ``storage_options``, ``cache_dir``, ``remote_cache``."""
         return cls._from_built(build_packed(prefix, Spec(style=style, seqlen=seqlen, long_files=long_files,
                                                          sampling=sampling, class_to_id=class_to_id, seed=seed),
-                                            check_bool("verify", verify)))
+                                            check_bool("verify", verify), **remote))
 
     @classmethod
     def from_dict(cls, d: Any, *, cache_dir: Any = None, verbose: bool = False,
@@ -95,7 +99,6 @@ class Consumer:
         """Rebuild the dataset a ``get_dict(include_files=True)`` (or its ``to_json`` text or file) describes."""
         return cls._from_built(build_from_dict(d if isinstance(d, dict) else load_json(d), cache_dir=cache_dir,
                                                verbose=verbose, metadata=metadata), verbose)
-
     from_json = from_dict
 
     def subset(self, file_ids: Any) -> Consumer:
@@ -239,11 +242,8 @@ class Consumer:
         self.mode, self._mask, self._select_rng = state["query"], state["mask"], state["select"]
         self._cursor.batcher = state["batcher"]
 
-    def __repr__(self) -> str:
-        return text_repr(self)
-
-    def _repr_html_(self) -> str:
-        return repr_html(self)
+    __repr__ = text_repr
+    _repr_html_ = repr_html
 
     def files_table(self) -> Any:
         """The ``files`` view (see :meth:`sql`) as a pandas DataFrame (needs pandas)."""

@@ -32,12 +32,14 @@ _NO_MTIMES = np.zeros(0, dtype=np.int64)  # "not given": replaced by zeros, one 
 class PackedTokens:
     """The documents' tokens in a packed store (``DocumentTable.packed``).
 
-    ``tokens`` is the whole store as one read-only 1-D memory-mapped array in the store's dtype;
-    ``doc_ptr[i]`` (int64) is the position in ``tokens`` of the first token of document ``i`` of the
-    ``DocumentTable``. ``store`` (the format name) and ``prefix`` say where it came from.
+    ``tokens`` is the whole store as one read-only 1-D memory-mapped array in the store's dtype, or, for a
+    store in object storage, a :class:`~consumer.remote_tokens.RemoteTokens` with the same slicing and a
+    ``copy_ranges`` method (the reader copies a batch's ranges through it); ``doc_ptr[i]`` (int64) is the
+    position in ``tokens`` of the first token of document ``i`` of the ``DocumentTable``.
+    ``store`` (the format name) and ``prefix`` say where it came from.
     """
 
-    tokens: np.ndarray
+    tokens: Any  # np.ndarray or RemoteTokens
     doc_ptr: np.ndarray
     store: str
     prefix: str

@@ -82,7 +82,7 @@ def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
 def _rows_from_runs(tokens: np.ndarray, pad: int, L: int, start: np.ndarray, length: np.ndarray,
                     dtype: Any = np.int64) -> np.ndarray:
     out = np.empty((start.size, L), dtype=dtype)
-    copy_ranges(out.reshape(-1), tokens, start, length, np.arange(start.size, dtype=np.int64) * L)
+    _copy_tokens(out.reshape(-1), tokens, start, length, np.arange(start.size, dtype=np.int64) * L)
     _pad_tails(out, length, pad)
     return out
 
@@ -133,7 +133,16 @@ def _fill_packed(flat: np.ndarray, packed: PackedTokens, d: np.ndarray, a: np.nd
         joins = (src[1:] == src[:-1] + n[:-1]) & (dst[1:] == dst[:-1] + n[:-1])
         starts = np.flatnonzero(np.r_[True, ~joins])
         src, dst, n = src[starts], dst[starts], np.add.reduceat(n, starts)
-    copy_ranges(flat, packed.tokens, src, n, dst)
+    _copy_tokens(flat, packed.tokens, src, n, dst)
+
+
+def _copy_tokens(out: np.ndarray, tokens: Any, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray) -> None:
+    """``out[dst[r]:][:cnt[r]] = tokens[src[r]:][:cnt[r]]`` from a memory-mapped store, or through the token
+    source's own ``copy_ranges`` (a store in object storage: every range of the batch in flight at once)."""
+    if isinstance(tokens, np.ndarray):
+        copy_ranges(out, tokens, src, cnt, dst)
+    else:
+        tokens.copy_ranges(out, src, cnt, dst)
 
 
 def _layout(docs: DocumentTable, d: np.ndarray):

@@ -17,7 +17,7 @@ LAYERS: dict[str, int] = {
     "errors": 0, "_version": 0, "validate": 0, "seeds": 0, "fileio": 0, "progress": 0,
     "formats": 0, "formats.mmidx": 0, "formats.pbin": 0, "formats.megatron_sampling": 0,
     "formats.fairseq_batching": 0, "remote": 1, "remote_read": 1, "remote_cache": 1, "remote_meta": 2,
-    "remote_requests": 1,
+    "remote_requests": 1, "remote_tokens": 1, "ranks": 0, "shared_build": 1,
     # 1: tokens, inputs, file types
     "vocab": 1, "ir": 1, "filemeta": 1,
     # 2: samples and settings (pure numpy, no file reads)
@@ -27,8 +27,8 @@ LAYERS: dict[str, int] = {
     "catalog": 3, "cache": 3, "sql": 3, "reader": 3, "select": 3, "queries": 3, "sampler": 3, "packed.layout": 3,
     "packed.table": 3,
     # 4: assembling datasets, fetching, tensors
-    "fetch": 4, "dataset_sql": 4, "packed.open": 4, "packed.write": 4, "packed.verify": 4, "packed": 4, "build": 4,
-    "export": 4,
+    "fetch": 4, "dataset_sql": 4, "packed.open": 4, "packed.remote": 4, "packed.write": 4, "packed.verify": 4,
+    "packed": 4, "build": 4, "export": 4,
     "collate": 4, "display": 4, "frames": 1, "plan": 3, "loader": 4, "split": 1,
     # 5: the facade; 6: the package face and the command line
     "consumer": 5, "__init__": 6, "__main__": 6, "cli": 6, "cli_commands": 6,
@@ -87,7 +87,10 @@ def test_imports_never_point_up_and_never_cycle() -> None:
             visit(name, [])
 
 
-@pytest.mark.parametrize("library, home", [("torch", {"collate.py", "loader.py"}), ("magic", {"filemeta.py"})])
+# ranks.py: a build must know whether it runs under torch.distributed (rank 0 alone builds a shared index); it
+# imports torch only when the program already did, so builds without torch never load it
+@pytest.mark.parametrize("library, home", [("torch", {"collate.py", "loader.py", "ranks.py"}),
+                                           ("magic", {"filemeta.py"})])
 def test_one_home_per_heavy_dependency(library: str, home: set[str]) -> None:
     users = set()
     for path in ROOT.rglob("*.py"):

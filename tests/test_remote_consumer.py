@@ -97,3 +97,30 @@ def test_http_source_and_mixed_inputs(s3, tmp_path):
         Consumer(str(local), storage_options=so, cache_dir=False)
     with pytest.raises(InputError, match="cache_dir must be a local directory"):
         Consumer(str(local), cache_dir="s3://data/cache")
+
+
+def test_cli_on_a_bucket_sharded_pack_merged_equals_local_pack(s3, tmp_path, capsys):
+    """consumer index/sql/pack take a URL prefix and --storage-options; 3 shards packed from the bucket and
+    merged are byte for byte the pack of the local copy."""
+    import json
+
+    from consumer.cli import main
+
+    so, fs, local = s3
+    opts = ["--seqlen", "64", "--quiet", "--storage-options", json.dumps(so)]
+    assert main(["index", "s3://data/corpus/", "--cache-dir", str(tmp_path / "i"), *opts]) == 0
+    capsys.readouterr()
+    assert main(["sql", "s3://data/corpus/", "SELECT class, count(*) AS n FROM files GROUP BY class ORDER BY class",
+                 "--format", "csv", "--cache-dir", str(tmp_path / "i"), *opts]) == 0
+    assert capsys.readouterr().out.split() == ["class,n", "cat,5", "dog,4", "eel,2"]
+    assert main(["info", "s3://data/corpus/", "--cache-dir", str(tmp_path / "i"), *opts]) == 0
+    shown = capsys.readouterr().out
+    assert "application/octet-stream" in shown and "content summary: skipped (the files are URLs" in shown
+    for i in range(3):
+        assert main(["pack", "s3://data/corpus/", str(tmp_path / f"part{i}"), "--shard", f"{i}/3",
+                     "--cache-dir", str(tmp_path / f"c{i}"), *opts]) == 0
+    assert main(["merge", str(tmp_path / "merged"), *[str(tmp_path / f"part{i}") for i in range(3)]]) == 0
+    assert main(["pack", str(local), str(tmp_path / "here"), "--seqlen", "64", "--quiet", "--cache-dir", "off"]) == 0
+    for suffix in (".bin", ".idx"):
+        assert (tmp_path / f"merged{suffix}").read_bytes() == (tmp_path / f"here{suffix}").read_bytes(), suffix
+    assert main(["index", "s3://data/nothing-here/", "--cache-dir", str(tmp_path / "i"), *opts]) == 2

@@ -52,6 +52,8 @@ __all__ = [
     "PbinFile",
     "PbinWriter",
     "load_index_pickle",
+    "pbin_header",
+    "pbin_index",
     "read_pbin",
     "write_pbin",
 ]
@@ -495,14 +497,14 @@ def _old_era(path: Path, head: bytes, file_size: int) -> str | None:
     return None
 
 
-def _old_era_error(path: Path, era: str, what: str) -> FormatError:
+def _old_era_error(path: Path | str, era: str, what: str) -> FormatError:
     return FormatError(
         f"{path}: {what}; the file looks like {era}, which this reader does not support "
         "(re-create it with the current Modalities or write_pbin)"
     )
 
 
-def _check_index(index: np.ndarray, data_len: int, width: int, path: Path) -> None:
+def _check_index(index: np.ndarray, data_len: int, width: int, path: Path | str) -> None:
     """First offset 0, contiguous, lengths multiples of width, last end == data_len."""
     n = index.shape[0]
     if n == 0:
@@ -561,18 +563,20 @@ def _file_size(path: Path) -> int:
     return stat_regular(path, "path").st_size
 
 
-def _read_header(path: Path, size: int, head: bytes) -> tuple[int, int]:
-    """(data_len, width) after the checks of §4.2; FormatError naming the era for old files."""
-    if size < HEADER_SIZE:
-        raise FormatError(f"{path}: truncated header: expected at least {HEADER_SIZE} bytes, got {size}")
+def _read_header(path: Path | str, size: int, head: bytes, eras: bool = True) -> tuple[int, int]:
+    """(data_len, width) after the checks of §4.2; FormatError naming the era for old files (looked for
+    in the file at ``path`` when ``eras``)."""
+    if size < HEADER_SIZE or len(head) < HEADER_SIZE:
+        got = min(size, len(head))
+        raise FormatError(f"{path}: truncated header: expected at least {HEADER_SIZE} bytes, got {got}")
     data_len, width = struct.unpack_from("<QI", head, 0)
     if data_len + HEADER_SIZE > size:
         what = f"data_len: expected at most file size - 12 = {size - HEADER_SIZE}, got {data_len}"
-        era = _old_era(path, head, size)
+        era = _old_era(Path(path), head, size) if eras else None
         raise _old_era_error(path, era, what) if era else FormatError(f"{path}: {what}")
     if width not in TOKEN_WIDTHS:
         what = f"token_size_in_bytes at byte 8: expected one of {list(TOKEN_WIDTHS)}, got {width}"
-        era = _old_era(path, head, size)
+        era = _old_era(Path(path), head, size) if eras else None
         raise _old_era_error(path, era, what) if era else FormatError(f"{path}: {what}")
     if data_len % width:
         raise FormatError(f"{path}: data_len: expected a multiple of width {width}, got {data_len}")
@@ -589,6 +593,24 @@ def _as_path(path: object) -> Path:
     return Path(text)
 
 
+def pbin_header(where: Path | str, size: int, head: bytes) -> tuple[int, int]:
+    """``(data_len, width)`` from the first 12 bytes of a ``.pbin`` of ``size`` bytes that is not a local file
+    (a remote object: ``where`` names it in errors; old eras are not looked for)."""
+    return _read_header(where, size, head, eras=False)
+
+
+def pbin_index(where: Path | str, size: int, head: bytes, tail: bytes) -> np.ndarray:
+    """The checked index (int64 [n, 2], bytes) of a ``.pbin`` of ``size`` bytes from its first 12 bytes ``head``
+    and the bytes after its data segment ``tail`` (what :func:`read_pbin` reads; a remote store fetches just
+    these two ranges). FormatError naming ``where``."""
+    data_len, width = _read_header(where, size, head, eras=False)
+    if not tail:
+        raise FormatError(f"{where}: index segment: expected a pickle after the {data_len} data bytes, got 0 bytes")
+    index = load_index_pickle(tail, what=f"{where}: index")
+    _check_index(index, data_len, width, where)
+    return index
+
+
 def read_pbin(path: str | os.PathLike[str]) -> PbinFile:
     """Open and validate a ``.pbin``; tokens are memory-mapped (nothing mapped when data_len is 0)."""
     file = _as_path(path)
@@ -598,10 +620,7 @@ def read_pbin(path: str | os.PathLike[str]) -> PbinFile:
         data_len, width = _read_header(file, size, head)
         f.seek(HEADER_SIZE + data_len)
         tail = f.read()
-    if not tail:
-        raise FormatError(f"{file}: index segment: expected a pickle after the {data_len} data bytes, got 0 bytes")
-    index = load_index_pickle(tail, what=f"{file}: index")
-    _check_index(index, data_len, width, file)
+    index = pbin_index(file, size, head, tail)
     dtype = _DTYPES[width]
     count = data_len // width
     if count == 0:

@@ -67,14 +67,14 @@ import numpy as np
 from .._version import __version__
 from ..errors import FormatError, InputError, short_repr
 from ..fileio import load_json_bounded, stat_regular
-from ..formats.mmidx import IndexedReader, IndexedWriter, optimal_dtype
+from ..formats.mmidx import IndexedReader, IndexedWriter, MMIndex, optimal_dtype
 from ..formats.pbin import PbinWriter, read_pbin
 from ..spec import Spec
 from ..vocab import VALID_N_BYTES, Vocab
 
 __all__ = ["FORMATS", "StoreFormat", "FORMAT_NAME", "FORMAT_VERSION", "SIDECAR_SUFFIX", "TABLE_SUFFIX", "store_dtype",
-           "make_sidecar", "read_sidecar_file", "check_file_sizes", "as_prefix",
-           "with_suffix", "store_suffixes"]
+           "make_sidecar", "read_sidecar_file", "parse_sidecar", "check_file_sizes", "as_prefix",
+           "with_suffix", "store_suffixes", "megatron_index", "modalities_index"]
 
 FORMAT_NAME = "consumer-packed"
 FORMAT_VERSION = 1
@@ -118,33 +118,45 @@ def _write_modalities(tmp: Path, pieces: Iterable[tuple[np.ndarray, bool]], dtyp
                 writer.extend_document(tokens)
 
 
+def megatron_index(where: Any, index: MMIndex, side: dict, dtype: np.dtype, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, lengths)`` in tokens of a store's parsed ``.idx`` (local or downloaded), after checking it
+    against the sidecar: flavour, dtype, one sequence per document. FormatError naming ``where``."""
+    if index.flavour != "megatron":
+        raise FormatError(f"{where}: expected a megatron-flavoured .idx, got {index.flavour}")
+    if index.dtype != dtype:
+        raise FormatError(f"{where}: token dtype expected {dtype.name} (n_bytes={side['n_bytes']}), "
+                          f"got {index.dtype.name}")
+    if index.sequence_count != n:
+        raise FormatError(f"{where}: document count expected {n} (sidecar 'documents'), got "
+                          f"{index.sequence_count} sequences")
+    doc_idx = index.document_indices
+    if doc_idx.shape[0] != n + 1 or not np.array_equal(doc_idx, np.arange(n + 1)):
+        raise FormatError(f"{where}: document_indices: expected 0..{n} (one sequence per document), "
+                          f"got {short_repr(doc_idx[:8].tolist())} ({doc_idx.shape[0]} entries)")
+    return index.pointers // dtype.itemsize, index.lengths.astype(np.int64)
+
+
+def modalities_index(where: Any, width: int, index: np.ndarray, side: dict, dtype: np.dtype,
+                     n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, lengths)`` in tokens of a ``.pbin`` index (local or downloaded), checked against the sidecar."""
+    if width != dtype.itemsize:
+        raise FormatError(f"{where}: token width expected {dtype.itemsize} (n_bytes={side['n_bytes']}), got {width}")
+    if index.shape[0] != n:
+        raise FormatError(f"{where}: document count expected {n} (sidecar 'documents'), got {index.shape[0]}")
+    return index[:, 0] // width, index[:, 1] // width
+
+
 def _open_megatron(prefix: Path, files: dict[str, Path], side: dict, dtype: np.dtype, n: int):
     reader = IndexedReader(str(prefix))
-    if reader.flavour != "megatron":
-        raise FormatError(f"{files['idx']}: expected a megatron-flavoured .idx, got {reader.flavour}")
-    if reader.dtype != dtype:
-        raise FormatError(f"{files['idx']}: token dtype expected {dtype.name} (n_bytes={side['n_bytes']}), "
-                          f"got {reader.dtype.name}")
-    if len(reader) != n:
-        raise FormatError(f"{files['idx']}: document count expected {n} (sidecar 'documents'), got "
-                          f"{len(reader)} sequences")
-    doc_idx = reader.document_indices
-    if doc_idx.shape[0] != n + 1 or not np.array_equal(doc_idx, np.arange(n + 1)):
-        raise FormatError(f"{files['idx']}: document_indices: expected 0..{n} (one sequence per document), "
-                          f"got {short_repr(doc_idx[:8].tolist())} ({doc_idx.shape[0]} entries)")
-    return reader.tokens, reader.pointers // dtype.itemsize, reader.lengths.astype(np.int64)
+    starts, lengths = megatron_index(files["idx"], reader.index, side, dtype, n)
+    return reader.tokens, starts, lengths
 
 
 def _open_modalities(prefix: Path, files: dict[str, Path], side: dict, dtype: np.dtype, n: int):
     pb = read_pbin(files["pbin"])
-    if pb.token_size_in_bytes != dtype.itemsize:
-        raise FormatError(f"{files['pbin']}: token width expected {dtype.itemsize} (n_bytes={side['n_bytes']}), "
-                          f"got {pb.token_size_in_bytes}")
-    if len(pb) != n:
-        raise FormatError(f"{files['pbin']}: document count expected {n} (sidecar 'documents'), got {len(pb)}")
-    width = pb.token_size_in_bytes
+    starts, lengths = modalities_index(files["pbin"], pb.token_size_in_bytes, pb.index, side, dtype, n)
     # a plain ndarray view of the np.memmap: slicing a memmap subclass costs ~1 us more per slice
-    return pb.data.view(np.ndarray), pb.index[:, 0] // width, pb.index[:, 1] // width
+    return pb.data.view(np.ndarray), starts, lengths
 
 
 @dataclass(frozen=True)
@@ -267,7 +279,12 @@ def read_sidecar_file(prefix: Path) -> dict:
         hint = f"; temporary files of an interrupted pack exist: {temps[:4]}" if temps else ""
         raise InputError(f"prefix: no packed store at {str(prefix)!r}: expected {str(path)!r}, not found{hint}")
     stat_regular(path, "prefix (sidecar)")
-    side = load_json_bounded(path.read_bytes(), f"{path}: sidecar (expected a JSON object, got unparsable text)")
+    return parse_sidecar(path.read_bytes(), path)
+
+
+def parse_sidecar(data: bytes, path: Any) -> dict:
+    """Parse and check a sidecar's bytes (``path``, a file or a URL, names it in errors)."""
+    side = load_json_bounded(data, f"{path}: sidecar (expected a JSON object, got unparsable text)")
     if not isinstance(side, dict):
         raise FormatError(f"{path}: sidecar: expected a JSON object, got {type(side).__name__}")
     name = side.get("format")

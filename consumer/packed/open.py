@@ -7,6 +7,7 @@ summarises a store for ``consumer inspect``. The byte layout is in :mod:`consume
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from ..documents import DocumentTable, PackedTokens, tokenise_headers
-from ..errors import FormatError
+from ..errors import FormatError, InputError, short_repr
 from ..ir import Corpus
+from ..remote import is_url, local_path_of
 from ..spec import headers_already_made
 from ..validate import check_int
 from ..vocab import Vocab, decode_ids
@@ -27,9 +29,9 @@ __all__ = ["open_packed", "open_store", "read_sidecar", "inspect_packed", "load_
 
 @dataclass(eq=False)
 class Store:
-    """A validated store, arrays in store order."""
+    """A validated store, arrays in store order (``prefix`` a Path, or the URL of a store in object storage)."""
 
-    prefix: Path
+    prefix: Any
     sidecar: dict
     fmt: str
     vocab: Vocab
@@ -39,22 +41,39 @@ class Store:
     doc_header: np.ndarray  # int64 [D]
     lengths: np.ndarray     # int64 [D] tokens per document, from the store's own index
     starts: np.ndarray      # int64 [D] first token of each document in ``tokens``
-    tokens: np.ndarray
+    tokens: Any             # np.ndarray (memory map), or RemoteTokens (read by ranges)
 
 
-def load_store(prefix: Any) -> Store:
-    """Open and check the store at ``prefix``: sidecar, file sizes, the format's index, the file table."""
-    path = as_prefix(prefix)
-    side = read_sidecar_file(path)
-    files = check_file_sizes(path, side)
-    fmt = side["store"]
-    tokens, starts, lengths = FORMATS[fmt].open(path, files, side, store_dtype(fmt, side["vocab_size"]),
-                                                side["documents"])
+def load_store(prefix: Any, *, storage_options: Mapping[str, Any] | None = None, cache_dir: Any = None,
+               remote_cache: Any = None) -> Store:
+    """Open and check the store at ``prefix``: sidecar, file sizes, the format's index, the file table.
+
+    ``prefix`` may be a URL (``s3://``, ``https://``, ...): its index files are copied once under ``cache_dir``
+    (None: the default cache directory) and its tokens read by ranges with fsspec ``storage_options``, through a
+    read-through cache of ``remote_cache`` bytes when given (see :mod:`consumer.packed.remote`)."""
+    local = local_path_of(prefix) if is_url(prefix) else prefix
+    tokens: Any
+    if local is None:
+        from .remote import load_remote_store  # noqa: PLC0415  (fsspec loads only for URLs)
+
+        side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths = load_remote_store(
+            prefix, storage_options, cache_dir, remote_cache)
+        where: Any = prefix
+    else:
+        if storage_options is not None or remote_cache is not None:
+            raise InputError(f"storage_options / remote_cache are for stores at URLs (s3://, https://, ...); prefix "
+                             f"is the local path {short_repr(prefix)}")
+        where = as_prefix(local)
+        side = read_sidecar_file(where)
+        files = check_file_sizes(where, side)
+        fmt = side["store"]
+        tokens, starts, lengths = FORMATS[fmt].open(where, files, side, store_dtype(fmt, side["vocab_size"]),
+                                                    side["documents"])
+        paths, doc_class, doc_size, doc_header = read_table(files["table"], side)
     if int(lengths.sum()) != side["tokens"]:
-        raise FormatError(f"{path}: token count expected {side['tokens']} (sidecar 'tokens'), got "
+        raise FormatError(f"{where}: token count expected {side['tokens']} (sidecar 'tokens'), got "
                           f"{int(lengths.sum())} in the store")
-    paths, doc_class, doc_size, doc_header = read_table(files["table"], side)
-    return Store(path, side, fmt, Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header,
+    return Store(where, side, side["store"], Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header,
                  lengths, np.asarray(starts, dtype=np.int64), tokens)
 
 
@@ -82,9 +101,10 @@ def _corpus_order(paths: list[str], doc_class: np.ndarray, classes: list[str], w
     return order
 
 
-def _open(prefix: Any) -> tuple[Store, Corpus, DocumentTable]:
-    """The store, its corpus and its documents (corpus order, tokens memory-mapped)."""
-    store = load_store(prefix)
+def _open(prefix: Any, remote: dict) -> tuple[Store, Corpus, DocumentTable]:
+    """The store (``prefix``, or a loaded :class:`Store`), its corpus and its documents (corpus order; tokens
+    memory-mapped, or read by ranges for a store at a URL)."""
+    store = prefix if isinstance(prefix, Store) else load_store(prefix, **remote)
     side = store.sidecar
     classes: list[str] = side["classes"]
     order = _corpus_order(store.paths, store.doc_class, classes, store.prefix)
@@ -109,7 +129,7 @@ def _open(prefix: Any) -> tuple[Store, Corpus, DocumentTable]:
     return store, corpus, docs
 
 
-def open_packed(prefix) -> tuple[Corpus, DocumentTable, str | None]:
+def open_packed(prefix, **remote: Any) -> tuple[Corpus, DocumentTable, str | None]:
     """Open and validate the packed store at ``prefix``: ``(corpus, documents, metadata)``.
 
     The format (``.bin/.idx`` or ``.pbin``) is the one the sidecar names, and its files must be present
@@ -119,16 +139,18 @@ def open_packed(prefix) -> tuple[Corpus, DocumentTable, str | None]:
     in corpus order (classes by name, paths sorted) whatever the store order (merged stores), and
     ``documents.packed`` holds zero-copy memory-mapped tokens (:class:`PackedTokens`). ``metadata`` is
     the header mode recorded at pack time (``"file"``, ``"mime"``, ``None`` or ``"callable"``).
-    Source files are never opened. InputError if there is no store at ``prefix`` at all.
+    Source files are never opened. InputError if there is no store at ``prefix`` at all. A URL ``prefix``
+    takes ``storage_options``, ``cache_dir`` and ``remote_cache`` (see :func:`load_store`).
     """
-    store, corpus, docs = _open(prefix)
+    store, corpus, docs = _open(prefix, remote)
     return corpus, docs, store.sidecar["metadata"]
 
 
-def open_store(prefix: Any) -> tuple[Store, Corpus, DocumentTable, Any]:
+def open_store(prefix: Any, **remote: Any) -> tuple[Store, Corpus, DocumentTable, Any]:
     """:func:`open_packed` plus the validated store (sidecar included), with the header mode as a
-    ``Spec`` accepts it (a store packed with a callable gets :func:`~consumer.spec.headers_already_made`)."""
-    store, corpus, docs = _open(prefix)
+    ``Spec`` accepts it (a store packed with a callable gets :func:`~consumer.spec.headers_already_made`).
+    ``prefix`` may be a :class:`Store` already loaded."""
+    store, corpus, docs = _open(prefix, remote)
     metadata = store.sidecar["metadata"]
     return store, corpus, docs, headers_already_made if metadata == "callable" else metadata
 
@@ -140,16 +162,17 @@ def read_sidecar(prefix) -> dict:
     return read_sidecar_file(as_prefix(prefix))
 
 
-def inspect_packed(prefix, preview_tokens: int = 64) -> dict:
+def inspect_packed(prefix, preview_tokens: int = 64, **remote: Any) -> dict:
     """A validated summary of the store at ``prefix``, for ``consumer inspect``.
 
     Keys: prefix, format, dtype, documents, tokens, n_bytes, vocab_size, metadata, with_header,
     classes (``{class: documents}``), class_to_id, files (``{kind: {name, size}}``), consumer_version
     (of the writer) and ``preview``: the first document in corpus order (path, class, header, token
-    count, its first ``preview_tokens`` ids and their decoding with ``<SEP>``-style tags).
+    count, its first ``preview_tokens`` ids and their decoding with ``<SEP>``-style tags). A URL ``prefix``
+    takes ``storage_options`` and ``cache_dir`` (see :func:`load_store`).
     """
     check_int("preview_tokens", preview_tokens, 0)
-    store, corpus, docs = _open(prefix)
+    store, corpus, docs = _open(prefix, remote)
     side = store.sidecar
     n = min(int(docs.doc_len[0]), int(preview_tokens))
     packed = docs.packed

@@ -16,20 +16,22 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
-from .open import load_store
+from .open import Store, load_store
 
 __all__ = ["verify_packed"]
 
 _BLOCK = 1 << 22  # tokens per read (4M tokens: 8-16 MB of data)
 
 
-def verify_packed(prefix: Any) -> dict:
+def verify_packed(prefix: Any, **remote: Any) -> dict:
     """Check every token of the store at ``prefix``; returns ``{prefix, documents, tokens, max_id, checksum,
     seconds}`` (``checksum`` is ``"ok"``, or ``"absent"`` for stores packed before checksums were recorded).
     Raises :class:`~consumer.errors.FormatError` naming the store, expected vs actual, for a wrong checksum or
-    an id outside the vocabulary (and the document holding it)."""
+    an id outside the vocabulary (and the document holding it). ``prefix`` may be a loaded
+    :class:`~consumer.packed.open.Store`, or a URL (``storage_options``, ``cache_dir``: see
+    :func:`~consumer.packed.open.load_store`; its token data is read once by ranges)."""
     t0 = time.perf_counter()
-    store = load_store(prefix)
+    store = prefix if isinstance(prefix, Store) else load_store(prefix, **remote)
     side, tokens = store.sidecar, store.tokens
     size = int(side["vocab_size"])
     digest = hashlib.sha256()
