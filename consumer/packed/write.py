@@ -85,29 +85,40 @@ def _pieces(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar, digest
         bar.update(tokens.nbytes)
 
 
-def _store_pieces(bins: list[Path], owner: np.ndarray, starts: np.ndarray, lengths: np.ndarray, dtype: np.dtype,
+class _BinReader:
+    """Token ranges of a local store's ``.bin`` by plain reads (a memory map would keep every page of a
+    copied document resident); the file opens at the first read, :meth:`close` closes it."""
+
+    def __init__(self, path: Path, dtype: np.dtype):
+        self.path, self.dtype, self.fd = path, dtype, -1
+
+    def __call__(self, start: int, count: int) -> np.ndarray:
+        if self.fd < 0:
+            self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        width = self.dtype.itemsize
+        data = os.pread(self.fd, count * width, start * width)
+        if len(data) != count * width:
+            raise FormatError(f"{self.path}: truncated store file: wanted {count * width} bytes at byte "
+                              f"{start * width}, got {len(data)}")
+        return np.frombuffer(data, dtype=self.dtype)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _store_pieces(readers: list, owner: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
                   chunk_tokens: int) -> Iterator[tuple[np.ndarray, bool]]:
     """Documents of stores as ``(piece, first)`` (see :func:`_pieces`): document ``k`` is ``lengths[k]``
-    tokens from token ``starts[k]`` of the ``.bin`` file ``bins[owner[k]]``, read with plain reads of at
-    most ``chunk_tokens`` tokens (a memory map would keep a whole document resident while it is copied)."""
-    width = dtype.itemsize
-    fds: dict[int, int] = {}
-    try:
-        for k, start, n in zip(owner.tolist(), starts.tolist(), lengths.tolist()):
-            if k not in fds:
-                fds[k] = os.open(bins[k], os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            first, done = True, 0
-            while first or done < n:
-                m = min(n - done, chunk_tokens)
-                data = os.pread(fds[k], m * width, (start + done) * width)
-                if len(data) != m * width:
-                    raise FormatError(f"{bins[k]}: truncated store file: wanted {m * width} bytes at byte "
-                                      f"{(start + done) * width}, got {len(data)}")
-                yield np.frombuffer(data, dtype=dtype), first
-                first, done = False, done + m
-    finally:
-        for fd in fds.values():
-            os.close(fd)
+    tokens from token ``starts[k]`` of store ``owner[k]``, read by ``readers[owner[k]](start, count)``
+    at most ``chunk_tokens`` tokens at a time."""
+    for k, start, n in zip(owner.tolist(), starts.tolist(), lengths.tolist()):
+        first, done = True, 0
+        while first or done < n:
+            m = min(n - done, chunk_tokens)
+            yield readers[k](start + done, m), first
+            first, done = False, done + m
 
 
 def _commit(tmp: Path, prefix: Path, fmt: str, sidecar: dict) -> dict[str, dict]:
@@ -310,9 +321,16 @@ def merge_packed(prefixes: Sequence, out_prefix, order_by: str = "corpus") -> di
         if order_by == "inputs":
             merge([str(s.prefix) for s in stores], str(tmp), atomic=False)
         else:
-            pieces = _store_pieces([with_suffix(s.prefix, ".bin") for s in stores], owner_of[order], starts[order],
-                                   lengths[order], dtype, DEFAULT_CHUNK_TOKENS)
-            FORMATS["megatron"].write(tmp, pieces, dtype)
+            # local stores by plain reads of their .bin; a store at a URL by range requests of its tokens
+            readers = [_BinReader(with_suffix(s.prefix, ".bin"), dtype) if isinstance(s.prefix, Path)
+                       else (lambda a, m, t=s.tokens: np.asarray(t[a:a + m])) for s in stores]
+            try:
+                FORMATS["megatron"].write(tmp, _store_pieces(readers, owner_of[order], starts[order], lengths[order],
+                                                             DEFAULT_CHUNK_TOKENS), dtype)
+            finally:
+                for r in readers:
+                    if isinstance(r, _BinReader):
+                        r.close()
         sidecar["tokens_sha256"] = sha256_file(with_suffix(tmp, ".bin"))
         write_table(with_suffix(tmp, TABLE_SUFFIX), [paths[i] for i in order.tolist()], doc_class[order],
                     doc_size[order], doc_header[order])
