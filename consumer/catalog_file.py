@@ -1,7 +1,7 @@
 """Opening the catalog file and reading and writing its rows, verified (see :mod:`consumer.catalog`).
 
 :class:`CatalogFile` is the connection half of :class:`~consumer.catalog.Catalog`: it opens the SQLite
-file (WAL mode; waiting for a lock held by another process), checks it (``quick_check``, this version's
+file (WAL mode; waiting for a lock held by another process), checks it (``integrity_check``, this version's
 exact schema: :mod:`consumer.catalog_rows`), uses a catalog it cannot write from an in-memory copy
 with a warning, moves a broken one aside (``catalog.sqlite.corrupt-<time>``, kept for inspection) and
 starts a new one, and turns SQLite errors met while the catalog is used into documented errors naming
@@ -174,8 +174,10 @@ class CatalogFile:
             conn.executescript(SCHEMA)
             conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
             conn.commit()
-            if conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
-                raise sqlite3.DatabaseError("quick_check failed")
+            # integrity_check, not quick_check: only it finds a key index that disagrees with the table
+            # (lookups then miss rows and writes add duplicate keys); about 1 s per million rows
+            if conn.execute("PRAGMA integrity_check(1)").fetchone()[0] != "ok":
+                raise sqlite3.DatabaseError("integrity_check failed")
             _check_schema(conn)  # another version, a table lacking a column, an added trigger: broken
         except sqlite3.DatabaseError:
             conn.close()

@@ -276,3 +276,21 @@ def test_undecodable_row_text_is_recomputed(world) -> None:
         conn.execute("UPDATE files SET description = CAST(x'c5ff41' AS TEXT)")
 
     assert _reopen(world, None, 0, prepare) == "rows failing their check recomputed"
+
+
+def test_a_key_index_that_disagrees_with_its_table_is_a_broken_catalog(world) -> None:
+    """Found by the fuzzer: one byte changed inside a key of the primary-key index passes ``quick_check``;
+    lookups then missed the row and the rewrite added a second row with the same key (SQL answered 8 rows
+    for 7 files). ``integrity_check`` finds it: the catalog is moved aside and rebuilt."""
+    probe = world["root"] / "probe.sqlite"
+    probe.write_bytes(world["golden"])
+    conn = sqlite3.connect(probe)
+    root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'sqlite_autoindex_files_1'").fetchone()[0]
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    outcomes = set()
+    for back in range(1, 400, 13):  # index cells fill the page from its end
+        b = bytearray(world["golden"])
+        b[root * size - back] ^= 0x5A
+        outcomes.add(_reopen(world, bytes(b), 0))
+    assert "catalog moved aside and rebuilt" in outcomes
