@@ -58,6 +58,14 @@ def _ratio(a, b):
 
 
 # ---------------------------------------------------------------------- verdicts
+def _floor_note(memcpy_s, gather_s) -> str:
+    """Why a packed fetch misses a fraction-of-memcpy target: the DRAM-gather floor, measured in the same run."""
+    if not gather_s:
+        return "random windows of a store larger than the cache come from DRAM (gather floor not measured)"
+    return (f"memcpy copies a hot batch; any reader of random windows first gathers them from the store, and that "
+            f"floor alone (no validation, no allocation) is {memcpy_s / gather_s:.2f} of memcpy in this run")
+
+
 def verdicts(res: dict) -> list[dict]:
     """One entry per target of the issue: name, measured figure, met (True/False/None) and the reason."""
     out = []
@@ -92,7 +100,8 @@ def verdicts(res: dict) -> list[dict]:
         out.append({"target": target, "figure": f"{_f(r)}× (small files){extra}" if r else "—",
                     "met": (r >= goal) if r else None,
                     "why": "" if r is None or r >= goal else
-                    "the per-batch bookkeeping of the raw fetch path is not yet cut (engine work, not in this run)"})
+                    "a raw fetch still pays four system calls per file (open, fstat for the catalog check, preadv, "
+                    "close), the byte-order conversion and the output write; the naive reader pays the same reads"})
 
     lim = res.get("limits", {}).get("systems", {})
     m64, f64 = lim.get("memcpy int64", {}).get("median_s"), lim.get("consumer packed int64", {}).get("median_s")
@@ -101,13 +110,14 @@ def verdicts(res: dict) -> list[dict]:
         frac = m64 / f64
         out.append({"target": "packed concat fetch ≥ 0.5 of memcpy (int64)", "figure": f"{frac:.2f} of memcpy "
                     f"({_f(g64 / f64) if g64 else '—'} of the DRAM-gather floor)", "met": frac >= 0.5,
-                    "why": "" if frac >= 0.5 else "random windows of a store larger than the cache come from DRAM: "
-                    "see the gather floor"})
+                    "why": "" if frac >= 0.5 else _floor_note(m64, g64)})
     m32, f32 = lim.get("memcpy int32", {}).get("median_s"), lim.get("consumer packed int32", {}).get("median_s")
+    g32 = lim.get("DRAM gather int32", {}).get("median_s")
     if m32 and f32:
         frac = m32 / f32
-        out.append({"target": "packed concat fetch ≥ 0.8 of memcpy (int32 out_dtype)", "figure": f"{frac:.2f}",
-                    "met": frac >= 0.8, "why": ""})
+        out.append({"target": "packed concat fetch ≥ 0.8 of memcpy (int32 out_dtype)", "figure": f"{frac:.2f} of "
+                    f"memcpy ({_f(g32 / f32) if g32 else '—'} of the DRAM-gather floor)", "met": frac >= 0.8,
+                    "why": "" if frac >= 0.8 else _floor_note(m32, g32)})
     else:
         out.append({"target": "packed concat fetch ≥ 0.8 of memcpy (int32 out_dtype)", "figure": "—", "met": False,
                     "why": "out_dtype not available in this version"})

@@ -52,6 +52,7 @@ class Fetcher:
         self.seed = seed
         self.crop = crop  # long_files="crop": each long file's window moves per (seed, epoch, sample)
         self._runs: np.ndarray | None = None  # packed stores: per-sample contiguous ranges, made on first use
+        self._checked: np.ndarray | None = None  # packed stores: per sample, its ids were found valid once
 
     def fetch(self, sample_ids: np.ndarray, query=None, *, mask: MaskConfig, epoch: int = 0,
               width: int | None = None, out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
@@ -77,6 +78,7 @@ class Fetcher:
                              "time or choose a smaller seqlen")
         if self.documents.packed is not None and self._runs is None:
             self._runs = packed_runs(self.index, self.documents)
+            self._checked = np.zeros(len(self.index), dtype=bool)
         first_seg = self.index.seg_ptr[sample_ids]
         shift = None
         if self.crop:
@@ -86,7 +88,7 @@ class Fetcher:
         tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking, runs=self._runs,
                                     width=width, shift=shift, dtype=dtype)
         if self.documents.packed is not None:
-            self._check_ids(tokens, sample_ids)
+            self._check_ids(tokens, sample_ids, shift)
         return build_columns(
             cols, tokens, content, vocab=self.documents.vocab, cfg=mask,
             rng_factory=lambda: mask_rng(self.seed, epoch, sample_ids), sample_ids=sample_ids,
@@ -94,17 +96,29 @@ class Fetcher:
             file_id=self.index.seg_doc[first_seg].astype(np.int64),
             offset=self.index.seg_start[first_seg] + (0 if shift is None else shift))
 
-    def _check_ids(self, tokens: np.ndarray, sample_ids: np.ndarray) -> None:
+    def _check_ids(self, tokens: np.ndarray, sample_ids: np.ndarray, shift: np.ndarray | None) -> None:
         """Ids read from a store must be < vocab.size (a flipped bit must not reach an embedding): one
-        vectorised pass, negative ids caught too (as uint64 they are huge)."""
+        vectorised pass, negative ids caught too (as uint64 they are huge). A sample's tokens are the same
+        store ranges at every fetch (unless ``long_files="crop"`` moves its window), so a sample found clean
+        once is not checked again: after every sample has been served once, the check is one lookup."""
+        checked = self._checked if shift is None else None
+        rows = tokens
+        if checked is not None:
+            fresh = np.flatnonzero(~checked[sample_ids])
+            if not fresh.size:
+                return
+            if 2 * fresh.size <= sample_ids.size:  # few rows not seen yet: copying them out beats scanning all
+                rows = tokens[fresh]
         size = self.documents.vocab.size
-        if tokens.size and int(tokens.reshape(-1).view(np.dtype(f"u{tokens.itemsize}")).max()) >= size:
+        if rows.size and int(rows.reshape(-1).view(np.dtype(f"u{tokens.itemsize}")).max()) >= size:
             row = int(np.argmax(((tokens < 0) | (tokens >= size)).any(axis=1)))
             bad = tokens[row][(tokens[row] < 0) | (tokens[row] >= size)]
             packed = self.documents.packed
             raise FormatError(f"{packed.prefix if packed else '?'}: sample {int(sample_ids[row])}: token ids must be "
                               f"in [0, {size}), got {short_repr(bad[:4].tolist())}; the store is damaged "
                               "(consumer verify PREFIX checks all of it)")
+        if checked is not None:
+            checked[sample_ids] = True
 
     def document_tokens(self, file_id: int) -> np.ndarray:
         """The whole token stream of one file: header, SEP, content, EOF."""
@@ -114,3 +128,4 @@ class Fetcher:
         n = int(docs.doc_len[file_id])
         zero = np.zeros(1, dtype=np.int64)
         return read_segments(docs, (1, n), zero, zero, np.array([file_id]), zero, np.array([n]))[0][0]
+

@@ -34,6 +34,7 @@ __all__ = ["AUTO_SEQLEN_CAP", "LONG_FILES", "MAX_SEQLEN", "STYLES", "SampleIndex
            "check_seqlen", "index_dtype", "resolve_seqlen", "warn_if_padded"]
 
 LONG_FILES = ("truncate", "windows", "crop")  # crop: like truncate, the window moved per epoch at fetch time
+_CHUNK = 1 << 20  # elements per step of the once-per-index checks (bounded temporaries at 10^7 files)
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,36 @@ class SampleIndex:
             return np.zeros(len(self), dtype=np.int64)
         return np.add.reduceat(np.asarray(self.seg_len, dtype=np.int64), self.seg_ptr[:-1])
 
+    @cached_property
+    def _one_segment_each(self) -> bool:
+        ptr = self.seg_ptr
+        return bool(ptr.size - 1 == self.seg_len.size and
+                    all((np.diff(ptr[i:i + _CHUNK + 1]) == 1).all() for i in range(0, ptr.size - 1, _CHUNK)))
+
+    @cached_property
+    def tiled(self) -> bool:
+        """Whether every sample's segments fill its row from column 0 without gaps (what every index
+        builder makes): then a reader only pads after each row's last token. Checked once (in chunks: no
+        temporary as large as the index), then cached."""
+        col, n, G = self.seg_col, self.seg_len, self.seg_len.size
+        first = np.zeros(G + 1, dtype=bool)
+        first[self.seg_ptr[:-1]] = True  # a sample's first segment starts at column 0, the others where one ended
+        for i in range(0, G, _CHUNK):
+            j = min(i + _CHUNK, G)
+            prev_end = np.zeros(j - i, dtype=col.dtype)
+            if i:
+                prev_end[0] = col[i - 1] + n[i - 1]
+            np.add(col[i:j - 1], n[i:j - 1], out=prev_end[1:])
+            prev_end[first[i:j]] = 0
+            if not np.array_equal(col[i:j], prev_end):
+                return False
+        return True
+
     def segments_of(self, sample_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Segment ids of the given samples (in order) and the position (row) of each in ``sample_ids``."""
         starts = self.seg_ptr[sample_ids]
+        if self._one_segment_each:  # diff samples of short files: no repeat needed
+            return starts, np.arange(sample_ids.size, dtype=np.int64)
         counts = self.seg_ptr[sample_ids + 1] - starts
         rows = np.repeat(np.arange(sample_ids.size, dtype=np.int64), counts)
         offsets = np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)

@@ -1,13 +1,14 @@
 """The raw reader: token rows for a batch of sample ids, read straight from the source files.
 
-One call reads a whole batch into a preallocated ``[B, seqlen]`` int64 array (filled with PAD):
+One call reads a whole batch into a preallocated ``[B, seqlen]`` array (int64, or int32 on request):
 
-1. the batch's segments are gathered from the index (vectorised);
-2. header tokens, SEP, TAIL markers and EOF are scattered with a few numpy operations for all
-   segments at once (no Python per segment);
-3. content bytes are read with one ``os.preadv`` per segment straight into one scratch buffer (no
-   per-file allocation), converted to ids in one vectorised pass, and copied into the rows with one
-   slice assignment per segment.
+1. the batch's segments are gathered from the index (vectorised; whether the index tiles its rows is
+   checked once per index, not per batch);
+2. content bytes are read with one ``os.preadv`` per segment straight into a staging buffer laid out
+   like the rows (no per-file allocation), and converted to ids with one slice per row;
+3. header tokens, SEP, TAIL markers, the padded tail tokens and EOF are scattered over the positions
+   they own with a few numpy operations for all segments at once (no Python per segment), and each
+   row is padded after its last token.
 
 Files are opened read-only (``O_RDONLY | O_CLOEXEC``) for the duration of one read and never
 written. A file that became shorter than at build time raises :class:`FileChangedError`.
@@ -65,7 +66,7 @@ def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
     wide = np.int64  # the narrow index fields (int32) take part in flat-position arithmetic below
     return read_segments(docs, (int(sample_ids.size), L), rows, index.seg_col[segs].astype(wide),
                          index.seg_doc[segs].astype(wide), starts, index.seg_len[segs].astype(wide), content_mask,
-                         dtype)
+                         dtype, tiled=index.tiled)
 
 
 def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
@@ -83,10 +84,20 @@ def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
 
 def _rows_from_runs(tokens: np.ndarray, pad: int, L: int, start: np.ndarray, length: np.ndarray,
                     dtype: Any = np.int64) -> np.ndarray:
-    out = np.empty((start.size, L), dtype=dtype)
+    out, padded = _rows(start.size, L, dtype, length, pad)
     _copy_tokens(out.reshape(-1), tokens, start, length, np.arange(start.size, dtype=np.int64) * L)
-    _pad_tails(out, length, pad)
+    if not padded:
+        _pad_tails(out, length, pad)
     return out
+
+
+def _rows(B: int, L: int, dtype: Any, row_len: np.ndarray, pad: int) -> tuple[np.ndarray, bool]:
+    """The ``[B, L]`` output of rows holding ``row_len`` tokens from column 0, and whether it is PAD-filled
+    already: rows that are mostly padding are filled in one pass first (cheaper than one slice per row after),
+    full rows are left uninitialised (every position is written once)."""
+    if 2 * int(row_len.sum()) < B * L:
+        return np.full((B, L), pad, dtype=dtype), True
+    return np.empty((B, L), dtype=dtype), False
 
 
 def _pad_tails(out: np.ndarray, row_len: np.ndarray, pad: int) -> None:
@@ -99,27 +110,32 @@ def _pad_tails(out: np.ndarray, row_len: np.ndarray, pad: int) -> None:
 
 def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray, cols: np.ndarray,
                   d: np.ndarray, a: np.ndarray, n: np.ndarray,
-                  content_mask: bool = False, dtype: Any = np.int64) -> tuple[np.ndarray, np.ndarray | None]:
+                  content_mask: bool = False, dtype: Any = np.int64,
+                  tiled: bool | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """An int64 array of ``shape`` holding document token ranges, PAD everywhere else.
 
     Segment ``g`` copies tokens ``[a[g], a[g] + n[g])`` of document ``d[g]`` to row ``rows[g]`` from
     column ``cols[g]`` on. Returns the array and, if asked, the content mask (see :func:`read_rows`).
-    When the segments tile each row from column 0 (as every index does) only the tails are padded.
+    When the segments tile each row from column 0 (as every index does: ``tiled=True`` says so, ``None``
+    checks) only the tails are padded.
     """
     B, L = shape
     b = a + n
     base = rows * L + cols - a  # flat position of document token 0 of each segment
     row_len = np.bincount(rows, weights=n, minlength=B).astype(np.int64)
-    # rows filled from column 0 without gaps (what the index produces) need PAD only after their end
-    tiled = bool(np.all(rows[1:] >= rows[:-1]) and
-                 np.array_equal(cols, np.cumsum(n) - n - (np.cumsum(row_len) - row_len)[rows]))
-    out = np.empty((B, L), dtype=dtype) if tiled else np.full((B, L), docs.vocab.pad, dtype=dtype)
+    if tiled is None:  # rows filled from column 0 without gaps need PAD only after their end
+        tiled = bool(np.all(rows[1:] >= rows[:-1]) and
+                     np.array_equal(cols, np.cumsum(n) - n - (np.cumsum(row_len) - row_len)[rows]))
+    out, padded = _rows(B, L, dtype, row_len, docs.vocab.pad) if tiled else \
+        (np.full((B, L), docs.vocab.pad, dtype=dtype), True)
     flat = out.reshape(-1)
     if docs.packed is not None:
         _fill_packed(flat, docs.packed, d, a, n, base)
+    elif tiled:  # content is converted row by row: one slice per row, whatever the number of files in it
+        _fill_raw(flat, docs, d, a, b, base, np.arange(B, dtype=np.int64) * L, row_len)
     else:
-        _fill_raw(flat, docs, d, a, b, base)
-    if tiled:
+        _fill_raw(flat, docs, d, a, b, base, base + a, n)
+    if not padded:
         _pad_tails(out, row_len, docs.vocab.pad)
     return out, (_content_mask(docs, B * L, d, a, b, base).reshape(B, L) if content_mask else None)
 
@@ -154,69 +170,104 @@ def _layout(docs: DocumentTable, d: np.ndarray):
     return docs.content_start[d], size, nfull, k
 
 
+# per n_bytes, per tail length k: the bits of a token read from k tail bytes followed by n_bytes - k other bytes
+# that hold the tail (big-endian: the high bytes); the padded tail token is the read value and this mask
+_TAIL_MASKS = {nb: np.array([((1 << 8 * k) - 1) << 8 * (nb - k) for k in range(nb)], dtype=np.int64)
+               for nb in (1, 2, 3)}
+
+
 def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarray, b: np.ndarray,
-              base: np.ndarray) -> None:
-    """Build document tokens from the source files: scatter header/SEP/EOF/TAIL, read content bytes."""
+              base: np.ndarray, run_start: np.ndarray, run_len: np.ndarray) -> None:
+    """Build document tokens from the source files.
+
+    Content bytes are read (one ``preadv`` per segment) into a staging buffer laid out like ``flat`` (token
+    ``i`` of ``flat`` is bytes ``[i * n_bytes, (i + 1) * n_bytes)`` of it), converted to ids with one slice
+    per run (``run_start``/``run_len``: the rows, or the segments when they do not tile rows), then header,
+    SEP, TAIL markers, padded tail tokens and EOF are scattered over the positions they own.
+    """
     vocab = docs.vocab
     nb = vocab.n_bytes
-    cs, size, nfull, k = _layout(docs, d)
-    eof = cs + nfull + 2 * (k > 0)
-
-    def put(pos: np.ndarray, value) -> None:
-        hit = (a <= pos) & (pos < b)
-        flat[base[hit] + pos[hit]] = value if np.isscalar(value) else value[hit]
-
-    if docs.with_header:
-        h = cs - 1
-        n_h = np.clip(np.minimum(b, h) - a, 0, None)
-        if n_h.any():
-            pos, own = _ranges(a, n_h)
-            src = docs.header_ptr[docs.doc_header[d]][own] + pos
-            flat[base[own] + pos] = docs.header_tok[src]
-        put(h, vocab.sep)
-    put(eof, vocab.eof)
-    has_tail = k > 0
-    if has_tail.any():
-        marker = cs + nfull
-        hit = has_tail & (a <= marker) & (marker < b)
-        flat[base[hit] + marker[hit]] = vocab.sep + k[hit]
-
-    # content: full tokens [t0, t1) and, if inside the segment, the padded tail token
-    t0 = np.clip(a - cs, 0, nfull)
-    t1 = np.clip(b - cs, 0, nfull)
-    want_tail = has_tail & (a <= cs + nfull + 1) & (cs + nfull + 1 < b)
-    byte_lo = np.where(t1 > t0, t0 * nb, nfull * nb)
-    byte_hi = np.where(want_tail, size, t1 * nb)
-    n_bytes_read = np.maximum(byte_hi - byte_lo, 0)
-    span = -(-n_bytes_read // nb) * nb  # rounded up to whole tokens (the tail is zero-padded)
-    need = np.flatnonzero(n_bytes_read > 0)
+    size = docs.doc_size[d]
+    nfull, k = np.divmod(size, nb)  # per segment, not cached per document: 16 bytes a file at 10^7 files
+    cs = docs.content_start[d] if docs.with_header else 0  # content starts at token 0 without headers
+    marker = cs + nfull  # TAIL_k when the size is not a multiple of n_bytes, else EOF
+    # content: full tokens [t0, t1) and, if inside the segment, the padded tail token (after the marker)
+    t0 = np.minimum(np.maximum(a - cs, 0), nfull)
+    t1 = np.minimum(np.maximum(b - cs, 0), nfull)
+    body = t1 > t0
+    tail = (k > 0) & (a <= marker + 1) & (marker + 1 < b)
+    lo = np.where(body, t0, nfull) * nb  # first byte read
+    n_read = np.where(tail, size, t1 * nb) - lo
+    # the bytes land at the slot of the first token read: the tail bytes follow the full tokens (so they sit in
+    # the marker's slot) or, with no full token in the segment, in the tail's own slot
+    land = base + cs + np.where(body, t0, nfull + 1)
+    need = np.flatnonzero(n_read > 0)
     if need.size:
-        scratch = np.zeros(int(span[need].sum()), dtype=np.uint8)
-        q = np.cumsum(span[need]) - span[need]
-        paths = docs.paths
+        staging = np.empty(flat.size * nb, dtype=np.uint8)
+        q = land[need] * nb
         if docs.remote is not None:  # every range of the batch in flight at once
             dn = d[need].tolist()
-            docs.remote.reader.read_ranges([paths[i] for i in dn], byte_lo[need], n_bytes_read[need], scratch, q,
+            docs.remote.reader.read_ranges([docs.paths[i] for i in dn], lo[need], n_read[need], staging, q,
                                            expected_etags=[docs.remote.etags[i] for i in dn],
-                                           expected_sizes=docs.doc_size[d[need]])
+                                           expected_sizes=size[need])
         else:
-            view = scratch.data
-            dn = d[need]
-            sizes, stamps = docs.doc_size[dn].tolist(), docs.doc_mtime[dn].tolist()
-            idents = [None] * dn.size if docs.doc_ident is None else docs.doc_ident[dn].tolist()
-            for k, (qq, lo, n) in enumerate(zip(q.tolist(), byte_lo[need].tolist(), n_bytes_read[need].tolist())):
-                _read_exact(paths[dn[k]], view[qq:qq + n], lo, sizes[k], stamps[k], idents[k])
-        ids = bytes_to_ids(scratch, nb)
-        tok_q = q // nb
-        n_full = (t1 - t0)[need]
-        dst = base[need] + cs[need] + t0[need]
-        for src, dd, m in zip(tok_q.tolist(), dst.tolist(), n_full.tolist()):
-            if m:
-                flat[dd:dd + m] = ids[src:src + m]
-        tails = np.flatnonzero(want_tail[need])
-        if tails.size:
-            g = need[tails]
-            flat[base[g] + cs[g] + nfull[g] + 1] = ids[tok_q[tails] + n_full[tails]]
+            _read_local(docs, d[need], staging.data, q.tolist(), lo[need].tolist(), n_read[need].tolist())
+        if nb < 3:
+            ids = bytes_to_ids(staging, nb)  # a view
+            for s, m in zip(run_start.tolist(), run_len.tolist()):
+                flat[s:s + m] = ids[s:s + m]
+        else:
+            for s, m in zip(run_start.tolist(), run_len.tolist()):
+                flat[s:s + m] = bytes_to_ids(staging[s * nb:(s + m) * nb], nb)
+        if tail.any():  # before the markers: a tail read after full tokens sits in the marker's slot
+            g = np.flatnonzero(tail)
+            pos = base[g] + marker[g]
+            flat[pos + 1] = flat[pos + ~body[g]] & _TAIL_MASKS[nb][k[g]]  # read into the marker's slot or its own
+    hit = (k > 0) & (a <= marker) & (marker < b)
+    flat[base[hit] + marker[hit]] = vocab.sep + k[hit]
+    eof = marker + 2 * (k > 0)
+    hit = (a <= eof) & (eof < b)
+    flat[base[hit] + eof[hit]] = vocab.eof
+    if docs.with_header:
+        h = docs.content_start[d] - 1
+        n_h = np.minimum(b, h) - a
+        if (n_h > 0).any():
+            pos, own = _ranges(a, np.maximum(n_h, 0))
+            flat[base[own] + pos] = docs.header_tok[docs.header_ptr[docs.doc_header[d]][own] + pos]
+        hit = (a <= h) & (h < b)
+        flat[base[hit] + h[hit]] = vocab.sep
+
+
+def _read_local(docs: DocumentTable, d: np.ndarray, view: memoryview, q: list, lo: list, n: list) -> None:
+    """Read ``n[j]`` bytes of document ``d[j]``'s file from byte ``lo[j]`` into ``view[q[j]:]``: open, one
+    ``fstat`` checked against the catalog (size, change stamp, inode; :func:`_check_same` words the error),
+    one ``preadv`` (:func:`_read_rest` for reads the kernel splits or cuts short), close. The loop is the
+    per-file cost of a raw fetch, so it stays lean: locals, one comparison chain, no call per file."""
+    paths, open_, fstat, preadv, close, flags = docs.paths, os.open, os.fstat, os.preadv, os.close, _OPEN_FLAGS
+    sizes, stamps = docs.doc_size[d].tolist(), docs.doc_mtime[d].tolist()
+    ident = docs.doc_ident
+    inos = [-1] * d.size if ident is None else ident[d, 1].tolist()  # -1: unknown, _check_same decides
+    for j, i in enumerate(d.tolist()):
+        path = paths[i]
+        try:
+            fd = open_(path, flags)  # O_NONBLOCK: a FIFO put in a file's place must not hang us
+        except OSError as e:
+            raise FileChangedError(f"cannot open {path!r} (it was readable at build time): {e.strerror}") from None
+        try:
+            st = fstat(fd)
+            mt, ct = st.st_mtime_ns, st.st_ctime_ns
+            if st.st_size != sizes[j] or st.st_ino != inos[j] or (mt if mt > ct else ct) != stamps[j] or \
+                    not stat.S_ISREG(st.st_mode):
+                _check_same(path, st, sizes[j], stamps[j], None if ident is None else ident[i].tolist())
+            start, m = q[j], n[j]
+            try:
+                got = preadv(fd, [view[start:start + m]], lo[j])
+            except OSError as e:
+                raise FileChangedError(f"cannot read {path!r} (a regular file at build time): {e.strerror}") from None
+            if got != m:
+                _read_rest(fd, path, view[start:start + m], lo[j], got)
+        finally:
+            close(fd)
 
 
 def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list | None) -> None:
@@ -239,35 +290,19 @@ def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: lis
                                f"ns, indexed {stamp} ns (rewritten in place?); rebuild the dataset")
 
 
-def _read_exact(path: str, into: memoryview, offset: int, size: int = -1, stamp: int = 0,
-                ident: list | None = None) -> None:
-    """Fill ``into`` with the file's bytes from ``offset``: one ``preadv`` per call in practice, looping
-    for reads the kernel splits (over 2 GiB). The opened descriptor is checked with one ``fstat`` against
-    what was indexed (``size``, ``stamp``, ``ident``; see :func:`_check_same`): FileChangedError naming the
-    path and what changed for a file rewritten, appended to, replaced or swapped for a link, and for a file
-    that vanished or became too short."""
-    try:
-        fd = os.open(path, _OPEN_FLAGS)  # O_NONBLOCK: a FIFO put in a file's place must not hang us
-    except OSError as e:
-        raise FileChangedError(f"cannot open {path!r} (it was readable at build time): {e.strerror}") from None
-    try:
-        if size >= 0:
-            st = os.fstat(fd)
-            if st.st_size != size or (stamp and max(st.st_mtime_ns, st.st_ctime_ns) != stamp) or (
-                    ident is not None and st.st_ino != ident[1]) or not stat.S_ISREG(st.st_mode):
-                _check_same(path, st, size, stamp, ident)  # builds the message (or lets a benign case pass)
-        done, n = 0, len(into)
-        while done < n:
-            try:
-                got = os.preadv(fd, [into[done:]], offset + done)
-            except OSError as e:
-                raise FileChangedError(f"cannot read {path!r} (a regular file at build time): {e.strerror}") from None
-            if got == 0:
-                raise FileChangedError(
-                    f"{path!r} is shorter than at build time: wanted bytes {offset}..{offset + n}, got {done}")
-            done += got
-    finally:
-        os.close(fd)
+def _read_rest(fd: int, path: str, into: memoryview, offset: int, done: int) -> None:
+    """Finish a read the kernel returned short after ``done`` bytes (reads over 2 GiB come in parts); a file
+    that ends early raises FileChangedError."""
+    n, got = len(into), done
+    while done < n:
+        if got == 0:
+            raise FileChangedError(
+                f"{path!r} is shorter than at build time: wanted bytes {offset}..{offset + n}, got {done}")
+        try:
+            got = os.preadv(fd, [into[done:]], offset + done)
+        except OSError as e:
+            raise FileChangedError(f"cannot read {path!r} (a regular file at build time): {e.strerror}") from None
+        done += got
 
 
 def _content_mask(docs: DocumentTable, size: int, d: np.ndarray, a: np.ndarray, b: np.ndarray,

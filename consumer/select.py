@@ -106,6 +106,9 @@ def as_sample_ids(values, n: int) -> np.ndarray:
     :class:`InputError` naming ``sample_ids`` and the value for floats (``0.5`` is not sample 0), bools,
     other objects, or ids outside ``[0, n)`` (checked before any cast: ``2**64 - 1`` never becomes ``-1``).
     """
+    if type(values) is np.ndarray and values.dtype == np.int64 and values.ndim == 1 and (
+            values.size == 0 or (values.min() >= 0 and values.max() < n)):
+        return values  # what int_vector returns for it, without the per-call checks of other forms
     if _as_index(values) is not None:
         values = [values]
     elif np.ndim(values) == 0 and not isinstance(values, (list, tuple)):

@@ -22,7 +22,7 @@ LAYERS: dict[str, int] = {
     "vocab": 1, "ir": 1, "filemeta": 1,
     # 2: samples and settings (pure numpy, no file reads)
     "index": 2, "megatron_index": 2, "sampling": 2, "spec": 2, "documents": 2, "content": 1, "duplicates": 3,
-    "sqlfuncs": 1,
+    "sqlfuncs": 1, "catalog_rows": 1, "catalog_file": 2,
     # 3: storage and the fetch steps
     "catalog": 3, "cache": 3, "sql": 3, "reader": 3, "select": 3, "queries": 3, "sampler": 3, "packed.layout": 3,
     "packed.table": 3,

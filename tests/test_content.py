@@ -253,9 +253,9 @@ def test_old_schema_catalog_is_moved_aside(tmp_path):
     conn.commit()
     conn.close()
     cat = Catalog(str(path))
-    assert SCHEMA_VERSION == "3"
+    assert SCHEMA_VERSION == "4"
     cols = [r[1] for r in cat.connection.execute("PRAGMA table_info(files)")]
-    assert cols[-4:] == ["entropy", "printable", "zeros", "histogram"]
+    assert cols[-5:] == ["entropy", "printable", "zeros", "histogram", "row_check"]
     assert any(n.startswith("catalog.sqlite.corrupt-") for n in os.listdir(tmp_path))
 
 

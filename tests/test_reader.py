@@ -3,6 +3,7 @@
 import numpy as np
 
 from consumer import Consumer
+from consumer.index import SampleIndex
 from consumer.reader import packed_runs, read_segments
 
 
@@ -28,3 +29,25 @@ def test_packed_runs_cover_concat_windows(tmp_path, corpus_dir):
     assert (start >= 0).all() and start.size == len(packed)
     assert np.array_equal(packed.fetch_numpy(np.arange(len(packed)))["input_array"],
                           ds.fetch_numpy(np.arange(len(ds)))["input_array"])
+
+
+
+def _index(ptr, col, length) -> SampleIndex:
+    ptr, col, length = (np.array(x, dtype=np.int64) for x in (ptr, col, length))
+    return SampleIndex(seqlen=10, seg_ptr=ptr, seg_doc=np.zeros_like(col), seg_start=np.zeros_like(col),
+                       seg_len=length, seg_col=col, sample_class=np.zeros(ptr.size - 1, dtype=np.int64),
+                       class_ptr=np.array([0, ptr.size - 1]))
+
+
+def test_index_tiling_is_checked_in_chunks_like_at_once(monkeypatch):
+    import consumer.index
+
+    for chunk in (1, 2, 3, 1 << 20):
+        monkeypatch.setattr(consumer.index, "_CHUNK", chunk)
+        assert _index([0, 2, 3], [0, 4, 0], [4, 3, 5]).tiled
+        assert not _index([0, 2, 3], [0, 5, 0], [4, 3, 5]).tiled  # a gap after the first segment
+        assert not _index([0, 2, 3], [0, 4, 1], [4, 3, 5]).tiled  # a row not starting at column 0
+        assert _index([0, 0, 2, 2, 3], [0, 4, 0], [4, 3, 5]).tiled  # samples without segments
+        assert _index([0], [], []).tiled
+        assert _index([0, 1, 2], [0, 0], [3, 3])._one_segment_each
+        assert not _index([0, 0, 2], [0, 3], [3, 3])._one_segment_each

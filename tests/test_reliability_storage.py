@@ -19,6 +19,7 @@ from consumer import Consumer, FormatError, verify_packed
 from consumer.cache import load_entry
 from consumer.cli import main
 from consumer.errors import ConsumerWarning
+from consumer.reader import packed_runs
 
 from .conftest import write_corpus
 
@@ -127,6 +128,32 @@ def test_verify_detects_a_flipped_token_and_ids_outside_the_vocabulary(tmp_path,
     with pytest.raises(FormatError, match=r"token ids must be in \[0, 65542\), got \[70000\]"):
         ds.fetch_numpy(np.arange(len(ds)))
     assert main(["verify", str(prefix)]) == 2
+
+
+@pytest.mark.parametrize("bad", [70000, -5])
+def test_a_bad_id_is_refused_by_every_fetch_that_serves_it_and_only_those(tmp_path, bad):
+    """The fetch does not check again a sample it found clean; a sample holding a bad id is never found clean, so
+    every fetch serving it fails (the first and later ones, alone or with samples already served) while the
+    other samples are served."""
+    fps = write_corpus(tmp_path / "data", SMALL)
+    prefix = tmp_path / "store"
+    Consumer(fps, cache_dir=False, **KW).pack(prefix, format="megatron")
+    clean = Consumer.from_packed(prefix, style="concat", seqlen=32)
+    rows = clean.fetch_numpy(np.arange(len(clean)))["input_array"]
+    data = tmp_path / "store.bin"
+    raw = bytearray(data.read_bytes())
+    at = (len(raw) // 8) * 4  # token in the middle of the store (int32 tokens)
+    raw[at:at + 4] = bad.to_bytes(4, "little", signed=True)
+    data.write_bytes(bytes(raw))
+    ds = Consumer.from_packed(prefix, style="concat", seqlen=32)
+    start = packed_runs(clean.index, clean.documents)  # sample s is store tokens [start[s], start[s] + length)
+    victim = int(np.flatnonzero((start <= at // 4) & (at // 4 < start + clean.index.sample_tokens()))[0])
+    assert np.array_equal(ds.fetch_numpy(np.array([0, victim - 1]))["input_array"], rows[[0, victim - 1]])
+    for ids in ([0, victim], [victim], [victim - 1, victim, 0]):
+        with pytest.raises(FormatError, match=rf"sample {victim}: token ids must be in \[0, 65542\), got \[{bad}\]"):
+            ds.fetch_numpy(np.array(ids))
+    others = np.array([i for i in range(len(ds)) if i != victim])
+    assert np.array_equal(ds.fetch_numpy(others)["input_array"], rows[others])
 
 
 def test_verify_catches_an_in_range_change_by_its_checksum(tmp_path, capsys):

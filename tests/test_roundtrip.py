@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from consumer import Consumer
+from consumer.vocab import encode_bytes
 
 from .conftest import content_of, documents_from_samples, file_bytes, write_corpus
 
@@ -58,3 +59,5 @@ def test_round_trip_property(tmp_path_factory, sizes, nb, seqlen, style, seed):
                   metadata=lambda p: "t")
     docs = documents_from_samples(ds)
     assert [ds.decode(content_of(d, ds)) for d in docs] == [file_bytes(p) for p in ds.files]
+    for d, p in zip(docs, ds.files):  # exact ids, padded tail token included (decode ignores its padding bytes)
+        assert content_of(d, ds).tolist() == encode_bytes(file_bytes(p), ds.vocab).tolist()

@@ -598,7 +598,8 @@ class IndexedWriter:
     """Write ``prefix.idx`` + ``prefix.bin`` atomically (Megatron flavour by default).
 
     ``add_document(tokens)`` appends one sequence and ends the document (one sequence per document,
-    as GPT preprocessing does); ``add_item`` + ``end_document`` give finer control; ``add_index``
+    as GPT preprocessing does); ``add_item`` + ``end_document`` give finer control, and
+    ``extend_item`` appends to the sequence added last (a long sequence written in pieces); ``add_index``
     appends another index's sequences and documents (same dtype required) by copying its ``.bin``.
     Data goes to temporary files in the target directory; :meth:`finalize` fsyncs them and renames
     ``.bin`` then ``.idx`` into place. Used as a context manager, a clean exit finalizes and an
@@ -665,6 +666,25 @@ class IndexedWriter:
         self._lengths.append(arr.shape[0])
         if self.multimodal:
             self._modes.append(int(mode))
+
+    def extend_item(self, tokens: object) -> None:
+        """Append ``tokens`` to the sequence added last by :meth:`add_item` (in the current document).
+
+        A sequence too long to hold in memory is written in bounded pieces: ``add_item(first_piece)``,
+        then ``extend_item(piece)`` for each further piece; the files are byte for byte those of one
+        ``add_item`` of the whole sequence (its length and pointer are counted, not stored per piece).
+        InputError when no sequence of the current document is open or the sum passes 2**31 - 1 tokens.
+        """
+        self._require_open()
+        if len(self._lengths) <= self._doc_idx[-1]:
+            raise InputError("extend_item: no sequence to extend; call add_item() first (the current document "
+                             "has no sequence yet)")
+        arr = _as_tokens(tokens, self.dtype, "tokens")
+        total = self._lengths[-1] + arr.shape[0]
+        if total > _INT32_MAX:
+            raise InputError(f"tokens: a sequence holds at most {_INT32_MAX} tokens, got {total} after extend_item")
+        self._bin.write(arr.data)
+        self._lengths[-1] = total
 
     def end_document(self) -> None:
         """Close the current document (its sequences are those added since the last call)."""

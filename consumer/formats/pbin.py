@@ -50,6 +50,7 @@ __all__ = [
     "MAX_PICKLE_UNITS",
     "TOKEN_WIDTHS",
     "PbinFile",
+    "PbinWriter",
     "load_index_pickle",
     "pbin_header",
     "pbin_index",
@@ -653,6 +654,97 @@ def _as_tokens(tokens: object, width: int, i: int) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.dtype(_DTYPES[width]))  # type: ignore[call-overload]
 
 
+class PbinWriter:
+    """Write a current-format ``.pbin`` one document at a time, a long document in several pieces.
+
+    ``add_document(tokens)`` starts a new document; ``extend_document(tokens)`` appends tokens to the
+    document added last (a document too long to hold in memory is written in bounded pieces: the
+    file is byte for byte that of one ``add_document`` of the whole document, since the index holds
+    one ``(offset, length)`` entry per document). :meth:`finalize` writes the protocol-4 pickle index,
+    patches data_len, fsyncs and renames the temporary file over ``path``; used as a context manager,
+    a clean exit finalizes and an exception removes the temporary file. ``atomic=False`` writes
+    ``path`` itself (created exclusively), for callers that commit a whole store written under a
+    temporary prefix.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], token_size_in_bytes: int, *, atomic: bool = True) -> None:
+        width = token_size_in_bytes
+        if isinstance(width, bool) or width not in TOKEN_WIDTHS:
+            raise InputError(f"token_size_in_bytes must be one of {list(TOKEN_WIDTHS)}, got {short_repr(width)}")
+        self.width = width
+        self.atomic = atomic
+        self._final = _as_path(path)
+        if atomic:
+            self._tmp, self._out = open_temp(self._final, "path")
+        else:
+            if not (self._final.parent if str(self._final.parent) else Path(".")).is_dir():
+                raise InputError(f"path: directory does not exist: {str(self._final.parent)!r}")
+            self._tmp, self._out = self._final, open(self._final, "xb")
+        self._index: list[tuple[int, int]] = []
+        self.data_len = 0
+        self._state = "open"
+        try:
+            self._out.write(struct.pack("<QI", 0, width))
+        except BaseException:
+            self.abort()
+            raise
+
+    def _write(self, tokens: object, i: int) -> int:
+        if self._state != "open":
+            raise InputError(f"the writer for {self._final} is {self._state}; no more writes are possible")
+        arr = _as_tokens(tokens, self.width, i)
+        self._out.write(arr.data)
+        self.data_len += arr.nbytes
+        return arr.nbytes
+
+    def add_document(self, tokens: object) -> None:
+        """Append one document (its tokens: a 1-D integer array; empty documents are kept)."""
+        offset = self.data_len
+        self._index.append((offset, self._write(tokens, len(self._index))))
+
+    def extend_document(self, tokens: object) -> None:
+        """Append ``tokens`` to the document added last (InputError before the first ``add_document``)."""
+        if not self._index:
+            raise InputError("extend_document: no document to extend; call add_document() first")
+        offset, length = self._index[-1]
+        self._index[-1] = (offset, length + self._write(tokens, len(self._index) - 1))
+
+    def finalize(self) -> int:
+        """Write the index, patch data_len, fsync and move the file into place; returns data_len."""
+        if self._state != "open":
+            raise InputError(f"the writer for {self._final} is {self._state}; no more writes are possible")
+        try:
+            with self._out as f:
+                f.write(pickle.dumps(self._index, protocol=PICKLE_PROTOCOL))
+                f.seek(0)
+                f.write(struct.pack("<Q", self.data_len))
+                f.flush()
+                os.fsync(f.fileno())
+            if self.atomic:
+                os.replace(self._tmp, self._final)
+        except BaseException:
+            self.abort()
+            raise
+        self._state = "finalized"
+        return self.data_len
+
+    def abort(self) -> None:
+        """Discard the file written so far; safe to call twice."""
+        if self._state == "open":
+            self._out.close()
+            discard(self._tmp)
+            self._state = "aborted"
+
+    def __enter__(self) -> PbinWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+        elif self._state == "open":
+            self.finalize()
+
+
 def write_pbin(path: str | os.PathLike[str], documents: Iterable[object], token_size_in_bytes: int,
                *, atomic: bool = True) -> int:
     """Write ``documents`` (integer arrays) as a current-format ``.pbin``, atomically; returns data_len.
@@ -660,36 +752,9 @@ def write_pbin(path: str | os.PathLike[str], documents: Iterable[object], token_
     Streams to a temporary file next to ``path`` (header, data, protocol-4 pickle index), patches
     data_len, fsyncs and renames over ``path``. Empty documents are kept as zero-length entries.
     ``atomic=False`` writes ``path`` itself (created exclusively), for callers that commit a whole
-    store written under a temporary prefix.
+    store written under a temporary prefix. (:class:`PbinWriter` writes a document in pieces.)
     """
-    width = token_size_in_bytes
-    if isinstance(width, bool) or width not in TOKEN_WIDTHS:
-        raise InputError(f"token_size_in_bytes must be one of {list(TOKEN_WIDTHS)}, got {short_repr(width)}")
-    final = _as_path(path)
-    if atomic:
-        tmp, out = open_temp(final, "path")
-    else:
-        if not (final.parent if str(final.parent) else Path(".")).is_dir():
-            raise InputError(f"path: directory does not exist: {str(final.parent)!r}")
-        tmp, out = final, open(final, "xb")
-    try:
-        with out as f:
-            f.write(struct.pack("<QI", 0, width))
-            index: list[tuple[int, int]] = []
-            offset = 0
-            for i, doc in enumerate(documents):
-                arr = _as_tokens(doc, width, i)
-                f.write(arr.data)
-                index.append((offset, arr.nbytes))
-                offset += arr.nbytes
-            f.write(pickle.dumps(index, protocol=PICKLE_PROTOCOL))
-            f.seek(0)
-            f.write(struct.pack("<Q", offset))
-            f.flush()
-            os.fsync(f.fileno())
-        if atomic:
-            os.replace(tmp, final)
-    except BaseException:
-        discard(tmp)
-        raise
-    return offset
+    with PbinWriter(path, token_size_in_bytes, atomic=atomic) as writer:
+        for doc in documents:
+            writer.add_document(doc)
+    return writer.data_len

@@ -68,7 +68,7 @@ from .._version import __version__
 from ..errors import FormatError, InputError, short_repr
 from ..fileio import load_json_bounded, stat_regular
 from ..formats.mmidx import IndexedReader, IndexedWriter, MMIndex, optimal_dtype
-from ..formats.pbin import read_pbin, write_pbin
+from ..formats.pbin import PbinWriter, read_pbin
 from ..spec import Spec
 from ..vocab import VALID_N_BYTES, Vocab
 
@@ -94,14 +94,28 @@ def _modalities_dtype(vocab_size: int) -> np.dtype:
     return np.dtype("<u2") if vocab_size <= 65536 else np.dtype("<u4")
 
 
-def _write_megatron(tmp: Path, documents: Iterable[np.ndarray], dtype: np.dtype) -> None:
+def _write_megatron(tmp: Path, pieces: Iterable[tuple[np.ndarray, bool]], dtype: np.dtype) -> None:
     with IndexedWriter(str(tmp), dtype, atomic=False) as writer:
-        for tokens in documents:
-            writer.add_document(tokens)
+        started = False
+        for tokens, first in pieces:
+            if first:
+                if started:
+                    writer.end_document()
+                writer.add_item(tokens)
+                started = True
+            else:
+                writer.extend_item(tokens)
+        if started:
+            writer.end_document()
 
 
-def _write_modalities(tmp: Path, documents: Iterable[np.ndarray], dtype: np.dtype) -> None:
-    write_pbin(with_suffix(tmp, ".pbin"), documents, dtype.itemsize, atomic=False)
+def _write_modalities(tmp: Path, pieces: Iterable[tuple[np.ndarray, bool]], dtype: np.dtype) -> None:
+    with PbinWriter(with_suffix(tmp, ".pbin"), dtype.itemsize, atomic=False) as writer:
+        for tokens, first in pieces:
+            if first:
+                writer.add_document(tokens)
+            else:
+                writer.extend_document(tokens)
 
 
 def megatron_index(where: Any, index: MMIndex, side: dict, dtype: np.dtype, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -149,15 +163,17 @@ def _open_modalities(prefix: Path, files: dict[str, Path], side: dict, dtype: np
 class StoreFormat:
     """One store format: its files (sidecar ``files`` key -> suffix), token dtype rule, writer and opener.
 
-    ``write(tmp_prefix, documents, dtype)`` writes the token files under a temporary prefix (the caller
-    commits them); ``open(prefix, files, sidecar, dtype, n)`` returns ``(tokens, starts, lengths)`` in
-    store order after the format reader's own checks.
+    ``write(tmp_prefix, pieces, dtype)`` writes the token files under a temporary prefix (the caller
+    commits them); ``pieces`` yields ``(tokens, first)``: a document is one or more pieces, ``first``
+    True on its first, so a document longer than memory is written piece by piece.
+    ``open(prefix, files, sidecar, dtype, n)`` returns ``(tokens, starts, lengths)`` in store order
+    after the format reader's own checks.
     """
 
     name: str
     files: dict[str, str]
     dtype: Callable[[int], np.dtype]
-    write: Callable[[Path, Iterable[np.ndarray], np.dtype], None]
+    write: Callable[[Path, Iterable[tuple[np.ndarray, bool]], np.dtype], None]
     open: Callable[[Path, dict, dict, np.dtype, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from ..documents import DocumentTable
-from ..errors import InputError, short_repr
+from ..errors import FormatError, InputError, short_repr
 from ..fileio import atomic_write_bytes, discard, fsync_dir, sha256_file, temp_path
 from ..filemeta import MAX_HEADER_BYTES
-from ..formats.mmidx import IndexedWriter, merge
+from ..formats.mmidx import merge
 from ..progress import progress_bar
 from ..reader import read_segments
 from ..spec import Spec, metadata_name
@@ -41,43 +41,84 @@ from .table import write_table
 
 __all__ = ["pack", "merge_packed", "DEFAULT_CHUNK_TOKENS"]
 
-DEFAULT_CHUNK_TOKENS = 1 << 22  # ~4M tokens (32 MB of int64) per read_segments call while packing
+_INT32_MAX = 2**31 - 1
+DEFAULT_CHUNK_TOKENS = 1 << 22  # 4M tokens (32 MB of int64) per read_segments call while packing
 
 
-def _chunks(doc_len: np.ndarray, chunk_tokens: int) -> list[tuple[int, int]]:
-    """Consecutive document ranges ``[s, e)`` of at most ``chunk_tokens`` tokens (one document if longer)."""
+def _chunks(doc_len: np.ndarray, chunk_tokens: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """The token stream of all documents cut into chunks of ``chunk_tokens`` tokens (the last shorter).
+
+    Yields per chunk the segments it holds, in order: document ids, start within the document,
+    length, and whether the segment is the document's first piece. A document longer than a chunk
+    is split over several; an empty document is one empty segment. Only the chunk's documents are
+    touched (``searchsorted`` on the cumulative lengths), so a chunk costs O(its documents).
+    """
     ends = np.cumsum(doc_len)
-    out, s, n = [], 0, doc_len.size
-    while s < n:
-        base = int(ends[s - 1]) if s else 0
-        e = max(int(np.searchsorted(ends, base + chunk_tokens, side="right")), s + 1)
-        out.append((s, e))
-        s = e
-    return out
+    starts = ends - doc_len
+    n, d0, g0 = doc_len.size, 0, 0
+    while d0 < n:
+        g1 = g0 + chunk_tokens
+        d1 = n if g1 >= int(ends[-1]) else int(np.searchsorted(starts, g1, side="left"))
+        d = np.arange(d0, max(d1, d0 + 1), dtype=np.int64)
+        lo = np.maximum(starts[d], g0)
+        hi = np.minimum(ends[d], g1)
+        yield d, lo - starts[d], hi - lo, starts[d] >= g0
+        d0 += int(np.count_nonzero(ends[d] <= g1))
+        g0 = g1
 
 
-def _document_chunks(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar):
-    """Yield ``(tokens, local_ptr)`` per chunk: the chunk's documents back to back in ``dtype``,
-    read with one :func:`read_segments` call per chunk, and each document's start in it (+ end)."""
-    doc_len = docs.doc_len
-    for s, e in _chunks(doc_len, chunk_tokens):
-        lens = doc_len[s:e]
-        ptr = np.zeros(lens.size + 1, dtype=np.int64)
-        np.cumsum(lens, out=ptr[1:])
-        zeros = np.zeros(lens.size, dtype=np.int64)
-        rows, _ = read_segments(docs, (1, int(ptr[-1])), zeros, ptr[:-1], np.arange(s, e, dtype=np.int64),
-                                zeros, lens)
+def _pieces(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar, digest
+            ) -> Iterator[tuple[np.ndarray, bool]]:
+    """Every document's tokens in ``dtype``, in order, as ``(piece, first)``: one :func:`read_segments`
+    call per chunk of ``chunk_tokens`` tokens, so memory stays bounded whatever the document sizes
+    (``digest`` hashes every token, the same bytes as the whole documents back to back)."""
+    for d, a, n, first in _chunks(docs.doc_len, chunk_tokens):
+        ptr = np.zeros(n.size + 1, dtype=np.int64)
+        np.cumsum(n, out=ptr[1:])
+        zeros = np.zeros(n.size, dtype=np.int64)
+        rows, _ = read_segments(docs, (1, int(ptr[-1])), zeros, ptr[:-1], d, a, n)
         tokens = rows[0].astype(dtype)
-        yield tokens, ptr
+        del rows
+        digest.update(tokens.data)
+        for lo, hi, f in zip(ptr[:-1].tolist(), ptr[1:].tolist(), first.tolist()):
+            yield tokens[lo:hi], f
         bar.update(tokens.nbytes)
 
 
-def _documents(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar, digest) -> Iterator[np.ndarray]:
-    """Every document's tokens in ``dtype``, in order, read chunk by chunk (``digest`` hashes them all)."""
-    for tokens, ptr in _document_chunks(docs, dtype, chunk_tokens, bar):
-        digest.update(np.ascontiguousarray(tokens).data)
-        for lo, hi in zip(ptr[:-1].tolist(), ptr[1:].tolist()):
-            yield tokens[lo:hi]
+class _BinReader:
+    """Token ranges of a local store's ``.bin`` by plain reads (a memory map would keep every page of a
+    copied document resident); the file opens at the first read, :meth:`close` closes it."""
+
+    def __init__(self, path: Path, dtype: np.dtype):
+        self.path, self.dtype, self.fd = path, dtype, -1
+
+    def __call__(self, start: int, count: int) -> np.ndarray:
+        if self.fd < 0:
+            self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        width = self.dtype.itemsize
+        data = os.pread(self.fd, count * width, start * width)
+        if len(data) != count * width:
+            raise FormatError(f"{self.path}: truncated store file: wanted {count * width} bytes at byte "
+                              f"{start * width}, got {len(data)}")
+        return np.frombuffer(data, dtype=self.dtype)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _store_pieces(readers: list, owner: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                  chunk_tokens: int) -> Iterator[tuple[np.ndarray, bool]]:
+    """Documents of stores as ``(piece, first)`` (see :func:`_pieces`): document ``k`` is ``lengths[k]``
+    tokens from token ``starts[k]`` of store ``owner[k]``, read by ``readers[owner[k]](start, count)``
+    at most ``chunk_tokens`` tokens at a time."""
+    for k, start, n in zip(owner.tolist(), starts.tolist(), lengths.tolist()):
+        first, done = True, 0
+        while first or done < n:
+            m = min(n - done, chunk_tokens)
+            yield readers[k](start + done, m), first
+            first, done = False, done + m
 
 
 def _commit(tmp: Path, prefix: Path, fmt: str, sidecar: dict) -> dict[str, dict]:
@@ -134,11 +175,14 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
     raw reader produces. ``format="megatron"`` writes ``prefix.bin/.idx`` (Megatron-LM's
     ``IndexedDataset`` layout), ``"modalities"`` writes ``prefix.pbin``; both add
     ``prefix.consumer.npz`` (file table) and ``prefix.consumer.json`` (sidecar: ``classes``, ``spec``'s
-    header mode and ``class_to_id``); see :mod:`consumer.packed.layout`. Tokens are read in chunks of
-    about ``chunk_tokens`` tokens (many documents per read). Atomic: a pack that fails or is killed while
-    writing leaves the final names untouched (a previous store there stays valid; a kill leaves only
-    hidden ``.tmp`` files). Only a failure during the final renames (microseconds) can leave a mix of
-    old and new files, which ``open_packed`` refuses by their recorded sizes or the missing sidecar.
+    header mode and ``class_to_id``); see :mod:`consumer.packed.layout`. Tokens are read and written
+    in chunks of ``chunk_tokens`` tokens (many documents per read, or a piece of a longer one), so
+    memory stays bounded by the chunk whatever the document sizes; a ``"megatron"`` store holds at
+    most 2**31 - 1 tokens per document (its ``.idx`` lengths are int32: InputError naming the file).
+    Atomic: a pack that fails or is killed while writing leaves the final names untouched (a previous
+    store there stays valid; a kill leaves only hidden ``.tmp`` files). Only a failure during the final
+    renames (microseconds) can leave a mix of old and new files, which ``open_packed`` refuses by their
+    recorded sizes or the missing sidecar.
     ``verbose`` reports the packed size and shows a progress bar (bytes); otherwise nothing is
     printed. Returns a summary: prefix, format, dtype, documents, tokens, source and store bytes, the
     files written and the wall time.
@@ -151,6 +195,11 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
     final = as_prefix(prefix, create=True)
     dtype = store_dtype(format, documents.vocab.size)
     tokens = int(documents.doc_len.sum())
+    longest = int(np.argmax(documents.doc_len))
+    if format == "megatron" and int(documents.doc_len[longest]) > _INT32_MAX:
+        raise InputError(f"documents: {documents.paths[longest]!r} has {int(documents.doc_len[longest])} tokens; a "
+                         f"megatron store holds at most {_INT32_MAX} per document (int32 lengths): pack it with "
+                         "format='modalities', or use a larger n_bytes")
     packed_bytes = tokens * dtype.itemsize
     t0 = time.perf_counter()
     bar = progress_bar(packed_bytes, verbose, f"pack {final.name} ({format}, {dtype.name})", unit="B",
@@ -163,7 +212,7 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
 
     def write(tmp: Path) -> None:
         digest = hashlib.sha256()
-        FORMATS[format].write(tmp, _documents(documents, dtype, chunk_tokens, bar, digest), dtype)
+        FORMATS[format].write(tmp, _pieces(documents, dtype, chunk_tokens, bar, digest), dtype)
         sidecar["tokens_sha256"] = digest.hexdigest()
         write_table(with_suffix(tmp, TABLE_SUFFIX), documents.paths, documents.doc_class, documents.doc_size,
                     documents.doc_header)
@@ -264,16 +313,24 @@ def merge_packed(prefixes: Sequence, out_prefix, order_by: str = "corpus") -> di
     # corpus order (class name, then path): the merge of shards is byte for byte the single-machine pack
     order = np.lexsort((np.array(paths, dtype=object).astype(str), doc_class)) if order_by == "corpus" \
         else np.arange(documents)
-    sources = [(s.tokens, int(st), int(n)) for s in stores for st, n in zip(s.starts.tolist(), s.lengths.tolist())]
+    owner_of = np.repeat(np.arange(len(stores)), [len(s.paths) for s in stores])
+    starts = np.concatenate([s.starts for s in stores])
+    lengths = np.concatenate([s.lengths for s in stores])
 
     def write(tmp: Path) -> None:
         if order_by == "inputs":
             merge([str(s.prefix) for s in stores], str(tmp), atomic=False)
         else:
-            with IndexedWriter(str(tmp), dtype, atomic=False) as writer:
-                for i in order.tolist():
-                    tokens_, start, n = sources[i]
-                    writer.add_document(np.asarray(tokens_[start:start + n]))
+            # local stores by plain reads of their .bin; a store at a URL by range requests of its tokens
+            readers = [_BinReader(with_suffix(s.prefix, ".bin"), dtype) if isinstance(s.prefix, Path)
+                       else (lambda a, m, t=s.tokens: np.asarray(t[a:a + m])) for s in stores]
+            try:
+                FORMATS["megatron"].write(tmp, _store_pieces(readers, owner_of[order], starts[order], lengths[order],
+                                                             DEFAULT_CHUNK_TOKENS), dtype)
+            finally:
+                for r in readers:
+                    if isinstance(r, _BinReader):
+                        r.close()
         sidecar["tokens_sha256"] = sha256_file(with_suffix(tmp, ".bin"))
         write_table(with_suffix(tmp, TABLE_SUFFIX), [paths[i] for i in order.tolist()], doc_class[order],
                     doc_size[order], doc_header[order])

@@ -1,0 +1,49 @@
+"""Cost of reading catalog rows back (what a build that misses the index cache does for every file).
+
+Fills a catalog file with N rows (``Catalog.insert``: no real files needed) and times ``Catalog.rows``
+over all of them, median of several repeats; with per-row checks each row is also verified.
+
+    python benchmarks/bench_catalog_rows.py --rows 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+import numpy as np
+
+from consumer.catalog import Catalog
+
+
+def main() -> None:
+    """Fill the catalog, time the reads, print one markdown row."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=int, default=100_000)
+    p.add_argument("--repeat", type=int, default=5)
+    args = p.parse_args()
+    n = args.rows
+    paths = [f"/data/class{i % 10}/dir{i // 1000}/file{i}.bin" for i in range(n)]
+    sizes = np.arange(n, dtype=np.int64) + 100
+    mtimes = np.full(n, 1_700_000_000_000_000_000, dtype=np.int64)
+    with tempfile.TemporaryDirectory() as tmp:
+        cat = Catalog(os.path.join(tmp, "catalog.sqlite"))
+        cat.insert(paths, sizes, mtimes, ["data"] * n, ["application/octet-stream"] * n)
+        times = []
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            rows = cat.rows(paths)
+            times.append(time.perf_counter() - t)
+        assert len(rows) == n
+        cat.close()
+    med = statistics.median(times)
+    print("| rows | Catalog.rows (median) | per row |")
+    print("|---|---|---|")
+    print(f"| {n} | {med:.3f} s | {med / n * 1e6:.2f} us |")
+
+
+if __name__ == "__main__":
+    main()
