@@ -196,7 +196,7 @@ def warn_if_padded(requested, style: str, index: SampleIndex, *, stacklevel: int
     return share
 
 
-_PIECE_CHUNK = 1 << 20  # documents cut at a time: temporaries stay a few MB whatever the corpus size
+_PIECE_CHUNK = 1 << 16  # documents cut at a time: temporaries stay a few MB whatever the corpus size
 
 
 def _pieces(doc_start: np.ndarray, doc_len: np.ndarray, seqlen: int):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
@@ -21,10 +22,7 @@ __all__ = ["PathList"]
 
 _CHUNK = 1 << 16  # paths encoded or decoded at a time
 _WINDOW = 1 << 24  # bytes of the blob searched for separators at a time
-
-
-def _byte_len(p: str) -> int:
-    return len(p) if p.isascii() else len(os.fsencode(p))
+_ENC, _ERR = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsdecode's codec
 
 
 class PathList(Sequence[str]):
@@ -34,10 +32,12 @@ class PathList(Sequence[str]):
     ``at[-1] == blob.size + 1``. Build one with :meth:`of` (from ``str`` paths) or :meth:`from_blob`.
     """
 
-    __slots__ = ("_at", "_blob", "_hi", "_lo")
+    __slots__ = ("_at", "_at_view", "_blob", "_hi", "_lo", "_view")
 
     def __init__(self, blob: np.ndarray, at: np.ndarray, lo: int = 0, hi: int | None = None) -> None:
         self._blob, self._at = blob, at
+        # memoryviews: indexing and slicing them is several times cheaper than indexing numpy arrays
+        self._view, self._at_view = memoryview(blob), memoryview(at)  # type: ignore[arg-type]
         self._lo, self._hi = int(lo), int(at.size - 1 if hi is None else hi)
 
     @classmethod
@@ -57,7 +57,9 @@ class PathList(Sequence[str]):
         for part in parts:
             for i in range(0, len(part), _CHUNK):
                 chunk = part[i:i + _CHUNK]
-                at[k:k + len(chunk)] = [_byte_len(p) + 1 for p in chunk]
+                data = np.frombuffer(os.fsencode("\0".join(chunk) + "\0"), dtype=np.uint8)
+                ends = np.flatnonzero(data == 0)  # where each path's separator sits
+                at[k:k + len(chunk)] = np.diff(ends, prepend=-1)  # bytes of each path + 1
                 k += len(chunk)
         np.cumsum(at, out=at)
         blob = np.empty(max(int(at[-1]) - 1, 0), dtype=np.uint8)
@@ -77,7 +79,7 @@ class PathList(Sequence[str]):
     def from_blob(cls, blob: np.ndarray) -> PathList:
         """The paths of a NUL-joined blob (as :func:`consumer.fileio.pack_paths` writes it; an empty blob is one
         empty path). The blob is kept, not copied (a memory-mapped one stays mapped)."""
-        blob = np.asarray(blob, dtype=np.uint8).reshape(-1)
+        blob = np.ascontiguousarray(blob, dtype=np.uint8).reshape(-1)
         cuts = [np.flatnonzero(blob[i:i + _WINDOW] == 0) + (i + 1) for i in range(0, blob.size, _WINDOW)]
         at = np.concatenate([np.zeros(1, dtype=np.int64), *cuts, np.full(1, blob.size + 1, dtype=np.int64)])
         return cls(blob, at.astype(np.int64, copy=False))
@@ -110,7 +112,17 @@ class PathList(Sequence[str]):
         if not 0 <= j < n:
             raise IndexError(f"path index {i} out of range for {n} paths")
         j += self._lo
-        return os.fsdecode(self._blob[int(self._at[j]):int(self._at[j + 1]) - 1].tobytes())
+        return self._view[self._at_view[j]:self._at_view[j + 1] - 1].tobytes().decode(_ENC, _ERR)
+
+    def take(self, ids: np.ndarray, raw: bool = False) -> list[Any]:
+        """The paths at positions ``ids`` (valid, non-negative), as a list of ``str``, or with ``raw`` of their
+        bytes as stored (``os.fsencode`` of each; ``os.open`` takes them as they are): the reader's per-batch
+        look-up, offsets gathered in one numpy step."""
+        j = np.asarray(ids, dtype=np.int64) + self._lo
+        view, at = self._view, self._at
+        if raw:
+            return [view[a:b].tobytes() for a, b in zip(at[j].tolist(), (at[j + 1] - 1).tolist())]
+        return [view[a:b].tobytes().decode(_ENC, _ERR) for a, b in zip(at[j].tolist(), (at[j + 1] - 1).tolist())]
 
     def __iter__(self) -> Iterator[str]:
         for a in range(self._lo, self._hi, _CHUNK):

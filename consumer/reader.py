@@ -26,6 +26,7 @@ from .documents import DocumentTable, PackedTokens
 from .errors import FileChangedError, InputError
 from .formats.mmidx import copy_ranges
 from .index import SampleIndex
+from .pathlist import PathList
 from .vocab import bytes_to_ids
 
 __all__ = ["read_rows", "read_segments", "packed_runs"]
@@ -247,25 +248,28 @@ def _read_local(docs: DocumentTable, d: np.ndarray, view: memoryview, q: list, l
     sizes, stamps = docs.doc_size[d].tolist(), docs.doc_mtime[d].tolist()
     ident = docs.doc_ident
     inos = [-1] * d.size if ident is None else ident[d, 1].tolist()  # -1: unknown, _check_same decides
-    for j, i in enumerate(d.tolist()):
-        path = paths[i]
+    # the paths' bytes as stored (no decoding per file); decoded only to name a file in an error
+    names = paths.take(d, raw=True) if isinstance(paths, PathList) else [os.fsencode(paths[i]) for i in d.tolist()]
+    for j, (i, path) in enumerate(zip(d.tolist(), names)):
         try:
             fd = open_(path, flags)  # O_NONBLOCK: a FIFO put in a file's place must not hang us
         except OSError as e:
-            raise FileChangedError(f"cannot open {path!r} (it was readable at build time): {e.strerror}") from None
+            raise FileChangedError(f"cannot open {os.fsdecode(path)!r} (it was readable at build time): "
+                                   f"{e.strerror}") from None
         try:
             st = fstat(fd)
             mt, ct = st.st_mtime_ns, st.st_ctime_ns
             if st.st_size != sizes[j] or st.st_ino != inos[j] or (mt if mt > ct else ct) != stamps[j] or \
                     not stat.S_ISREG(st.st_mode):
-                _check_same(path, st, sizes[j], stamps[j], None if ident is None else ident[i].tolist())
+                _check_same(os.fsdecode(path), st, sizes[j], stamps[j], None if ident is None else ident[i].tolist())
             start, m = q[j], n[j]
             try:
                 got = preadv(fd, [view[start:start + m]], lo[j])
             except OSError as e:
-                raise FileChangedError(f"cannot read {path!r} (a regular file at build time): {e.strerror}") from None
+                raise FileChangedError(f"cannot read {os.fsdecode(path)!r} (a regular file at build time): "
+                                       f"{e.strerror}") from None
             if got != m:
-                _read_rest(fd, path, view[start:start + m], lo[j], got)
+                _read_rest(fd, os.fsdecode(path), view[start:start + m], lo[j], got)
         finally:
             close(fd)
 

@@ -128,6 +128,9 @@ def test_pathlist_reads_like_the_list(paths, a, b, step):
     joined = pl[:cut].joined(pl[cut:])
     assert joined is not None and joined == paths and pl[cut:].joined(pl[:cut]) is None or cut == 0
     assert pl != [*paths, "x"] and (pl == 3) is False
+    ids = np.arange(len(paths))[::-1]
+    assert pl.take(ids) == paths[::-1] and pl.take(ids, raw=True) == [os.fsencode(p) for p in paths[::-1]]
+    assert pl[cut:].take(np.arange(len(paths) - cut)) == paths[cut:]
     assert pl[:cut] + pl[cut:] == paths and paths[:cut] + pl[cut:] == paths and pl[:cut] + tuple(paths[cut:]) == paths
 
 
