@@ -18,6 +18,8 @@ from typing import Any, overload
 
 import numpy as np
 
+from .errors import InputError, short_repr
+
 __all__ = ["PathList"]
 
 _CHUNK = 1 << 16  # paths encoded or decoded at a time
@@ -59,6 +61,9 @@ class PathList(Sequence[str]):
                 chunk = part[i:i + _CHUNK]
                 data = np.frombuffer(os.fsencode("\0".join(chunk) + "\0"), dtype=np.uint8)
                 ends = np.flatnonzero(data == 0)  # where each path's separator sits
+                if ends.size != len(chunk):
+                    bad = next(p for p in chunk if "\0" in p)
+                    raise InputError(f"paths: a path cannot contain a NUL byte, got {short_repr(bad)}")
                 at[k:k + len(chunk)] = np.diff(ends, prepend=-1)  # bytes of each path + 1
                 k += len(chunk)
         np.cumsum(at, out=at)

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from consumer import Consumer
+from consumer import Consumer, InputError
 from consumer.build import _INDEX_ARRAYS
 from consumer.cache import file_table_sha256
 from consumer.fileio import pack_paths, unpack_paths
@@ -147,6 +147,15 @@ def test_pathlist_across_chunks_and_out_of_range():
             assert str(len(paths)) in str(e)
         else:
             raise AssertionError("no IndexError")
+
+
+def test_pathlist_refuses_a_nul_byte():
+    try:
+        PathList.of(["/a", "/b\0c"])
+    except InputError as e:
+        assert "NUL" in str(e) and "/b" in str(e)
+    else:
+        raise AssertionError("no InputError")
 
 
 def test_dataset_paths_are_one_shared_pathlist(corpus_dir):
