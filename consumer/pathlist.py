@@ -72,11 +72,11 @@ class PathList(Sequence[str]):
         for part in parts:
             for i in range(0, len(part), _CHUNK):
                 chunk = part[i:i + _CHUNK]
-                data = os.fsencode("\0".join(chunk))
+                encoded = os.fsencode("\0".join(chunk))
                 lo = int(at[k])
-                blob[lo:lo + len(data)] = np.frombuffer(data, dtype=np.uint8)
-                if lo + len(data) < blob.size:
-                    blob[lo + len(data)] = 0
+                blob[lo:lo + len(encoded)] = np.frombuffer(encoded, dtype=np.uint8)
+                if lo + len(encoded) < blob.size:
+                    blob[lo + len(encoded)] = 0
                 k += len(chunk)
         return cls(blob, at)
 
