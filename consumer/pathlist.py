@@ -5,7 +5,7 @@ list slot). A :class:`PathList` keeps each path's exact bytes (``os.fsencode``) 
 ``uint8`` array (the layout of the index cache's ``paths`` array), and one int64 offset per path: ~45 bytes
 per path. A path is decoded when it is asked for. It reads like a list of ``str``: ``len``, ``paths[i]``
 (negative too), slices, iteration, ``in``, ``index``, ``==`` with a list, a tuple or another PathList, and
-``+`` (a new list); it cannot be changed. A slice with step 1 shares the blob (no copy); other steps give a list.
+``+`` (a new list); it cannot be changed. A slice is a PathList: with step 1 it shares the blob (no copy).
 """
 
 from __future__ import annotations
@@ -107,8 +107,8 @@ class PathList(Sequence[str]):
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             start, stop, step = i.indices(len(self))
-            if step != 1:
-                return [self[j] for j in range(start, stop, step)]
+            if step != 1:  # not one run of the blob: packed anew
+                return PathList.of([self[j] for j in range(start, stop, step)])
             return PathList(self._blob, self._at, self._lo + start, self._lo + max(start, stop))
         j = operator.index(i)
         n = len(self)
