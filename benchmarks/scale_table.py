@@ -7,9 +7,9 @@ everything else runs the code a ``Consumer(DIR, metadata=None)`` build runs, in 
 the walk (``corpus_of_walk``, what ``normalise`` does with a directory), ``corpus.flat``, the file-table hash
 and cache key, the headers, ``build_documents``, the sample index (``concat``, ``seqlen=2048``), the cache
 entry's arrays (the packed path blob) and, with ``CACHE_DIR``, the entry written to disk and read back as a
-warm reopen reads it. Reported: wall seconds per stage, peak RSS
-(``ru_maxrss``) after each stage, the RSS of the input list alone, and the resident size of what a dataset
-keeps (corpus, document table, index).
+warm reopen reads it. Reported: wall seconds per stage, peak RSS (``VmHWM``, this process's own, see
+:func:`benchmarks.measure.peak_rss_mb`) after each stage, the RSS of the input list alone, and the resident
+size of what a dataset keeps (corpus, document table, index).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from benchmarks.measure import peak_rss_mb
+
 CLASSES = 8
 
 
@@ -31,7 +33,7 @@ def _rss_mb() -> float:
 
 
 def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return peak_rss_mb()  # VmHWM: this process's own peak, whatever its parent's
 
 
 def synthetic_fps(n: int) -> dict[str, list[str]]:
