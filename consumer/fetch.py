@@ -53,7 +53,8 @@ class Fetcher:
         self.crop = crop  # long_files="crop": each long file's window moves per (seed, epoch, sample)
         self._runs: np.ndarray | None = None  # packed stores: per-sample contiguous ranges, made on first use
         self._checked: np.ndarray | None = None  # packed stores: per sample, its ids were found valid once
-        self._store_file, self._stamp = _store_data_file(documents), None  # a local store's data file, its stat
+        self._store_file = _store_data_file(documents)  # a local store's data file (its stat resets _checked)
+        self._stamp: tuple[int, ...] | None = None
 
     def fetch(self, sample_ids: np.ndarray, query=None, *, mask: MaskConfig, epoch: int = 0,
               width: int | None = None, out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
