@@ -192,8 +192,8 @@ def _check_shared_memory(n_slots: int, slot_bytes: int, num_workers: int, prefet
     if need > have:
         raise InputError(f"num_workers={num_workers}, prefetch_factor={prefetch_factor}: the loader's ring of "
                          f"{n_slots} batches needs {need} bytes of shared memory, but /dev/shm has {have} bytes "
-                         "free; use fewer workers, a smaller prefetch_factor or batch, num_workers=0, or a larger /dev/shm "
-                         "(docker run --shm-size=...)")
+                         "free; use fewer workers, a smaller prefetch_factor or batch, num_workers=0, or a larger "
+                         "/dev/shm (docker run --shm-size=...)")
 
 
 class WorkerPool:
