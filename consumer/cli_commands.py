@@ -342,7 +342,7 @@ def pack(args: argparse.Namespace) -> int:
 
 def _store_options(args: argparse.Namespace) -> dict:
     """``storage_options`` and ``cache_dir`` of a store at a URL (a local store uses neither)."""
-    return {"storage_options": args.storage_options, "cache_dir": args.cache_dir}
+    return {"storage_options": args.storage_options, "cache_dir": False if args.cache_dir == "off" else args.cache_dir}
 
 
 def verify(args: argparse.Namespace) -> int:

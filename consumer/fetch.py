@@ -53,6 +53,8 @@ class Fetcher:
         self.crop = crop  # long_files="crop": each long file's window moves per (seed, epoch, sample)
         self._runs: np.ndarray | None = None  # packed stores: per-sample contiguous ranges, made on first use
         self._checked: np.ndarray | None = None  # packed stores: per sample, its ids were found valid once
+        self._store_file = _store_data_file(documents)  # a local store's data file (its stat resets _checked)
+        self._stamp: tuple[int, ...] | None = None
 
     def fetch(self, sample_ids: np.ndarray, query=None, *, mask: MaskConfig, epoch: int = 0,
               width: int | None = None, out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
@@ -100,8 +102,16 @@ class Fetcher:
         """Ids read from a store must be < vocab.size (a flipped bit must not reach an embedding): one
         vectorised pass, negative ids caught too (as uint64 they are huge). A sample's tokens are the same
         store ranges at every fetch (unless ``long_files="crop"`` moves its window), so a sample found clean
-        once is not checked again: after every sample has been served once, the check is one lookup."""
+        once is not checked again while the store's data file is unchanged (one ``stat`` per batch: a write
+        to it moves its change time and every sample is checked afresh); a store at a URL is read with its
+        ETag checked instead."""
         checked = self._checked if shift is None else None
+        if checked is not None and self._store_file is not None:  # the store changed in place: check afresh
+            st = os.stat(self._store_file)
+            stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if stamp != self._stamp:
+                checked[:] = False
+                self._stamp = stamp
         rows = tokens
         if checked is not None:
             fresh = np.flatnonzero(~checked[sample_ids])
@@ -129,3 +139,14 @@ class Fetcher:
         zero = np.zeros(1, dtype=np.int64)
         return read_segments(docs, (1, n), zero, zero, np.array([file_id]), zero, np.array([n]))[0][0]
 
+
+def _store_data_file(documents: DocumentTable) -> str | None:
+    """The token file (``.bin`` / ``.pbin``) of a local packed store; None for raw files and stores at URLs."""
+    from .packed.layout import FORMATS  # noqa: PLC0415
+    from .remote import is_url  # noqa: PLC0415
+
+    packed = documents.packed
+    if packed is None or is_url(packed.prefix) or packed.store not in FORMATS:
+        return None
+    files = FORMATS[packed.store].files
+    return packed.prefix + files["bin" if "bin" in files else "pbin"]

@@ -79,7 +79,10 @@ def build_once(group: Group, request: str, cache_root: str | None, build: Callab
             failure = e
     message: dict = {}
     if group.rank == 0:
-        message = _handoff(built, failure, cache_root, publish)
+        try:
+            message = _handoff(built, failure, cache_root, publish)
+        except Exception as e:  # noqa: BLE001  (a full or read-only cache_dir: the others build their own)
+            message = {"file": None, "why": f"rank 0 could not share its index ({type(e).__name__}: {e})"}
     message = group.broadcast(message)
     reason = ""
     if group.rank != 0 and request == first and message.get("error") is None:
@@ -126,7 +129,10 @@ def _open(message: dict, cache_root: str | None, open_shared: Callable[[dict], A
     except (OSError, FormatError):
         return None, (f"cache_dir {cache_root!r} is not the one rank 0 wrote to (rank 0's hand-off file "
                       f"{message['file']} is not in it: not a shared file system?)")
-    built = open_shared(handoff) if isinstance(handoff, dict) else None
+    try:
+        built = open_shared(handoff) if isinstance(handoff, dict) else None
+    except Exception as e:  # noqa: BLE001  (this rank must still reach the barrier rank 0 waits at)
+        return None, f"the index rank 0 cached could not be opened ({type(e).__name__}: {e})"
     if built is None:
         return None, f"the index rank 0 cached is not readable under cache_dir {cache_root!r}"
     return built, ""

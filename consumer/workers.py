@@ -181,6 +181,21 @@ class _Slots:
                 self.free.append(slot)
 
 
+def _check_shared_memory(n_slots: int, slot_bytes: int, num_workers: int, prefetch_factor: int) -> None:
+    """Refuse a ring larger than the free space of ``/dev/shm`` (the segment is sparse: without this check a
+    worker would die of SIGBUS at its first write, e.g. in a container with the default 64 MB)."""
+    try:
+        free = os.statvfs("/dev/shm")
+    except OSError:  # no /dev/shm (not Linux): the platform's allocator reports its own errors
+        return
+    need, have = n_slots * slot_bytes, free.f_bavail * free.f_frsize
+    if need > have:
+        raise InputError(f"num_workers={num_workers}, prefetch_factor={prefetch_factor}: the loader's ring of "
+                         f"{n_slots} batches needs {need} bytes of shared memory, but /dev/shm has {have} bytes "
+                         "free; use fewer workers, a smaller prefetch_factor or batch, num_workers=0, or a larger "
+                         "/dev/shm (docker run --shm-size=...)")
+
+
 class WorkerPool:
     """``num_workers`` processes serving batches through a ring of ``num_workers * prefetch_factor + 2`` slots.
 
@@ -195,6 +210,7 @@ class WorkerPool:
         self.fetch, self.timeout = fetch, float(timeout)
         self.layout, self.slot_bytes = ring_layout(probe, batch_size)
         n_slots = num_workers * prefetch_factor + 2
+        _check_shared_memory(n_slots, self.slot_bytes, num_workers, prefetch_factor)
         self.slots = _Slots(n_slots)
         self.shm = _Segment(create=True, size=max(n_slots * self.slot_bytes, 1))
         self.ring = np.ndarray((self.shm.size,), dtype=np.uint8, buffer=self.shm.buf)  # the one buffer export

@@ -106,6 +106,17 @@ def test_options_and_transport_errors(ds):
     assert make_loader(ds, 4, num_workers=1, generator=torch.Generator()).transport == "torch"
 
 
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm on this platform")
+def test_a_ring_larger_than_dev_shm_is_refused_before_any_worker_starts(ds):
+    """The ring's segment is sparse: too big for /dev/shm, a worker would die of SIGBUS at its first write."""
+    st = os.statvfs("/dev/shm")
+    prefetch = st.f_bavail * st.f_frsize // (9 * 16) + 1  # 9 x 16 tokens a batch: at least 144 bytes a slot
+    loader = make_loader(ds, 9, num_workers=1, prefetch_factor=prefetch, **FORK)
+    with pytest.raises(InputError, match=r"prefetch_factor=\d+: the loader's ring of \d+ batches needs \d+ bytes of "
+                                         r"shared memory, but /dev/shm has \d+ bytes free"):
+        next(iter(loader))
+
+
 def test_a_worker_exception_is_reraised_naming_the_worker(tmp_path):
     fps = write_corpus(tmp_path / "data", {"a": [50] * 12, "b": [60] * 12})
     d = Consumer(fps, style="diff", n_bytes=1, seqlen=64, seed=1)

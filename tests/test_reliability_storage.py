@@ -8,6 +8,7 @@ import os
 import shutil
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +155,26 @@ def test_a_bad_id_is_refused_by_every_fetch_that_serves_it_and_only_those(tmp_pa
             ds.fetch_numpy(np.array(ids))
     others = np.array([i for i in range(len(ds)) if i != victim])
     assert np.array_equal(ds.fetch_numpy(others)["input_array"], rows[others])
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "modalities"])
+def test_a_store_damaged_in_place_after_its_samples_were_served_is_checked_again(tmp_path, fmt):
+    """Samples found clean are not re-checked while the store's data file is unchanged; a write to it (same
+    inode, e.g. a bad copy over it) makes every sample checked afresh, so the bad id never leaves the fetch."""
+    fps = write_corpus(tmp_path / "data", SMALL)
+    prefix = tmp_path / "store"
+    Consumer(fps, cache_dir=False, **KW).pack(prefix, format=fmt)
+    ds = Consumer.from_packed(prefix, style="concat", seqlen=32)
+    ids = np.arange(len(ds))
+    ds.fetch_numpy(ids)  # every sample served once: found clean
+    time.sleep(0.05)  # past the file system's timestamp tick (a few ms), so the write moves the change time
+    data = tmp_path / ("store.bin" if fmt == "megatron" else "store.pbin")
+    at = len(data.read_bytes()) // 3 if fmt == "megatron" else 12 + 40
+    with open(data, "r+b") as f:  # in place: the mapping of the open dataset sees the new bytes
+        f.seek(at - at % 4)
+        f.write((70000).to_bytes(4, "little"))
+    with pytest.raises(FormatError, match=r"token ids must be in \[0, 65542\), got \[70000\]"):
+        ds.fetch_numpy(ids)
 
 
 def test_verify_catches_an_in_range_change_by_its_checksum(tmp_path, capsys):

@@ -195,3 +195,45 @@ def test_cli_inspect_and_verify_a_store_at_a_url(s3, tmp_path, capsys):
     assert info == inspect_packed("s3://packs/runs/megatron", storage_options=so, cache_dir=tmp_path)
     assert main(["verify", "s3://packs/runs/modalities", *opts]) == 0
     assert "sha256 ok" in capsys.readouterr().out
+
+
+def test_repacked_store_without_etags_never_mixes_versions(tmp_path):
+    """A plain web server sends no ETag: a store re-packed in place with the same file sizes (other document
+    lengths) must not be served with the index copied from the first version."""
+    import re
+    import subprocess
+    import sys
+
+    store, corpus = tmp_path / "store", tmp_path / "c" / "x"
+    store.mkdir()
+    corpus.mkdir(parents=True)
+
+    def pack(sizes):
+        for name, n in zip("ab", sizes):
+            (corpus / name).write_bytes(bytes([65 + n % 26]) * n)
+        Consumer(str(tmp_path / "c"), n_bytes=1, seqlen=64, metadata=None, cache_dir=False).pack(store / "s")
+        return Consumer.from_packed(store / "s", style="diff", seqlen=64)
+
+    def rows(ds):
+        return ds.fetch_numpy(np.arange(len(ds)), ["input_array", "attention_mask"])
+
+    first = pack((10, 20))
+    server = subprocess.Popen([sys.executable, "-m", "http.server", "0", "--bind", "127.0.0.1"], cwd=store,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        port = re.search(r"port (\d+)", server.stdout.readline()).group(1)
+        url = f"http://127.0.0.1:{port}/s"
+        for version in (1, 2):
+            local = first if version == 1 else pack((20, 10))  # same file sizes, other document boundaries
+            remote = rows(Consumer.from_packed(url, style="diff", seqlen=64, cache_dir=tmp_path / "cache"))
+            for k, v in rows(local).items():
+                assert np.array_equal(remote[k], v), (version, k)
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def test_cli_cache_dir_off_for_a_store_at_a_url_is_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["inspect", "http://127.0.0.1:9/s", "--cache-dir", "off"]) == 2
+    assert "needs a local cache_dir" in capsys.readouterr().err and not (tmp_path / "off").exists()

@@ -8,6 +8,8 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
+import warnings
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -145,3 +147,53 @@ def test_build_once_protocol_without_torch(tmp_path):
     lost = _Group(1, [request, {"file": "0123.json"}])
     with pytest.warns(Warning, match="rank 1: cache_dir .* is not the one rank 0 wrote to"):
         assert build_once(lost, request, root, lambda: "own", lambda b: None, lambda h: "opened") == "own"
+
+
+class _ThreadGroup:
+    """Two ranks over threads: broadcast hands rank 0's object to both, waits bounded (a hang fails the test)."""
+
+    def __init__(self, rank: int, box: list, gate: threading.Barrier) -> None:
+        self.rank, self.size, self.box, self.gate = rank, 2, box, gate
+
+    def broadcast(self, obj):
+        if self.rank == 0:
+            self.box[0] = obj
+        self.gate.wait()
+        value = self.box[0]
+        self.gate.wait()
+        return value
+
+    def barrier(self) -> None:
+        self.gate.wait()
+
+
+@pytest.mark.parametrize("where", ["handoff", "open"])
+def test_a_failed_handoff_or_open_never_leaves_a_rank_waiting(tmp_path, where):
+    """Rank 0 cannot write the hand-off file (a file where its folder goes), or rank 1 cannot open what it
+    names: both ranks finish, each with a dataset, the one that could not share or open warning."""
+    if where == "handoff":
+        (tmp_path / "ranks").write_text("not a folder")
+    box, gate, results = [None], threading.Barrier(2, timeout=20), {}
+
+    def opener(handoff):
+        raise OSError("the cache entry vanished")
+
+    def run(rank):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                results[rank] = build_once(_ThreadGroup(rank, box, gate), "req", str(tmp_path),
+                                           lambda: f"built by {rank}", lambda b: {"key": "k"},
+                                           opener if where == "open" else (lambda h: "opened"))
+            except BaseException as e:  # noqa: BLE001
+                results[rank] = e
+        results[f"warn{rank}"] = [str(w.message) for w in caught]
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results[0] == "built by 0" and results[1] == "built by 1"
+    why = "could not share its index" if where == "handoff" else "could not be opened"
+    assert any(why in w for w in results["warn1"]), results["warn1"]

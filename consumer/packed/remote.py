@@ -141,7 +141,8 @@ def load_remote_store(prefix: str, storage_options: Mapping[str, Any] | None, ca
     side_size, side_etag = int(listed.sizes[0]), listed.etags[0]
     if side_size > MAX_JSON_BYTES:
         raise FormatError(f"{side_url}: sidecar: expected at most {MAX_JSON_BYTES} bytes, got {side_size}")
-    side = parse_sidecar(_fetch(reader, side_url, side_etag, side_size, [(0, side_size)]), side_url)
+    side_bytes = _fetch(reader, side_url, side_etag, side_size, [(0, side_size)])
+    side = parse_sidecar(side_bytes, side_url)
     fmt, n = side["store"], side["documents"]
     urls = {kind: prefix + suffix for kind, suffix in store_suffixes(fmt).items()}
     try:
@@ -159,7 +160,10 @@ def load_remote_store(prefix: str, storage_options: Mapping[str, Any] | None, ca
             raise FormatError(f"{urls[kind]}: {what} store file: size expected {expected} bytes (recorded in the "
                               f"sidecar), got {size}")
         files[kind] = (urls[kind], etag, size)
-    key = hashlib.sha256(json.dumps([prefix, side_etag, side_size, sorted(files.items())]).encode()).hexdigest()
+    # the sidecar's own digest is in the key: without ETags (plain HTTP servers) a re-pack with the same file
+    # sizes still changes it (its tokens_sha256), so one version's index never serves another's tokens
+    key = hashlib.sha256(json.dumps([prefix, side_etag, side_size, hashlib.sha256(side_bytes).hexdigest(),
+                                     sorted(files.items())]).encode()).hexdigest()
     mirror = Path(root) / MIRROR_DIR / key[:40]
     small = [k for k in ("table", "idx", "pbin") if k in files]
     if not _copy_is_whole(mirror, small):
