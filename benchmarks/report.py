@@ -190,8 +190,8 @@ def verdicts(res: dict) -> list[dict]:
         out.append({"target": "in-memory structures of 10^7 files < 2 GiB (peak RSS), per-file cost flat",
                     "figure": f"{peak / 1024:.2f} GiB peak; per file " + ", ".join(f"{n:,}: {v:.2f} µs" for n, v in per)
                     + f" (spread {spread:.2f}×)", "met": peak < 2048 and spread <= 1.5,
-                    "why": "" if peak < 2048 else "the paths are Python str objects (about 100 bytes each with the "
-                    "list slots): see the table under *Build and reopen*"})
+                    "why": "" if peak < 2048 and spread <= 1.5 else "see the table under *Build and reopen* and "
+                    "docs/design.md (memory at 10^7 files)"})
     else:
         out.append({"target": "in-memory structures of 10^7 files < 2 GiB", "figure": "—", "met": None,
                     "why": "10^7 files are measured with --full (benchmarks/scale_table.py)"})
@@ -444,9 +444,10 @@ def _table_section(res: dict) -> list[str]:
             "directory walk (8 classes) with seeded sizes, mtimes and (device, inode) pairs stand in for the walk "
             "and its `stat` calls; everything after them is the code a `Consumer(DIR, metadata=None, "
             "style=\"concat\", seqlen=2048)` build runs (corpus, file-table hash, document table, sample index, "
-            "cache entry written and read back). *peak RSS* is the process's (imports and the walk's path list "
-            "included); *kept* is what the dataset holds afterwards (corpus, documents, index) above the imports; "
-            "*path list* is the walk's list of str alone.", ""] + _table(
+            "cache entry written and read back). *peak RSS* is the process's own high-water mark (`VmHWM`; "
+            "imports and the walk's path list included); *kept* is what the dataset holds afterwards (corpus, "
+            "documents, index) above the imports; *path list* is the walk's list of str alone."
+            + (f" {res['scale_table_note']}" if res.get("scale_table_note") else ""), ""] + _table(
         ["files", "samples", "build (s)", "per file (µs)", "peak RSS (MB)", "kept (MB)", "path list (MB)",
          "warm reopen (s)"], rows) + [""]
 
