@@ -56,7 +56,8 @@ def normalise_description(text: str, path: str | None = None) -> str:
         # a whole token only: files named "t" or "text" must not eat the word "text"
         leaks = [path] + ([name] if len(name) >= _MIN_LEAK and "." in name.strip(".") else [])
         for leak in leaks:
-            text = re.sub(rf"(?<![\w.]){re.escape(leak)}(?![\w.])", "", text)
+            if leak in text:  # a pattern per path is compiled only when it can match (it rarely does)
+                text = re.sub(rf"(?<![\w.]){re.escape(leak)}(?![\w.])", "", text)
     text = _LONG_LINES.sub(r"\1", text)
     fields = []
     for field in text.split(","):
