@@ -160,6 +160,10 @@ class PathList(Sequence[str]):
             return [*other, *self]
         return NotImplemented
 
+    def copy(self) -> list[str]:
+        """The paths as a new, mutable ``list`` of ``str`` (what ``ds.files.copy()`` gave when it was a list)."""
+        return list(self)
+
     def __hash__(self) -> int:
         return hash((len(self), self.packed().tobytes()))
 

@@ -132,6 +132,9 @@ def test_pathlist_reads_like_the_list(paths, a, b, step):
     assert pl.take(ids) == paths[::-1] and pl.take(ids, raw=True) == [os.fsencode(p) for p in paths[::-1]]
     assert pl[cut:].take(np.arange(len(paths) - cut)) == paths[cut:]
     assert pl[:cut] + pl[cut:] == paths and paths[:cut] + pl[cut:] == paths and pl[:cut] + tuple(paths[cut:]) == paths
+    copied = pl.copy()
+    assert type(copied) is list and copied == paths and pl.count(paths[0] if paths else "") == paths.count(
+        paths[0] if paths else "")
 
 
 def test_pathlist_across_chunks_and_out_of_range():
