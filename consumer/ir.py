@@ -26,6 +26,7 @@ are refused rather than read as empty.
 from __future__ import annotations
 
 import os
+import stat as stat_module
 from collections.abc import Sequence
 from typing import Any
 
@@ -290,20 +291,40 @@ def stat_files(paths: Sequence[str], classes: list[str] | None = None, *, check_
         check_open = np.asarray(check_open, dtype=bool)
         if check_open.shape != (len(paths),):
             raise InputError(f"check_open must hold one bool per path ({len(paths)}), got shape {check_open.shape}")
-    seen: dict[tuple[int, int], int] = {}
+    ident = identity if identity is not None else np.empty((len(paths), 2), dtype=np.int64)
+    ctimes = np.empty(len(paths), dtype=np.int64)
+    stat_, is_regular = os.stat, stat_module.S_ISREG
     for i, path in enumerate(paths):
-        st = stat_regular(path, "fps")
-        key = (st.st_dev, st.st_ino)
-        first = seen.setdefault(key, i) if st.st_ino else i  # st_ino 0: a file system without inode numbers
-        if first != i:
-            raise InputError(_same_file_message(paths, classes, first, i))
+        try:  # the common case in a few calls; anything else gets stat_regular's error naming the path
+            st = stat_(path)
+            if not is_regular(st.st_mode):
+                raise OSError
+        except (OSError, ValueError, TypeError):
+            st = stat_regular(path, "fps")
         if check_open is None or st.st_size == 0 or check_open[i]:
             _probe(path, st)
-        sizes[i] = st.st_size
-        mtimes[i] = max(st.st_mtime_ns, st.st_ctime_ns)
-        if identity is not None:
-            identity[i] = (st.st_dev, st.st_ino)
+        sizes[i], mtimes[i], ctimes[i] = st.st_size, st.st_mtime_ns, st.st_ctime_ns
+        ident[i, 0], ident[i, 1] = st.st_dev, st.st_ino
+    np.maximum(mtimes, ctimes, out=mtimes)
+    _refuse_same_files(paths, classes, ident)
     return sizes, mtimes
+
+
+def _refuse_same_files(paths: Sequence[str], classes: list[str] | None, ident: np.ndarray) -> None:
+    """InputError for the first path whose ``(device, inode)`` an earlier path has (inode 0: a file system
+    without inode numbers, never compared)."""
+    if len(ident) < 2:
+        return
+    keys = np.ascontiguousarray(ident).view(np.dtype([("dev", np.int64), ("ino", np.int64)])).ravel()
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    repeat = np.flatnonzero((ordered[1:] == ordered[:-1]) & (ordered["ino"][1:] != 0))
+    if repeat.size:
+        second = order[repeat + 1]
+        at = int(np.argmin(second))  # the earliest path that repeats a file (as a scan in order finds it)
+        dup = keys[int(second[at])]
+        first = int(np.flatnonzero(keys == dup)[0])
+        raise InputError(_same_file_message(paths, classes, first, int(second[at])))
 
 
 def probe_files(paths: Sequence[str], sizes: np.ndarray) -> None:

@@ -114,3 +114,18 @@ def test_stat_files(corpus):
     sizes, mtimes = stat_files(paths)
     assert sizes.tolist() == [os.path.getsize(p) for p in paths]
     assert (mtimes > 0).all()
+
+
+def test_the_first_path_repeating_a_file_is_named_with_the_path_it_repeats(tmp_path):
+    """Links found by one vectorised pass name the same pair a scan in order would: the earliest repeat."""
+    from consumer.ir import stat_files
+
+    for name in "acx":
+        (tmp_path / name).write_bytes(name.encode())
+    os.link(tmp_path / "c", tmp_path / "d")
+    os.link(tmp_path / "a", tmp_path / "e")
+    paths = [str(tmp_path / n) for n in "xcadeb"[:5]]  # x, c, a, d (= c), e (= a)
+    with pytest.raises(InputError, match=r"/c' and '.*/d' are the same file"):
+        stat_files(paths)
+    sizes, stamps = stat_files([str(tmp_path / n) for n in "xca"])
+    assert sizes.tolist() == [1, 1, 1] and (stamps > 0).all()
