@@ -5,28 +5,18 @@ write it; protocol 2 takes the interpreter path), times ``pickle.loads`` alone, 
 interpreter alone and the whole :func:`consumer.formats.pbin.load_index_pickle` (checks + int64 array).
 Prints one markdown table row per protocol.
 
-    python benchmarks/bench_pbin_index.py --documents 1000000
+    python -m benchmarks.bench_pbin_index --documents 1000000
 """
 
 from __future__ import annotations
 
 import argparse
 import pickle
-import time
 
 import numpy as np
 
+from benchmarks.measure import best_of
 from consumer.formats.pbin import MAX_PICKLE_DEPTH, MAX_PICKLE_UNITS, _IndexUnpickler, load_index_pickle
-
-
-def best_of(fn, repeat: int) -> float:
-    """Fastest of ``repeat`` timed calls (seconds)."""
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ Compares, on the same N small files, a plain ``os.stat`` loop (what a reopen cos
 with :func:`consumer.ir.stat_files` (stat + one non-blocking open/close per file + device/inode check),
 and times a whole warm ``Consumer`` reopen (cache hit) for context. Prints one markdown table row.
 
-    python benchmarks/bench_stat_files.py --files 100000
+    python -m benchmarks.bench_stat_files --files 100000
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 
+from benchmarks.measure import best_of
 from consumer import Consumer
 from consumer.ir import normalise, stat_files
 
@@ -25,16 +25,6 @@ def make_files(root: str, n: int) -> None:
         os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, f"f{i}.bin"), "wb") as f:
             f.write(bytes([i % 251]) * (10 + i % 64))
-
-
-def best_of(fn, repeat: int) -> float:
-    """Fastest of ``repeat`` timed calls (seconds)."""
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main() -> None:

@@ -4,7 +4,7 @@
   of the rows of the first few batches (the driver compares them across systems);
 - :func:`time_loader`: first-batch latency and batches/s of an iterable of batches;
 - :func:`memcpy_seconds` and :func:`gather_floor_seconds`: the machine limits for one batch;
-- :func:`median` and :func:`row_digest`.
+- :func:`median`, :func:`best_of` and :func:`row_digest`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["time_batches", "time_loader", "memcpy_seconds", "gather_floor_seconds", "median", "row_digest",
-           "as_rows", "peak_rss_mb"]
+           "as_rows", "peak_rss_mb", "best_of"]
 
 
 def peak_rss_mb() -> float:
@@ -39,6 +39,16 @@ def median(values: Iterable[float]) -> float:
     """Median of the values (nan for none)."""
     v = [float(x) for x in values]
     return float(np.median(v)) if v else float("nan")
+
+
+def best_of(fn, repeat: int) -> float:
+    """Fastest of ``repeat`` timed calls (seconds)."""
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
 
 
 def as_rows(batch: Any) -> np.ndarray:
