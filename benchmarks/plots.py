@@ -47,13 +47,24 @@ def _fetch_vs_batch(plt, res: dict, path: str) -> bool:
                     ys.append(int(s) / row["median_s"])
             if xs:
                 ax.plot(xs, ys, label=label, **_style(label))
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("batch size (samples)")
-        ax.set_ylabel("samples / s")
-        ax.set_title(f"{key}, seqlen 8192, n_bytes 2")
-        ax.grid(True, which="both", alpha=0.3)
+        _log_axes(ax, "batch size (samples)", "samples / s", f"{key}, seqlen 8192, n_bytes 2")
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return _save(plt, fig, path)
+
+
+def _log_axes(ax, xlabel: str, ylabel: str, title: str, *, log_x: bool = True) -> None:
+    """Log-scaled axes (x too unless ``log_x=False``) with labels, a title and a light grid."""
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def _save(plt, fig, path: str) -> bool:
+    """Lay out, write ``path`` (PNG) and close ``fig``; True (the plot was written)."""
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -71,17 +82,9 @@ def _fetch_vs_filesize(plt, res: dict, path: str) -> bool:
                          if r["style"] == style and r["system"] == label)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **_style(label))
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("mean file size (bytes)")
-        ax.set_ylabel("real tokens / s")
-        ax.set_title(f"{style}: 20 x 8192, n_bytes 2")
-        ax.grid(True, which="both", alpha=0.3)
+        _log_axes(ax, "mean file size (bytes)", "real tokens / s", f"{style}: 20 x 8192, n_bytes 2")
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def _loader_vs_workers(plt, res: dict, path: str) -> bool:
@@ -95,17 +98,11 @@ def _loader_vs_workers(plt, res: dict, path: str) -> bool:
             ax.axhline(pts[0][1], label=label, linestyle=":", color="tab:green", linewidth=1.6)
         elif pts:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **_style(label))
-    ax.set_yscale("log")
+    _log_axes(ax, "worker processes", f"batches / s ({ld['batch']} x {ld['seqlen']} int64)",
+              "loader throughput into the training loop", log_x=False)
     ax.set_xticks(sorted({int(w) for v in ld["systems"].values() for w in v}))
-    ax.set_xlabel("worker processes")
-    ax.set_ylabel(f"batches / s ({ld['batch']} x {ld['seqlen']} int64)")
-    ax.set_title("loader throughput into the training loop")
-    ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def _build_vs_size(plt, res: dict, path: str) -> bool:
@@ -124,19 +121,11 @@ def _build_vs_size(plt, res: dict, path: str) -> bool:
     if g:
         axes[0][0].plot([p[0] for p in g], [p[1]["wall_s"] for p in g], label="gperc 0.7", **_style("gperc"))
         axes[0][1].plot([p[0] for p in g], [p[1]["peak_rss_mb"] for p in g], label="gperc 0.7", **_style("gperc"))
-    for ax, ylabel in zip(axes[0], ("seconds", "peak RSS (MB)"), strict=True):
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("files")
-        ax.set_ylabel(ylabel)
-        ax.grid(True, which="both", alpha=0.3)
+    for ax, ylabel, title in zip(axes[0], ("seconds", "peak RSS (MB)"),
+                                 ("build time vs corpus size", "peak RSS of the build process"), strict=True):
+        _log_axes(ax, "files", ylabel, title)
         ax.legend(fontsize=8)
-    axes[0][0].set_title("build time vs corpus size")
-    axes[0][1].set_title("peak RSS of the build process")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def make_plots(res: dict, img_dir: str, rel_prefix: str) -> tuple[list[str], str]:
