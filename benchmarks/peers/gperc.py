@@ -11,25 +11,15 @@ concat windows lose and repeat bytes; only shapes are checked.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-import types
-
 import numpy as np
+
+from .storeio import import_skipping_init
 
 __all__ = ["Adapter", "version"]
 
 
 def _load():
-    if "gperc.data" in sys.modules:
-        return sys.modules["gperc.data"]
-    spec = importlib.util.find_spec("gperc")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("gperc is not installed (pip install --no-deps gperc==0.7)")
-    pkg = types.ModuleType("gperc")
-    pkg.__path__ = list(spec.submodule_search_locations)
-    sys.modules["gperc"] = pkg
-    return importlib.import_module("gperc.data")
+    return import_skipping_init("gperc", "data", "gperc is not installed (pip install --no-deps gperc==0.7)")
 
 
 def version() -> dict:

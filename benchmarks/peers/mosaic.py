@@ -13,16 +13,12 @@ as is opening). Fetch: ``ds.get_item(i)`` per sample, padded. Loader: ``DataLoad
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 import shutil
-import sys
-import types
 
 import numpy as np
 
-from .storeio import load_plan, pad_rows, read_store
+from .storeio import import_skipping_init, load_plan, pad_rows, read_store
 
 __all__ = ["Adapter", "version", "FRESH_LOADER"]
 
@@ -30,16 +26,7 @@ FRESH_LOADER = True
 
 
 def _base():
-    if "streaming.base" in sys.modules:
-        return sys.modules["streaming.base"]
-    spec = importlib.util.find_spec("streaming")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("mosaicml-streaming is not installed")
-    if "streaming" not in sys.modules:
-        pkg = types.ModuleType("streaming")
-        pkg.__path__ = list(spec.submodule_search_locations)
-        sys.modules["streaming"] = pkg
-    return importlib.import_module("streaming.base")
+    return import_skipping_init("streaming", "base", "mosaicml-streaming is not installed")
 
 
 def version() -> dict:

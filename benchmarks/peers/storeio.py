@@ -4,19 +4,41 @@ Every peer converts the *same tokens* (the documents ``consumer`` packed into a 
 own format. What a sample is comes from a *plan*: ``plan.npz`` with ``start`` / ``length`` (int64, one
 entry per sample: the sample's tokens are ``tokens[start:start + length]`` of the store, contiguous for
 both styles the peers serve) plus ``seqlen`` and ``pad`` (rows are padded with ``pad`` up to ``seqlen``).
-This module imports nothing but numpy so it loads in every peer's virtual environment.
+This module imports nothing but numpy so it loads in every peer's virtual environment. It also holds
+:func:`import_skipping_init`, how the adapters import a library whose package ``__init__`` pulls in what
+its needed submodule does not need.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import struct
+import sys
+import types
 
 import numpy as np
 
-__all__ = ["read_store", "Plan", "load_plan", "save_plan", "pad_rows"]
+__all__ = ["read_store", "Plan", "load_plan", "save_plan", "pad_rows", "import_skipping_init"]
 
 _MAGIC = b"MMIDIDX\x00\x00"
 _CODES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 8: np.uint16}
+
+
+def import_skipping_init(package: str, submodule: str, missing: str) -> types.ModuleType:
+    """``package.submodule`` imported without running ``package/__init__.py`` (an empty stand-in package takes
+    its place); ImportError ``missing`` when the package is not installed."""
+    name = f"{package}.{submodule}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(missing)
+    if package not in sys.modules:
+        stand_in = types.ModuleType(package)
+        stand_in.__path__ = list(spec.submodule_search_locations)
+        sys.modules[package] = stand_in
+    return importlib.import_module(name)
 
 
 def read_store(prefix: str) -> tuple[np.ndarray, np.ndarray]:
