@@ -84,3 +84,16 @@ def file_bytes(path: str) -> bytes:
 
 
 os.environ.setdefault("HYPOTHESIS_PROFILE", "ci")
+
+
+def write(path, data: bytes) -> str:
+    """Write ``data`` to ``path``; its path as a str."""
+    with open(path, "wb") as f:
+        f.write(data)
+    return str(path)
+
+
+def identity(paths) -> tuple[np.ndarray, np.ndarray]:
+    """Sizes and mtimes (ns) of ``paths``, as the catalog's content columns are keyed."""
+    st = [os.stat(p) for p in paths]
+    return np.array([s.st_size for s in st], dtype=np.int64), np.array([s.st_mtime_ns for s in st], dtype=np.int64)

@@ -27,6 +27,8 @@ from consumer.content import (
 )
 from consumer.errors import FileChangedError, InputError
 
+from .conftest import identity, write
+
 PRINTABLE = set(range(0x20, 0x7F)) | {9, 10, 11, 12, 13}
 
 
@@ -52,15 +54,6 @@ def check(stats, data: bytes) -> None:
     assert 0.0 <= stats.entropy <= 8.0
 
 
-def write(path, data: bytes) -> str:
-    with open(path, "wb") as f:
-        f.write(data)
-    return str(path)
-
-
-def identity(paths):
-    st_ = [os.stat(p) for p in paths]
-    return np.array([s.st_size for s in st_], dtype=np.int64), np.array([s.st_mtime_ns for s in st_], dtype=np.int64)
 
 
 # ------------------------------------------------------------------ one file

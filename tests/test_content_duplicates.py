@@ -17,10 +17,7 @@ from consumer.cli import content_summary
 from consumer.duplicates import catalog_sha256s, dedupe_plan, find_duplicates
 from consumer.errors import FileChangedError, InputError
 
-
-def identity(paths):
-    st = [os.stat(p) for p in paths]
-    return np.array([s.st_size for s in st], dtype=np.int64), np.array([s.st_mtime_ns for s in st], dtype=np.int64)
+from .conftest import identity
 
 
 @pytest.fixture

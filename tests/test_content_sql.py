@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 
 import numpy as np
@@ -18,16 +17,7 @@ from consumer.errors import FileChangedError, QueryError
 from consumer.sql import DatasetSQL, content_completer
 from consumer.sqlfuncs import FUNCTIONS, js_distance, l1_distance, register_functions
 
-
-def write(path, data: bytes) -> str:
-    with open(path, "wb") as f:
-        f.write(data)
-    return str(path)
-
-
-def identity(paths):
-    st = [os.stat(p) for p in paths]
-    return np.array([s.st_size for s in st], dtype=np.int64), np.array([s.st_mtime_ns for s in st], dtype=np.int64)
+from .conftest import identity, write
 
 
 class Counting:
