@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from consumer.catalog import Catalog
+from consumer.catalog.catalog import Catalog
 
 
 def main() -> None:

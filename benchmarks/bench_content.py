@@ -6,7 +6,7 @@ Every file is read once first so the page cache is warm: the figures compare CPU
 
 Reported, all measured in this one run, each the best of ``--repeat`` runs, with ``--workers``
 threads (default: every core, so both cores of the reference machine are busy):
-- the content pass (:func:`consumer.content.compute_content`: sha256 + histogram + stats) in MB/s;
+- the content pass (:func:`consumer.catalog.content.compute_content`: sha256 + histogram + stats) in MB/s;
 - a plain read of the same files with the same threads, chunk size and reusable buffers
   (open, readv into the buffer until EOF, close): the page-cache read speed, the ceiling;
 - MB per CPU-second of both (process CPU time, all threads): robust on a machine shared with others;
@@ -36,8 +36,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from consumer import Consumer
-from consumer.catalog import CATALOG_NAME, Catalog
-from consumer.content import READ_CHUNK, compute_content
+from consumer.catalog.catalog import CATALOG_NAME, Catalog
+from consumer.catalog.content import READ_CHUNK, compute_content
 
 MB = 1e6
 
@@ -125,7 +125,7 @@ def timed(fn, repeat: int) -> tuple[float, float]:
 def single_thread_kernels(repeat: int) -> dict:
     """MB/s of sha256 alone, of np.bincount alone and of the pass's byte-pair count on a 1 MiB buffer
     (one thread)."""
-    from consumer.content import _byte_counts
+    from consumer.catalog.content import _byte_counts
 
     buf = np.random.default_rng(1).integers(0, 256, READ_CHUNK, dtype=np.uint8)
     loops = 64

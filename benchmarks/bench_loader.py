@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from benchmarks.corpora import make_corpus
 from consumer import Consumer, make_loader
-from consumer.collate import to_tensors
+from consumer.fetch.collate import to_tensors
 
 B, L = 20, 8192
 QUERY = ["input_array"]

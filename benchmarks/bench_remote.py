@@ -39,9 +39,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from consumer.remote import list_objects, open_filesystem  # noqa: E402
-from consumer.remote_meta import describe_prefixes  # noqa: E402
-from consumer.remote_read import RemoteReader  # noqa: E402
+from consumer.sources.object_magic import describe_prefixes  # noqa: E402
+from consumer.sources.range_reader import RemoteReader  # noqa: E402
+from consumer.sources.urls import list_objects, open_filesystem  # noqa: E402
 from tests.remote_servers import file_server_process, moto_server, stop_process  # noqa: E402
 
 __all__ = ["measure", "render_section", "make_objects"]

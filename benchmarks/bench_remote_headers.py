@@ -2,7 +2,7 @@
 
 Sample: up to 8 regular files of each file extension found under a few system directories (the same
 seed gives the same sample on the same machine). Each file is described by ``magic.from_file`` on the
-file itself and by :func:`consumer.remote_meta.describe_prefixes` through ``file://`` URLs (the same
+file itself and by :func:`consumer.sources.object_magic.describe_prefixes` through ``file://`` URLs (the same
 range planning, sparse-file reconstruction and libmagic settings as for S3 or HTTP; only the transport
 differs), for several ``head_bytes`` / ``tail_bytes``. Prints the number of differing raw descriptions per
 setting, by the first field of the true description, and each differing file.
@@ -21,8 +21,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from consumer.filemeta import _import_magic  # noqa: E402
-from consumer.remote_meta import describe_prefixes  # noqa: E402
+from consumer.sources.magic import import_magic  # noqa: E402
+from consumer.sources.object_magic import describe_prefixes  # noqa: E402
 
 ROOTS = ["/usr/bin", "/usr/lib/x86_64-linux-gnu", "/usr/share", "/usr/lib/python3.11", "/etc"]
 
@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--roots", nargs="*", default=ROOTS)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    magic = _import_magic()
+    magic = import_magic()
     cookie = magic.Magic()
     truth = {}
     for p in sample_files(args.roots, args.per_ext, args.seed):

@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from consumer import Consumer  # noqa: E402
-from consumer.remote import open_filesystem  # noqa: E402
+from consumer.sources.urls import open_filesystem  # noqa: E402
 from tests.remote_servers import faulty_proxy, file_server_process, moto_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """Cost of the per-file checks of ``ir.stat_files`` on a warm reopen (files already in the OS caches).
 
 Compares, on the same N small files, a plain ``os.stat`` loop (what a reopen cost before the checks)
-with :func:`consumer.ir.stat_files` (stat + one non-blocking open/close per file + device/inode check),
+with :func:`consumer.sources.corpus.stat_files` (stat + one non-blocking open/close per file + device/inode check),
 and times a whole warm ``Consumer`` reopen (cache hit) for context. Prints one markdown table row.
 
     python -m benchmarks.bench_stat_files --files 100000
@@ -15,7 +15,7 @@ import tempfile
 
 from benchmarks.measure import best_of
 from consumer import Consumer
-from consumer.ir import normalise, stat_files
+from consumer.sources.corpus import normalise, stat_files
 
 
 def make_files(root: str, n: int) -> None:

@@ -45,14 +45,14 @@ def synthetic_fps(n: int) -> dict[str, list[str]]:
 
 def main(n: int, cache_dir: str | None) -> dict:
     """Run the stages on ``n`` synthetic files; the figures as a dict."""
-    from consumer.build import _DOC_ARRAYS, _INDEX_ARRAYS
-    from consumer.cache import cache_key, file_table_sha256, load_entry, save_entry
-    from consumer.documents import build_documents
-    from consumer.filemeta import headers_from
-    from consumer.ir import Corpus, corpus_of_walk
-    from consumer.pathlist import PathList
+    from consumer.catalog.headers import headers_from
+    from consumer.dataset.build import _DOC_ARRAYS, _INDEX_ARRAYS
+    from consumer.dataset.cache import cache_key, file_table_sha256, load_entry, save_entry
+    from consumer.sources.corpus import Corpus, corpus_of_walk
+    from consumer.sources.paths import PathList
     from consumer.spec import Spec
-    from consumer.vocab import Vocab
+    from consumer.tokens.documents import build_documents
+    from consumer.tokens.vocab import Vocab
 
     stages: dict[str, dict] = {}
     base = _rss_mb()

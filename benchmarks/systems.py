@@ -185,7 +185,10 @@ def consumer_loader(ds, copy: bool = False, **options: Any) -> Callable[[int, in
 
 
 def _make_loader_of(ds) -> Callable:
-    """The ``make_loader`` behind ``ds.dataloader`` (whose own signature is ``**options``)."""
+    """The ``make_loader`` behind ``ds.dataloader`` (whose own signature is ``**options``): the package's
+    ``make_loader`` (releases before the subpackage layout kept it in a flat ``loader`` module)."""
     import importlib
 
-    return importlib.import_module(type(ds).__module__.rsplit(".", 1)[0] + ".loader").make_loader
+    package = importlib.import_module(type(ds).__module__.split(".", 1)[0])
+    found = getattr(package, "make_loader", None)
+    return found if found is not None else importlib.import_module(package.__name__ + ".loader").make_loader

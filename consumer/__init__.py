@@ -15,11 +15,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .cache import clear as clear_cache
-from .cache import default_cache_dir
-from .cache import list_entries as list_cache_entries
+from .catalog.duplicates import dedupe_plan, find_duplicates
 from .consumer import Consumer
-from .duplicates import dedupe_plan, find_duplicates
+from .dataset import compat as _compat
+from .dataset.cache import clear as clear_cache
+from .dataset.cache import list_entries as list_cache_entries
 from .errors import (
     ConsumerError,
     ConsumerWarning,
@@ -33,18 +33,21 @@ from .errors import (
     SelectionError,
     WorkerError,
 )
-from .megatron_index import MegatronSampling
-from .queries import COLUMNS, QUERY_PRESETS
+from .fetch.columns import COLUMNS, QUERY_PRESETS
+from .query.engine import Rows
 from .spec import Spec
-from .sql import Rows
-from .vocab import Vocab, decode_ids, encode_bytes
+from .storage import default_cache_dir
+from .tokens.megatron_index import MegatronSampling
+from .tokens.vocab import Vocab, decode_ids, encode_bytes
+
+_compat.install()  # datasets pickled by 0.2 (flat module names) still load
 
 if TYPE_CHECKING:
-    from .loader import ConsumerLoader, make_loader
     from .packed import inspect_packed, merge_packed, open_packed, read_sidecar, verify_packed
+    from .training.loader import ConsumerLoader, make_loader
 
 _LAZY = {"inspect_packed": "packed", "merge_packed": "packed", "open_packed": "packed", "read_sidecar": "packed",
-         "verify_packed": "packed", "make_loader": "loader", "ConsumerLoader": "loader"}
+         "verify_packed": "packed", "make_loader": "training.loader", "ConsumerLoader": "training.loader"}
 
 __all__ = [
     "__version__",

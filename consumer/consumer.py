@@ -1,4 +1,4 @@
-"""The ``Consumer`` facade over a built dataset: every constructor goes through :mod:`consumer.build` and
+"""The ``Consumer`` facade over a built dataset: every constructor goes through :mod:`consumer.dataset.build` and
 ``_attach``; every method is a short call into the module that does the job (``fetch``, ``select``, ``sampler``,
 ``export``, ``dataset_sql``, ``packed``, ``loader``, ``collate``)."""
 
@@ -8,23 +8,23 @@ from typing import Any
 
 import numpy as np
 
-from .build import Built, build, build_from_dict, build_packed, build_subset, restore
-from .catalog import Catalog
-from .collate import to_tensors
-from .dataset_sql import SQLSession
-from .display import repr_html, text_repr
-from .export import dataset_dict, dump_json, load_json
-from .fetch import Fetcher
-from .frames import files_table
-from .queries import MaskConfig
-from .sampler import BatchCursor
-from .seeds import generator
-from .select import as_sample_ids, resolve, split_key
+from .catalog.catalog import Catalog
+from .dataset.build import Built, build, build_from_dict, build_packed, build_subset, restore
+from .dataset.display import repr_html, text_repr
+from .dataset.export import dataset_dict, dump_json, load_json
+from .fetch.collate import to_tensors
+from .fetch.columns import MaskConfig
+from .fetch.fetcher import Fetcher
+from .fetch.select import as_sample_ids, resolve, split_key
+from .query.engine import Rows
+from .query.frames import files_table
+from .query.session import SQLSession
 from .spec import Metadata, Spec, metadata_name
-from .split import split_file_ids
-from .sql import Rows
-from .validate import check_bool
-from .vocab import decode_ids
+from .tokens.split import split_file_ids
+from .tokens.vocab import decode_ids
+from .training.sampler import BatchCursor
+from .util.seeds import generator
+from .util.validate import check_bool
 
 __all__ = ["Consumer"]
 _DEFAULT = object()  # "use the mode's default query"
@@ -176,7 +176,7 @@ class Consumer:
 
     def dataloader(self, batch_size: int, **options: Any) -> Any:
         """A resumable torch DataLoader over this dataset (workers, class balance, ranks): see ``make_loader``."""
-        from .loader import make_loader  # noqa: PLC0415  (torch loads only when a loader is made)
+        from .training.loader import make_loader  # noqa: PLC0415  (torch loads only when a loader is made)
         return make_loader(self, batch_size, **options)
 
     def batches(self, epoch: int) -> list[np.ndarray]:

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from .catalog.headers import check_metadata
 from .errors import InputError, short_repr
-from .filemeta import check_metadata
-from .index import LONG_FILES, STYLES, check_seqlen
-from .sampling import ConsumerSampling, MegatronSampling, Sampling, parse_sampling
-from .validate import check_choice, check_class_to_id, check_int
-from .vocab import Vocab
+from .tokens.index import LONG_FILES, STYLES, check_seqlen
+from .tokens.sampling import ConsumerSampling, MegatronSampling, Sampling, parse_sampling
+from .tokens.vocab import Vocab
+from .util.validate import check_choice, check_class_to_id, check_int
 
 __all__ = ["Spec", "Metadata", "metadata_name", "check_class_to_id", "headers_already_made", "DEDUPE_MODES"]
 

@@ -23,8 +23,8 @@ from torch import nn
 from tqdm import tqdm
 
 from consumer import Consumer
-from consumer.cli import stdlib_corpus
-from consumer.queries import IGNORE_INDEX
+from consumer.cli.main import stdlib_corpus
+from consumer.fetch.columns import IGNORE_INDEX
 
 
 class ByteEncoder(nn.Module):

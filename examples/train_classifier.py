@@ -34,7 +34,7 @@ from torch import nn
 from tqdm import tqdm
 
 from consumer import Consumer
-from consumer.cli import stdlib_corpus
+from consumer.cli.main import stdlib_corpus
 
 # classes that are plentiful in every CPython installation (at least ~20 files each)
 DEFAULT_CLASSES = ("python", "bytecode", "text", "data", "library", "image", "audio")

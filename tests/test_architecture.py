@@ -1,8 +1,11 @@
-"""The package's shape: imports point one way (no cycle, no upward edge), one home per heavy dependency."""
+"""The package's shape (docs/design.md, "Layout"): subpackages by concern, imports pointing one way between them,
+no import cycle, one home per heavy dependency, a short top level. Imports are read with ``ast`` (lazy imports
+inside functions count too)."""
 
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,35 +14,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "consumer"
 
-# layer of every module: a module may import modules of its own layer or below, never above
-LAYERS: dict[str, int] = {
-    # 0: no engine imports (errors, helpers, other frameworks' formats)
-    "errors": 0, "_version": 0, "validate": 0, "seeds": 0, "fileio": 0, "pathlist": 0, "progress": 0,
-    "formats": 0, "formats.mmidx": 0, "formats.pbin": 0, "formats.megatron_sampling": 0,
-    "formats.fairseq_batching": 0, "remote": 1, "remote_read": 1, "remote_cache": 1, "remote_meta": 2,
-    "remote_requests": 1, "remote_tokens": 1, "ranks": 0, "shared_build": 1, "remote_cloud": 0, "remote_plan": 0,
-    # 1: tokens, inputs, file types
-    "vocab": 1, "ir": 1, "filemeta": 1,
-    # 2: samples and settings (pure numpy, no file reads)
-    "index": 2, "megatron_index": 2, "sampling": 2, "spec": 2, "documents": 2, "content": 1, "duplicates": 3,
-    "sqlfuncs": 1, "catalog_rows": 1, "catalog_file": 2,
-    # 3: storage and the fetch steps
-    "catalog": 3, "cache": 3, "sql": 3, "reader": 3, "select": 3, "queries": 3, "sampler": 3, "packed.layout": 3,
-    "packed.table": 3,
-    # 4: assembling datasets, fetching, tensors
-    "fetch": 4, "dataset_sql": 4, "packed.open": 4, "packed.remote": 4, "packed.write": 4, "packed.verify": 4,
-    "packed": 4, "build": 4, "export": 4,
-    "collate": 4, "display": 4, "frames": 1, "plan": 3, "loader": 4, "split": 1, "workers": 3,
-    # 5: the facade; 6: the package face and the command line
-    "consumer": 5, "__init__": 6, "__main__": 6, "cli": 6, "cli_commands": 6,
-}
+# the floors, lowest first: a module may import its own subpackage (or top-level module) and lower floors only
+ORDER = ["errors", "_version", "util", "storage", "formats", "sources", "tokens", "catalog", "spec", "fetch", "query",
+         "packed", "training", "dataset", "consumer", "cli", "__main__", "__init__"]
+TOP_LEVEL = {"__init__", "__main__", "_version", "errors", "spec", "storage", "consumer"}  # modules under consumer/
 
 
-def _modules() -> dict[str, Path]:
+def _modules(root: Path) -> dict[str, Path]:
     out = {}
-    for path in ROOT.rglob("*.py"):
-        rel = path.relative_to(ROOT).with_suffix("")
-        parts = list(rel.parts)
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root).with_suffix("").parts)
         if parts[-1] == "__init__" and len(parts) > 1:
             parts = parts[:-1]
         out[".".join(parts)] = path
@@ -47,50 +31,100 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    package = name.split(".")[:-1] if path.name != "__init__.py" else name.split(".")
-    if name == "__init__":
-        package = []
+    """The package modules ``name`` imports (relative imports, resolved; a name imported from a package counts as
+    the module of that name when there is one, else as the package)."""
+    package = [] if name == "__init__" else name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level:
             base = package[: len(package) - (node.level - 1)]
             target = ".".join(base + ([node.module] if node.module else []))
-            for candidate in [target] + [f"{target}.{a.name}".lstrip(".") for a in node.names]:
-                if candidate in modules and candidate != name:
-                    found.add(candidate)
+            for alias in node.names:
+                candidate = f"{target}.{alias.name}".lstrip(".")
+                hit = candidate if candidate in modules else target if target in modules else None
+                if hit is None and not target:
+                    hit = "__init__"
+                if hit and hit != name:
+                    found.add(hit)
     return found
 
 
-def test_every_module_has_a_layer() -> None:
-    missing = sorted(set(_modules()) - set(LAYERS))
-    assert not missing, f"place these modules in LAYERS: {missing}"
+def _unit(module: str) -> str:
+    return module.split(".")[0]
 
 
-def test_imports_never_point_up_and_never_cycle() -> None:
-    modules = _modules()
+def layout_violations(root: Path) -> list[str]:
+    """Every import that points up the floors of :data:`ORDER`, every module outside a known floor, and every
+    import cycle, as readable lines (empty when the layout holds)."""
+    modules = _modules(root)
     graph = {name: _imports(name, path, modules) for name, path in modules.items()}
-    upward = [(m, d) for m, deps in graph.items() for d in deps
-              if m in LAYERS and d in LAYERS and LAYERS[d] > LAYERS[m]]
-    assert not upward, f"imports pointing up a layer: {upward}"
+    rank = {unit: i for i, unit in enumerate(ORDER)}
+    problems = [f"{m}: not in a known floor (add it to ORDER in tests/test_architecture.py and docs/design.md)"
+                for m in modules if _unit(m) not in rank]
+    for m, deps in sorted(graph.items()):
+        for d in sorted(deps):
+            a, b = _unit(m), _unit(d)
+            if a in rank and b in rank and a != b and rank[b] > rank[a]:
+                problems.append(f"{m} imports {d}: {a} may not import {b} (a higher floor)")
     state: dict[str, int] = {}
 
     def visit(node: str, trail: list[str]) -> None:
         state[node] = 1
-        for dep in graph[node]:
-            assert state.get(dep) != 1, f"import cycle: {' -> '.join(trail + [node, dep])}"
-            if not state.get(dep):
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                problems.append("import cycle: " + " -> ".join(trail + [node, dep]))
+            elif not state.get(dep):
                 visit(dep, trail + [node])
         state[node] = 2
 
-    for name in graph:
+    for name in sorted(graph):
         if not state.get(name):
             visit(name, [])
+    return problems
+
+
+def test_imports_point_one_way_between_subpackages_and_never_cycle() -> None:
+    problems = layout_violations(ROOT)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("module, line", [
+    ("tokens/documents.py", "from ..training import loader as _sabotage"),
+    ("sources/paths.py", "from ..catalog.catalog import Catalog as _sabotage"),
+    ("util/validate.py", "from ..spec import Spec as _sabotage"),
+])
+def test_a_sabotage_import_is_caught(tmp_path: Path, module: str, line: str) -> None:
+    copy = tmp_path / "consumer"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    target = copy / module
+    target.write_text(target.read_text() + f"\n{line}\n")
+    problems = layout_violations(copy)
+    assert any(module.replace("/", ".")[:-3] in p and "may not import" in p for p in problems), problems
+
+
+def test_a_sabotage_cycle_is_caught(tmp_path: Path) -> None:
+    copy = tmp_path / "consumer"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "tokens" / "vocab.py").write_text((copy / "tokens" / "vocab.py").read_text()
+                                              + "\nfrom .index import SampleIndex as _sabotage\n")
+    (copy / "tokens" / "index.py").write_text((copy / "tokens" / "index.py").read_text()
+                                              + "\nfrom .vocab import Vocab as _sabotage\n")
+    assert any(p.startswith("import cycle") for p in layout_violations(copy))
+
+
+def test_the_top_level_is_short_and_every_other_module_sits_in_a_subpackage() -> None:
+    top = {p.stem for p in ROOT.glob("*.py")}
+    assert top == TOP_LEVEL, f"modules directly under consumer/: {sorted(top)}"
+    assert len(top) <= 8
+    for folder in (p for p in ROOT.iterdir() if p.is_dir() and p.name != "__pycache__"):
+        assert (folder / "__init__.py").exists(), f"{folder.name}/ has no __init__.py"
+        assert folder.name in ORDER, f"{folder.name}/ is not a known floor"
 
 
 # ranks.py: a build must know whether it runs under torch.distributed (rank 0 alone builds a shared index); it
 # imports torch only when the program already did, so builds without torch never load it
-@pytest.mark.parametrize("library, home", [("torch", {"collate.py", "loader.py", "ranks.py"}),
-                                           ("magic", {"filemeta.py"})])
+@pytest.mark.parametrize("library, home", [("torch", {"fetch/collate.py", "training/loader.py", "dataset/ranks.py"}),
+                                           ("magic", {"sources/magic.py"})])
 def test_one_home_per_heavy_dependency(library: str, home: set[str]) -> None:
     users = set()
     for path in ROOT.rglob("*.py"):
@@ -98,7 +132,7 @@ def test_one_home_per_heavy_dependency(library: str, home: set[str]) -> None:
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             if any(n == library or n.startswith(library + ".") for n in names):
-                users.add(path.name)
+                users.add(path.relative_to(ROOT).as_posix())
     assert users <= home, f"{library} is imported outside {sorted(home)}: {sorted(users - home)}"
 
 

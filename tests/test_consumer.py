@@ -6,8 +6,9 @@ import os
 import pytest
 
 from consumer import Consumer, FileChangedError, InputError
-from consumer.cli import main, stdlib_corpus
-from consumer.filemeta import MAX_HEADER_BYTES, describe_files, normalise_description
+from consumer.catalog.headers import MAX_HEADER_BYTES, normalise_description
+from consumer.cli.main import main, stdlib_corpus
+from consumer.sources.magic import describe_files
 
 
 @pytest.mark.parametrize("kwargs, message", [

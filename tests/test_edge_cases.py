@@ -7,13 +7,13 @@ import os
 import numpy as np
 import pytest
 
-import consumer.build as build_module
-import consumer.reader as reader_module
+import consumer.dataset.build as build_module
+import consumer.fetch.reader as reader_module
 from consumer import Consumer, FileChangedError, FormatError, InputError, QueryError
-from consumer.cache import clear, list_entries
-from consumer.cli import main
-from consumer.filemeta import normalise_description
-from consumer.megatron_index import MegatronSampling
+from consumer.catalog.headers import normalise_description
+from consumer.cli.main import main
+from consumer.dataset.cache import clear, list_entries
+from consumer.tokens.megatron_index import MegatronSampling
 
 
 def test_short_file_names_do_not_eat_the_description(tmp_path):
@@ -97,7 +97,7 @@ def test_no_descriptor_or_connection_leaks(corpus_dir, tmp_path):
 
 
 def test_large_cached_arrays_are_memory_mapped(corpus_dir, tmp_path, monkeypatch):
-    import consumer.cache as cache_module
+    import consumer.dataset.cache as cache_module
     Consumer(corpus_dir, cache_dir=tmp_path / "c")
     monkeypatch.setattr(cache_module, "_MMAP_MIN_BYTES", 0)
     assert isinstance(Consumer(corpus_dir, cache_dir=tmp_path / "c").index.seg_doc, np.memmap)

@@ -17,17 +17,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer import Consumer, Vocab, decode_ids
-from consumer.catalog import Catalog
+from consumer.catalog.catalog import Catalog
 from consumer.errors import FormatError, InputError, QueryError, SampleIndexError
-from consumer.fileio import ensure_directory, load_json_bounded, stat_regular
+from consumer.fetch.select import as_sample_ids, resolve
 from consumer.formats.megatron_sampling import build_document_index, build_gpt_indices
 from consumer.formats.mmidx import IndexedReader, IndexedWriter, read_index
 from consumer.formats.pbin import load_index_pickle, read_pbin, write_pbin
-from consumer.index import AUTO_SEQLEN_CAP, MAX_SEQLEN, build_index, resolve_seqlen
-from consumer.ir import normalise, stat_files
-from consumer.select import as_sample_ids, resolve
-from consumer.sql import DatasetSQL, check_timeout
-from consumer.validate import check_bool, check_class_to_id, check_int, int_vector
+from consumer.query.engine import DatasetSQL, check_timeout
+from consumer.sources.corpus import normalise, stat_files
+from consumer.tokens.index import AUTO_SEQLEN_CAP, MAX_SEQLEN, build_index, resolve_seqlen
+from consumer.util.fileio import ensure_directory, load_json_bounded, stat_regular
+from consumer.util.validate import check_bool, check_class_to_id, check_int, int_vector
 
 U64_MAX = 2**64 - 1
 
@@ -252,7 +252,7 @@ def test_readability_is_checked_by_opening_even_for_root(tmp_path: Path) -> None
     secret = tmp_path / "secret.bin"
     secret.write_bytes(b"x")
     secret.chmod(0)
-    code = ("import sys; from consumer.ir import stat_files; from consumer.errors import InputError\n"
+    code = ("import sys; from consumer.sources.corpus import stat_files; from consumer.errors import InputError\n"
             "try:\n    stat_files([sys.argv[1]])\nexcept InputError as e:\n    print(e)\n")
     proc = subprocess.run(["setpriv", "--bounding-set", "-dac_override,-dac_read_search", sys.executable, "-c",
                            code, str(secret)], capture_output=True, text=True, timeout=60, check=False,

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import InputError, short_repr
-from ..validate import int_vector, is_int
+from ..util.validate import int_vector, is_int
 
 __all__ = ["batch_by_size"]
 

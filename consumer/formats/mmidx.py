@@ -61,8 +61,8 @@ from typing import IO
 import numpy as np
 
 from ..errors import FormatError, InputError, SampleIndexError, short_repr
-from ..fileio import check_path, discard, fsync_dir, open_temp, stat_regular
-from ..validate import int_vector, is_int
+from ..util.fileio import check_path, discard, fsync_dir, open_temp, stat_regular
+from ..util.validate import int_vector, is_int
 
 __all__ = [
     "MAGIC",

@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FormatError, InputError, SampleIndexError, short_repr
-from ..fileio import check_path, discard, open_temp, stat_regular
-from ..validate import is_int
+from ..util.fileio import check_path, discard, open_temp, stat_regular
+from ..util.validate import is_int
 
 __all__ = [
     "HEADER_SIZE",

@@ -66,11 +66,11 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import FormatError, InputError, short_repr
-from ..fileio import load_json_bounded, stat_regular
 from ..formats.mmidx import IndexedReader, IndexedWriter, MMIndex, optimal_dtype
 from ..formats.pbin import PbinWriter, read_pbin
 from ..spec import Spec
-from ..vocab import VALID_N_BYTES, Vocab
+from ..tokens.vocab import VALID_N_BYTES, Vocab
+from ..util.fileio import load_json_bounded, stat_regular
 
 __all__ = ["FORMATS", "StoreFormat", "FORMAT_NAME", "FORMAT_VERSION", "SIDECAR_SUFFIX", "TABLE_SUFFIX", "store_dtype",
            "make_sidecar", "read_sidecar_file", "parse_sidecar", "check_file_sizes", "as_prefix",

@@ -1,7 +1,7 @@
 """Opening packed stores: validate every file against the sidecar, serve the tokens from memory maps.
 
-:func:`open_packed` returns the corpus and a :class:`~consumer.documents.DocumentTable` whose ``packed``
-field holds the memory-mapped tokens (:class:`~consumer.documents.PackedTokens`); :func:`inspect_packed`
+:func:`open_packed` returns the corpus and a :class:`~consumer.tokens.documents.DocumentTable` whose ``packed``
+field holds the memory-mapped tokens (:class:`~consumer.tokens.documents.PackedTokens`); :func:`inspect_packed`
 summarises a store for ``consumer inspect``. The byte layout is in :mod:`consumer.packed.layout`.
 """
 
@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from ..documents import DocumentTable, PackedTokens, tokenise_headers
 from ..errors import FormatError, InputError, short_repr
-from ..ir import Corpus
-from ..remote import is_url, local_path_of
+from ..sources.corpus import Corpus
+from ..sources.urls import is_url, local_path_of
 from ..spec import headers_already_made
-from ..validate import check_int
-from ..vocab import Vocab, decode_ids
+from ..tokens.documents import DocumentTable, PackedTokens, tokenise_headers
+from ..tokens.vocab import Vocab, decode_ids
+from ..util.validate import check_int
 from .layout import FORMATS, as_prefix, check_file_sizes, read_sidecar_file, store_dtype
 from .table import read_table
 
@@ -77,6 +77,14 @@ def load_store(prefix: Any, *, storage_options: Mapping[str, Any] | None = None,
                  lengths, np.asarray(starts, dtype=np.int64), tokens)
 
 
+def _data_file(store: Store) -> str | None:
+    """The local file holding a store's tokens (``.bin`` / ``.pbin``); None for a store at a URL."""
+    if not isinstance(store.prefix, Path):
+        return None
+    files = FORMATS[store.fmt].files
+    return str(store.prefix) + files["bin" if "bin" in files else "pbin"]
+
+
 def _corpus_order(paths: list[str], doc_class: np.ndarray, classes: list[str], where: Path) -> np.ndarray:
     """Permutation putting store documents into corpus order (class, then path); checks for duplicates."""
     order = np.argsort(doc_class, kind="stable")
@@ -116,7 +124,7 @@ def _open(prefix: Any, remote: dict) -> tuple[Store, Corpus, DocumentTable]:
         doc_header=store.doc_header[order], headers=list(side["headers"]), header_ptr=header_ptr,
         header_tok=header_tok, with_header=side["with_header"],
         packed=PackedTokens(tokens=store.tokens, doc_ptr=store.starts[order], store=store.fmt,
-                            prefix=str(store.prefix)))
+                            prefix=str(store.prefix), data_file=_data_file(store)))
     actual = store.lengths[order]
     bad = docs.doc_len != actual
     if bad.any():

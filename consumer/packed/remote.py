@@ -3,7 +3,7 @@
 The small files of a store — the sidecar, the file table and the index (the ``.idx``, or the header
 and the index pickle of a ``.pbin``) — are downloaded once into ``<cache_dir>/packed-remote-v1/<key>/``;
 the token data (the ``.bin``, or the data section of the ``.pbin``) is never downloaded: it is served
-by range requests (:class:`~consumer.remote_tokens.RemoteTokens`).
+by range requests (:class:`~consumer.sources.remote_tokens.RemoteTokens`).
 
 - **Keyed by what the store is now**: ``key`` hashes the prefix URL and the ETag and size of every
   store file, from one listing at each open. A store re-packed or changed in place gets another key,
@@ -29,14 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from ..cache import check_cache_dir
 from ..errors import ConsumerError, FormatError, InputError, RemoteError, short_repr
-from ..fileio import MAX_JSON_BYTES, atomic_write_bytes, ensure_directory, load_json_bounded, sha256_file
 from ..formats.mmidx import read_index
 from ..formats.pbin import HEADER_SIZE, pbin_header, pbin_index
-from ..remote import stat_objects
-from ..remote_read import RemoteReader
-from ..remote_tokens import RemoteTokens
+from ..sources.range_reader import RemoteReader
+from ..sources.remote_tokens import RemoteTokens
+from ..sources.urls import stat_objects
+from ..storage import check_cache_dir
+from ..util.fileio import MAX_JSON_BYTES, atomic_write_bytes, ensure_directory, load_json_bounded, sha256_file
 from .layout import SIDECAR_SUFFIX, megatron_index, modalities_index, parse_sidecar, store_dtype, store_suffixes
 from .table import read_table
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FormatError
-from ..fileio import pack_paths, unpack_paths
+from ..util.fileio import pack_paths, unpack_paths
 
 __all__ = ["TABLE_KEYS", "write_table", "read_table"]
 

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..documents import DocumentTable
+from ..catalog.headers import MAX_HEADER_BYTES
 from ..errors import FormatError, InputError, short_repr
-from ..fileio import atomic_write_bytes, discard, fsync_dir, sha256_file, temp_path
-from ..filemeta import MAX_HEADER_BYTES
+from ..fetch.reader import read_segments
 from ..formats.mmidx import merge
-from ..progress import progress_bar
-from ..reader import read_segments
 from ..spec import Spec, metadata_name
-from ..validate import check_bool, check_choice, check_int
+from ..tokens.documents import DocumentTable
+from ..util.fileio import atomic_write_bytes, discard, fsync_dir, sha256_file, temp_path
+from ..util.progress import progress_bar
+from ..util.validate import check_bool, check_choice, check_int
 from .layout import (
     FORMATS,
     SIDECAR_SUFFIX,

@@ -26,8 +26,9 @@ def write_corpus(root: Path) -> Path:
 
 
 def main(out: Path) -> None:
-    from consumer import Consumer
     from consumer.cache import cache_key, file_table_sha256
+
+    from consumer import Consumer
 
     shutil.rmtree(ROOT, ignore_errors=True)
     corpus = write_corpus(ROOT)

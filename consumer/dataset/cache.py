@@ -1,0 +1,246 @@
+"""The on-disk cache: where it lives, index entries keyed by sha256, atomic writes, listing, clearing.
+
+Layout under the cache directory (``cache_dir``; default ``$CONSUMER_CACHE_DIR``, else
+``$XDG_CACHE_HOME/consumer``, else ``~/.cache/consumer``)::
+
+    catalog.sqlite                 the file catalog (consumer.catalog.catalog)
+    index/<key>/description.json   what the entry is: the spec it was built from, seqlen, counts, and
+                                   for every array its file name, dtype, shape, size and sha256
+    index/<key>/<name>.npy         plain numpy arrays (memory-mappable, no pickles)
+
+``<key>`` is the sha256 of the canonical JSON (sorted keys, no spaces) of everything that determines
+the entry: the cache format version, the dataset's settings (``Spec.key_dict()``: style, n_bytes,
+seqlen, long_files, sampling, metadata mode, class_to_id), the header rules and cap, the libmagic and
+package versions, the class names and the sha256 of the file table (every path with its class, size
+and mtime). Never Python's ``hash()``.
+
+Writes are atomic: the entry is written into a temporary directory next to its final place, every
+file fsynced, then renamed into place; if another process got there first, its entry is kept and
+ours discarded. Reads verify everything: ``description.json`` carries a sha256 over its own canonical
+JSON (so an edited ``seqlen`` or a flipped bit is caught), and every array its size, dtype, shape and
+sha256. A truncated, edited, incomplete or otherwise damaged entry is never served and never crashes
+the reader (:func:`load_entry` returns None and the caller rebuilds it). A read-only cache directory
+is used as it is (entries are read, new ones are not written: a warning says so); a full disk is an
+error naming the directory and the bytes needed. Only our own artefacts are ever
+deleted; source files are never touched.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import ConsumerWarning, FormatError, InputError
+from ..sources.paths import PathList
+from ..util.fileio import fsync_dir, is_temp_name, load_json_bounded, sha256_file, temp_path
+
+__all__ = ["CACHE_FORMAT", "cache_key", "file_table_sha256",
+           "save_entry", "load_entry", "list_entries", "clear"]
+
+CACHE_FORMAT = 3  # 2: settings from Spec.key_dict(), file mtimes stored as an array; 3: int32 index fields
+INDEX_DIR = "index"
+_MMAP_MIN_BYTES = 64 << 20
+_KEY = re.compile(r"[0-9a-f]{64}")
+
+
+_CHUNK = 1 << 16  # paths hashed per update
+
+
+def file_table_sha256(paths: Sequence[str], classes: np.ndarray, sizes: np.ndarray, mtimes: np.ndarray) -> str:
+    """sha256 over the file table: NUL-joined UTF-8 paths, then int64 classes, sizes and mtimes."""
+    h = hashlib.sha256()
+    if isinstance(paths, PathList) and sys.getfilesystemencoding() == "utf-8" and \
+            sys.getfilesystemencodeerrors() == "surrogateescape":
+        h.update(paths.packed().data)  # the same bytes, already joined: os.fsencode is that encoding here
+        paths = []
+    for i in range(0, len(paths), _CHUNK):  # the bytes of "\0".join(paths), a chunk at a time (no whole-table copy)
+        if i:
+            h.update(b"\0")
+        h.update("\0".join(paths[i:i + _CHUNK]).encode("utf-8", "surrogateescape"))
+    for arr in (classes, sizes, mtimes):
+        h.update(np.ascontiguousarray(arr, dtype="<i8").tobytes())
+    return h.hexdigest()
+
+
+def cache_key(spec: dict) -> str:
+    """sha256 hex of the canonical JSON of ``spec`` (which includes the file-table hash)."""
+    canonical = json.dumps({"cache_format": CACHE_FORMAT, **spec}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _entry_dir(root: str, key: str) -> str:
+    return os.path.join(root, INDEX_DIR, key)
+
+
+def _checksum(desc: dict) -> str:
+    """sha256 of the canonical JSON of a description without its own ``checksum`` field."""
+    body = {k: v for k, v in desc.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+def _move_aside(path: str) -> None:
+    """Keep a damaged artefact of ours for inspection (never delete it) and free its name."""
+    os.replace(path, f"{path}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+
+
+def _write_error(root: str, need: int, e: OSError) -> str | None:
+    """Why an entry could not be written: a full disk is an error (InputError naming the directory and the
+    bytes needed); a read-only or forbidden cache directory only means "not cached" (a warning)."""
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        raise InputError(f"cache_dir {root!r}: no space left to write the index cache ({need} bytes needed); "
+                         "free space, pass another cache_dir= or cache_dir=False") from None
+    if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        warnings.warn(f"cache_dir {root!r} is not writable ({e.strerror}): the index is not cached, the next "
+                      "build recomputes it", ConsumerWarning, stacklevel=4)
+        return None
+    raise e
+
+
+def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: dict) -> str | None:
+    """Write an entry atomically (see the module docstring); returns its directory, or None when the cache
+    directory is read-only (a warning says so). A full disk raises InputError with the bytes needed.
+    Damaged artefacts in the way (an entry or the ``index`` folder replaced by a file) are moved aside."""
+    final = _entry_dir(root, key)
+    parent = os.path.dirname(final)
+    need = int(sum(np.asarray(a).nbytes for a in arrays.values())) + 4096
+    try:
+        if os.path.lexists(parent) and not os.path.isdir(parent):
+            _move_aside(parent)
+        os.makedirs(parent, exist_ok=True)
+        if os.path.lexists(final) and not os.path.isdir(final):
+            _move_aside(final)
+        tmp = str(temp_path(final))
+        os.makedirs(tmp)
+    except OSError as e:
+        return _write_error(root, need, e)
+    try:
+        files = {}
+        for name, arr in arrays.items():
+            arr = np.ascontiguousarray(arr)
+            path = os.path.join(tmp, f"{name}.npy")
+            with open(path, "wb") as f:
+                np.save(f, arr, allow_pickle=False)
+                f.flush()
+                os.fsync(f.fileno())
+            files[name] = {"file": f"{name}.npy", "dtype": arr.dtype.str, "shape": list(arr.shape),
+                           "bytes": os.path.getsize(path), "sha256": sha256_file(path)}
+        desc = {**description, "cache_format": CACHE_FORMAT, "key": key, "created": time.time(), "arrays": files}
+        desc["checksum"] = _checksum(desc)
+        with open(os.path.join(tmp, "description.json"), "w", encoding="utf-8") as f:
+            json.dump(desc, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        fsync_dir(tmp)
+        if os.path.isdir(final):  # a corrupt entry we are replacing, or a concurrent writer's
+            if load_entry(root, key) is not None:
+                return final
+            shutil.rmtree(final, ignore_errors=True)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if load_entry(root, key) is None:  # lost a race to a writer whose entry is broken
+                raise
+        fsync_dir(parent)
+        return final
+    except OSError as e:
+        return _write_error(root, need, e)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_entry(root: str, key: str, skip: tuple[str, ...] = ()) -> tuple[dict[str, np.ndarray], dict] | None:
+    """The entry's arrays (read-only memory maps) and description, or None if missing or damaged.
+    Arrays named in ``skip`` are neither read nor verified (a caller that does not need them)."""
+    folder = _entry_dir(root, key)
+    try:
+        with open(os.path.join(folder, "description.json"), "rb") as f:
+            desc = load_json_bounded(f.read(), os.path.join(folder, "description.json"))
+        if not isinstance(desc, dict) or desc.get("cache_format") != CACHE_FORMAT or desc.get("key") != key \
+                or desc.get("checksum") != _checksum(desc):
+            return None
+        arrays = {}
+        for name, meta in desc["arrays"].items():
+            if name in skip:
+                continue
+            path = os.path.join(folder, meta["file"])
+            if os.path.getsize(path) != meta["bytes"] or sha256_file(path) != meta["sha256"]:
+                return None
+            # large arrays are memory-mapped (shared by forked workers); small ones are read, which
+            # costs nothing extra after the checksum and keeps no file descriptor open per array
+            arr = np.load(path, mmap_mode="r" if meta["bytes"] >= _MMAP_MIN_BYTES else None, allow_pickle=False)
+            if arr.dtype.str != meta["dtype"] or list(arr.shape) != meta["shape"]:
+                return None
+            arrays[name] = arr
+        return arrays, desc
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, FormatError):
+        return None  # damaged or incomplete in any way: rebuilt by the caller, never served
+
+
+def list_entries(root: str) -> list[dict]:
+    """One summary per index entry: key, size on disk, creation time, style/n_bytes/files/samples."""
+    folder = os.path.join(root, INDEX_DIR)
+    out: list[dict] = []
+    if not os.path.isdir(folder):
+        return out
+    for key in sorted(os.listdir(folder)):
+        path = os.path.join(folder, key)
+        if not os.path.isdir(path) or not _is_entry(path):
+            continue
+        size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
+        try:
+            with open(os.path.join(path, "description.json"), encoding="utf-8") as f:
+                desc = json.load(f)
+        except (OSError, ValueError):
+            desc = {}
+        spec = desc.get("spec", {})
+        out.append({"key": key, "bytes": size, "created": desc.get("created"), "style": spec.get("style"),
+                    "n_bytes": spec.get("n_bytes"), "files": desc.get("files"), "samples": desc.get("samples")})
+    return out
+
+
+def _is_entry(folder: str) -> bool:
+    """Whether ``folder`` is one of our index entries (a sha256 name with our description.json)."""
+    if not _KEY.fullmatch(os.path.basename(folder)):
+        return False
+    try:
+        with open(os.path.join(folder, "description.json"), encoding="utf-8") as f:
+            return "cache_format" in json.load(f)
+    except (OSError, ValueError):
+        return False
+
+
+def clear(root: str, *, catalog: bool = False) -> int:
+    """Delete every index entry (and the catalog when ``catalog``); returns the number of bytes freed.
+
+    Only our own artefacts are removed: ``index/<sha256>/`` folders holding our ``description.json``,
+    leftover temporary folders of interrupted writes, and ``catalog.sqlite`` (+ ``-wal``,
+    ``-shm``, moved-aside ``.corrupt-*`` copies). Anything else under ``root`` is left alone.
+    """
+    freed = 0
+    folder = os.path.join(root, INDEX_DIR)
+    if os.path.isdir(folder):
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            if os.path.isdir(path) and (_is_entry(path) or is_temp_name(name) or name.startswith(".tmp-")):
+                freed += sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
+                shutil.rmtree(path)
+        if not os.listdir(folder):
+            os.rmdir(folder)
+    if catalog and os.path.isdir(root):
+        for name in os.listdir(root):
+            if name in ("catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm") or \
+                    name.startswith("catalog.sqlite.corrupt-"):
+                path = os.path.join(root, name)
+                freed += os.path.getsize(path)
+                os.remove(path)
+    return freed

@@ -1,0 +1,29 @@
+"""Collate: numpy columns -> torch tensors. The only module that imports torch (lazily).
+
+Arrays are handed over with ``torch.from_numpy`` (zero copy, int64, CPU); no Python lists, no
+``torch.tensor(list)``. Importing ``consumer`` does not import torch; the first batch does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import MissingDependencyError
+
+__all__ = ["to_tensors"]
+
+
+def _torch():
+    try:
+        import torch  # noqa: PLC0415  (the one home of this dependency)
+    except ImportError as e:
+        raise MissingDependencyError(f"batches are torch tensors: install torch>=2.1 ({e})") from e
+    return torch
+
+
+def to_tensors(columns: dict[str, np.ndarray]) -> dict:
+    """Each numpy column as a CPU torch tensor sharing its memory (made contiguous if needed): int64, or int32
+    for columns fetched with ``out_dtype=numpy.int32`` (``nn.Embedding`` takes both)."""
+    torch = _torch()
+    return {name: torch.from_numpy(np.ascontiguousarray(arr, dtype=arr.dtype if arr.dtype == np.int32 else np.int64))
+            for name, arr in columns.items()}

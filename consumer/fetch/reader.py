@@ -1,0 +1,326 @@
+"""The raw reader: token rows for a batch of sample ids, read straight from the source files.
+
+One call reads a whole batch into a preallocated ``[B, seqlen]`` array (int64, or int32 on request):
+
+1. the batch's segments are gathered from the index (vectorised; whether the index tiles its rows is
+   checked once per index, not per batch);
+2. content bytes are read with one ``os.preadv`` per segment straight into a staging buffer laid out
+   like the rows (no per-file allocation), and converted to ids with one slice per row;
+3. header tokens, SEP, TAIL markers, the padded tail tokens and EOF are scattered over the positions
+   they own with a few numpy operations for all segments at once (no Python per segment), and each
+   row is padded after its last token.
+
+Files are opened read-only (``O_RDONLY | O_CLOEXEC``) for the duration of one read and never
+written. A file that became shorter than at build time raises :class:`FileChangedError`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Any
+
+import numpy as np
+
+from ..errors import FileChangedError, InputError
+from ..formats.mmidx import copy_ranges
+from ..sources.paths import PathList
+from ..tokens.documents import DocumentTable, PackedTokens
+from ..tokens.index import SampleIndex
+from ..tokens.vocab import bytes_to_ids
+
+__all__ = ["read_rows", "read_segments", "packed_runs"]
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Flattened ``arange(s, s+n)`` for every (s, n), and the owner (position in ``starts``) of each."""
+    owner = np.repeat(np.arange(starts.size, dtype=np.int64), lengths)
+    within = np.arange(owner.size, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return starts[owner] + within, owner
+
+
+def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
+              content_mask: bool = False, runs: np.ndarray | None = None,
+              width: int | None = None, shift: np.ndarray | None = None,
+              dtype: Any = np.int64) -> tuple[np.ndarray, np.ndarray | None]:
+    """Token rows ``[B, seqlen]`` (int64, PAD-filled) of ``sample_ids``, and optionally a content mask.
+
+    The content mask is True exactly where a row holds a content token of a file (not header, SEP,
+    EOF, TAIL marker or padding): the positions masked-LM may touch. ``runs`` (from
+    :func:`packed_runs`, packed stores only) lets a batch whose samples are each one contiguous store
+    range be served with one slice copy per row. ``width`` (default ``seqlen``) narrows the rows; it
+    must hold the longest selected sample. ``shift`` (one per sample, single-segment samples only:
+    ``long_files="crop"``) moves each sample's window that many tokens further into its document.
+    """
+    L = index.seqlen if width is None else int(width)
+    if runs is not None and not content_mask and docs.packed is not None:
+        start = runs[sample_ids]
+        if start.size == 0 or start.min() >= 0:
+            if shift is not None:
+                start = start + shift
+            lengths = index.sample_tokens()[sample_ids]
+            return _rows_from_runs(docs.packed.tokens, docs.vocab.pad, L, start, lengths, dtype), None
+    segs, rows = index.segments_of(sample_ids)
+    starts = index.seg_start[segs] if shift is None else index.seg_start[segs] + shift[rows]
+    wide = np.int64  # the narrow index fields (int32) take part in flat-position arithmetic below
+    return read_segments(docs, (int(sample_ids.size), L), rows, index.seg_col[segs].astype(wide),
+                         index.seg_doc[segs].astype(wide), starts, index.seg_len[segs].astype(wide), content_mask,
+                         dtype, tiled=index.tiled)
+
+
+def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
+    """Per sample of a packed store: the store position of its first token, or -1 when its segments
+    are not one contiguous range of the store. In a store written in
+    corpus order every concat window and every diff sample is one range."""
+    if docs.packed is None:
+        raise InputError("docs: packed_runs needs documents served from a packed store, got source files")
+    src = docs.packed.doc_ptr[index.seg_doc] + index.seg_start
+    follows = np.r_[False, src[1:] == src[:-1] + index.seg_len[:-1].astype(np.int64)]
+    follows[index.seg_ptr[:-1]] = True  # a sample's first segment needs no predecessor
+    broken = np.add.reduceat(~follows, index.seg_ptr[:-1]) if src.size else np.zeros(0, dtype=np.int64)
+    return np.where(broken == 0, src[index.seg_ptr[:-1]], -1)
+
+
+def _rows_from_runs(tokens: np.ndarray, pad: int, L: int, start: np.ndarray, length: np.ndarray,
+                    dtype: Any = np.int64) -> np.ndarray:
+    out, padded = _rows(start.size, L, dtype, length, pad)
+    _copy_tokens(out.reshape(-1), tokens, start, length, np.arange(start.size, dtype=np.int64) * L)
+    if not padded:
+        _pad_tails(out, length, pad)
+    return out
+
+
+def _rows(B: int, L: int, dtype: Any, row_len: np.ndarray, pad: int) -> tuple[np.ndarray, bool]:
+    """The ``[B, L]`` output of rows holding ``row_len`` tokens from column 0, and whether it is PAD-filled
+    already: rows that are mostly padding are filled in one pass first (cheaper than one slice per row after),
+    full rows are left uninitialised (every position is written once)."""
+    if 2 * int(row_len.sum()) < B * L:
+        return np.full((B, L), pad, dtype=dtype), True
+    return np.empty((B, L), dtype=dtype), False
+
+
+def _pad_tails(out: np.ndarray, row_len: np.ndarray, pad: int) -> None:
+    """Write PAD after the ``row_len[r]`` real tokens of each row (one slice per padded row)."""
+    L = out.shape[1]
+    for r, m in enumerate(row_len.tolist()):
+        if m < L:
+            out[r, m:] = pad
+
+
+def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray, cols: np.ndarray,
+                  d: np.ndarray, a: np.ndarray, n: np.ndarray,
+                  content_mask: bool = False, dtype: Any = np.int64,
+                  tiled: bool | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """An int64 array of ``shape`` holding document token ranges, PAD everywhere else.
+
+    Segment ``g`` copies tokens ``[a[g], a[g] + n[g])`` of document ``d[g]`` to row ``rows[g]`` from
+    column ``cols[g]`` on. Returns the array and, if asked, the content mask (see :func:`read_rows`).
+    When the segments tile each row from column 0 (as every index does: ``tiled=True`` says so, ``None``
+    checks) only the tails are padded.
+    """
+    B, L = shape
+    b = a + n
+    base = rows * L + cols - a  # flat position of document token 0 of each segment
+    row_len = np.bincount(rows, weights=n, minlength=B).astype(np.int64)
+    if tiled is None:  # rows filled from column 0 without gaps need PAD only after their end
+        tiled = bool(np.all(rows[1:] >= rows[:-1]) and
+                     np.array_equal(cols, np.cumsum(n) - n - (np.cumsum(row_len) - row_len)[rows]))
+    out, padded = _rows(B, L, dtype, row_len, docs.vocab.pad) if tiled else \
+        (np.full((B, L), docs.vocab.pad, dtype=dtype), True)
+    flat = out.reshape(-1)
+    if docs.packed is not None:
+        _fill_packed(flat, docs.packed, d, a, n, base)
+    elif tiled:  # content is converted row by row: one slice per row, whatever the number of files in it
+        _fill_raw(flat, docs, d, a, b, base, np.arange(B, dtype=np.int64) * L, row_len)
+    else:
+        _fill_raw(flat, docs, d, a, b, base, base + a, n)
+    if not padded:
+        _pad_tails(out, row_len, docs.vocab.pad)
+    return out, (_content_mask(docs, B * L, d, a, b, base).reshape(B, L) if content_mask else None)
+
+
+def _fill_packed(flat: np.ndarray, packed: PackedTokens, d: np.ndarray, a: np.ndarray, n: np.ndarray,
+                 base: np.ndarray) -> None:
+    """Copy token ranges out of a packed store. Neighbouring segments that are contiguous both in the
+    store and in the output (a concat window over consecutive documents) are merged into one run, so a
+    window costs one slice copy; no per-token work."""
+    src = packed.doc_ptr[d] + a
+    dst = base + a
+    if src.size > 1:
+        joins = (src[1:] == src[:-1] + n[:-1]) & (dst[1:] == dst[:-1] + n[:-1])
+        starts = np.flatnonzero(np.r_[True, ~joins])
+        src, dst, n = src[starts], dst[starts], np.add.reduceat(n, starts)
+    _copy_tokens(flat, packed.tokens, src, n, dst)
+
+
+def _copy_tokens(out: np.ndarray, tokens: Any, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray) -> None:
+    """``out[dst[r]:][:cnt[r]] = tokens[src[r]:][:cnt[r]]`` from a memory-mapped store, or through the token
+    source's own ``copy_ranges`` (a store in object storage: every range of the batch in flight at once)."""
+    if isinstance(tokens, np.ndarray):
+        copy_ranges(out, tokens, src, cnt, dst)
+    else:
+        tokens.copy_ranges(out, src, cnt, dst)
+
+
+def _layout(docs: DocumentTable, d: np.ndarray):
+    """Per segment's document: content start, size in bytes, full content tokens, tail length."""
+    size = docs.doc_size[d]
+    nfull, k = np.divmod(size, docs.vocab.n_bytes)
+    return docs.content_start[d], size, nfull, k
+
+
+# per n_bytes, per tail length k: the bits of a token read from k tail bytes followed by n_bytes - k other bytes
+# that hold the tail (big-endian: the high bytes); the padded tail token is the read value and this mask
+_TAIL_MASKS = {nb: np.array([((1 << 8 * k) - 1) << 8 * (nb - k) for k in range(nb)], dtype=np.int64)
+               for nb in (1, 2, 3)}
+
+
+def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarray, b: np.ndarray,
+              base: np.ndarray, run_start: np.ndarray, run_len: np.ndarray) -> None:
+    """Build document tokens from the source files.
+
+    Content bytes are read (one ``preadv`` per segment) into a staging buffer laid out like ``flat`` (token
+    ``i`` of ``flat`` is bytes ``[i * n_bytes, (i + 1) * n_bytes)`` of it), converted to ids with one slice
+    per run (``run_start``/``run_len``: the rows, or the segments when they do not tile rows), then header,
+    SEP, TAIL markers, padded tail tokens and EOF are scattered over the positions they own.
+    """
+    vocab = docs.vocab
+    nb = vocab.n_bytes
+    size = docs.doc_size[d]
+    nfull, k = np.divmod(size, nb)  # per segment, not cached per document: 16 bytes a file at 10^7 files
+    cs = docs.content_start[d] if docs.with_header else 0  # content starts at token 0 without headers
+    marker = cs + nfull  # TAIL_k when the size is not a multiple of n_bytes, else EOF
+    # content: full tokens [t0, t1) and, if inside the segment, the padded tail token (after the marker)
+    t0 = np.minimum(np.maximum(a - cs, 0), nfull)
+    t1 = np.minimum(np.maximum(b - cs, 0), nfull)
+    body = t1 > t0
+    tail = (k > 0) & (a <= marker + 1) & (marker + 1 < b)
+    lo = np.where(body, t0, nfull) * nb  # first byte read
+    n_read = np.where(tail, size, t1 * nb) - lo
+    # the bytes land at the slot of the first token read: the tail bytes follow the full tokens (so they sit in
+    # the marker's slot) or, with no full token in the segment, in the tail's own slot
+    land = base + cs + np.where(body, t0, nfull + 1)
+    need = np.flatnonzero(n_read > 0)
+    if need.size:
+        staging = np.empty(flat.size * nb, dtype=np.uint8)
+        q = land[need] * nb
+        if docs.remote is not None:  # every range of the batch in flight at once
+            dn = d[need].tolist()
+            docs.remote.reader.read_ranges([docs.paths[i] for i in dn], lo[need], n_read[need], staging, q,
+                                           expected_etags=[docs.remote.etags[i] for i in dn],
+                                           expected_sizes=size[need])
+        else:
+            _read_local(docs, d[need], staging.data, q.tolist(), lo[need].tolist(), n_read[need].tolist())
+        if nb < 3:
+            ids = bytes_to_ids(staging, nb)  # a view
+            for s, m in zip(run_start.tolist(), run_len.tolist()):
+                flat[s:s + m] = ids[s:s + m]
+        else:
+            for s, m in zip(run_start.tolist(), run_len.tolist()):
+                flat[s:s + m] = bytes_to_ids(staging[s * nb:(s + m) * nb], nb)
+        if tail.any():  # before the markers: a tail read after full tokens sits in the marker's slot
+            g = np.flatnonzero(tail)
+            pos = base[g] + marker[g]
+            flat[pos + 1] = flat[pos + ~body[g]] & _TAIL_MASKS[nb][k[g]]  # read into the marker's slot or its own
+    hit = (k > 0) & (a <= marker) & (marker < b)
+    flat[base[hit] + marker[hit]] = vocab.sep + k[hit]
+    eof = marker + 2 * (k > 0)
+    hit = (a <= eof) & (eof < b)
+    flat[base[hit] + eof[hit]] = vocab.eof
+    if docs.with_header:
+        h = docs.content_start[d] - 1
+        n_h = np.minimum(b, h) - a
+        if (n_h > 0).any():
+            pos, own = _ranges(a, np.maximum(n_h, 0))
+            flat[base[own] + pos] = docs.header_tok[docs.header_ptr[docs.doc_header[d]][own] + pos]
+        hit = (a <= h) & (h < b)
+        flat[base[hit] + h[hit]] = vocab.sep
+
+
+def _read_local(docs: DocumentTable, d: np.ndarray, view: memoryview, q: list, lo: list, n: list) -> None:
+    """Read ``n[j]`` bytes of document ``d[j]``'s file from byte ``lo[j]`` into ``view[q[j]:]``: open, one
+    ``fstat`` checked against the catalog (size, change stamp, inode; :func:`_check_same` words the error),
+    one ``preadv`` (:func:`_read_rest` for reads the kernel splits or cuts short), close. The loop is the
+    per-file cost of a raw fetch, so it stays lean: locals, one comparison chain, no call per file."""
+    paths, open_, fstat, preadv, close, flags = docs.paths, os.open, os.fstat, os.preadv, os.close, _OPEN_FLAGS
+    sizes, stamps = docs.doc_size[d].tolist(), docs.doc_mtime[d].tolist()
+    ident = docs.doc_ident
+    inos = [-1] * d.size if ident is None else ident[d, 1].tolist()  # -1: unknown, _check_same decides
+    # the paths' bytes as stored (no decoding per file); decoded only to name a file in an error
+    names = paths.take(d, raw=True) if isinstance(paths, PathList) else [os.fsencode(paths[i]) for i in d.tolist()]
+    for j, (i, path) in enumerate(zip(d.tolist(), names)):
+        try:
+            fd = open_(path, flags)  # O_NONBLOCK: a FIFO put in a file's place must not hang us
+        except OSError as e:
+            raise FileChangedError(f"cannot open {os.fsdecode(path)!r} (it was readable at build time): "
+                                   f"{e.strerror}") from None
+        try:
+            st = fstat(fd)
+            mt, ct = st.st_mtime_ns, st.st_ctime_ns
+            if st.st_size != sizes[j] or st.st_ino != inos[j] or (mt if mt > ct else ct) != stamps[j] or \
+                    not stat.S_ISREG(st.st_mode):
+                _check_same(os.fsdecode(path), st, sizes[j], stamps[j], None if ident is None else ident[i].tolist())
+            start, m = q[j], n[j]
+            try:
+                got = preadv(fd, [view[start:start + m]], lo[j])
+            except OSError as e:
+                raise FileChangedError(f"cannot read {os.fsdecode(path)!r} (a regular file at build time): "
+                                       f"{e.strerror}") from None
+            if got != m:
+                _read_rest(fd, os.fsdecode(path), view[start:start + m], lo[j], got)
+        finally:
+            close(fd)
+
+
+def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list | None) -> None:
+    """The opened file must be the one indexed: a regular file of the same size, change stamp
+    (``max(mtime, ctime)``: users cannot set the ctime back) and, when known, device and inode."""
+    mode = st.st_mode
+    if not stat.S_ISREG(mode):
+        kind = "Is a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+        raise FileChangedError(f"cannot read {path!r}: {kind} now; it was a regular file at build time "
+                               "(replaced, or swapped for a link?)")
+    if st.st_size != size:
+        how = "shorter than at build time" if st.st_size < size else "longer than at build time (appended to?)"
+        raise FileChangedError(f"{path!r} is {how}: size {st.st_size} bytes, indexed {size}")
+    if ident is not None and ident[1] and (st.st_dev, st.st_ino) != tuple(ident):
+        raise FileChangedError(f"{path!r} changed since the build: it is another file now (device/inode "
+                               f"{st.st_dev}/{st.st_ino}, indexed {ident[0]}/{ident[1]}): replaced or swapped")
+    if stamp and max(st.st_mtime_ns, st.st_ctime_ns) != stamp:
+        raise FileChangedError(f"{path!r} changed since the build: modified at {max(st.st_mtime_ns, st.st_ctime_ns)} "
+                               f"ns, indexed {stamp} ns (rewritten in place?); rebuild the dataset")
+
+
+def _read_rest(fd: int, path: str, into: memoryview, offset: int, done: int) -> None:
+    """Finish a read the kernel returned short after ``done`` bytes (reads over 2 GiB come in parts); a file
+    that ends early raises FileChangedError."""
+    n, got = len(into), done
+    while done < n:
+        if got == 0:
+            raise FileChangedError(
+                f"{path!r} is shorter than at build time: wanted bytes {offset}..{offset + n}, got {done}")
+        try:
+            got = os.preadv(fd, [into[done:]], offset + done)
+        except OSError as e:
+            raise FileChangedError(f"cannot read {path!r} (a regular file at build time): {e.strerror}") from None
+        done += got
+
+
+def _content_mask(docs: DocumentTable, size: int, d: np.ndarray, a: np.ndarray, b: np.ndarray,
+                  base: np.ndarray) -> np.ndarray:
+    """Flat bool mask: True on content tokens of files (not header, SEP, TAIL marker, EOF or PAD)."""
+    cs, _, nfull, k = _layout(docs, d)
+    lo = np.maximum(a, cs)
+    hi = np.minimum(b, cs + nfull + 2 * (k > 0))
+    ok = hi > lo
+    edges = np.zeros(size + 1, dtype=np.int8)
+    np.add.at(edges, base[ok] + lo[ok], 1)
+    np.add.at(edges, base[ok] + hi[ok], -1)
+    mask = np.cumsum(edges[:-1], dtype=np.int8).astype(bool)
+    marker = cs + nfull
+    hit = (k > 0) & (a <= marker) & (marker < b)
+    mask[base[hit] + marker[hit]] = False
+    return mask

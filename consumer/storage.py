@@ -1,0 +1,74 @@
+"""Where a dataset keeps and fetches what is not its source files: the cache directory and storage sizes.
+
+- :func:`default_cache_dir` / :func:`check_cache_dir`: the cache directory (``cache_dir=None`` is the
+  default place, ``False`` keeps everything in memory);
+- :func:`parse_size`: byte counts written as ``"20GB"`` / ``"512MiB"`` (the read-through cache's size).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError, short_repr
+
+__all__ = ["default_cache_dir", "check_cache_dir", "parse_size"]
+
+
+def default_cache_dir() -> str:
+    """``$CONSUMER_CACHE_DIR``, else ``$XDG_CACHE_HOME/consumer``, else ``~/.cache/consumer``."""
+    env = os.environ.get("CONSUMER_CACHE_DIR")
+    if env:
+        return os.path.abspath(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "consumer")
+
+
+def check_cache_dir(cache_dir) -> str | None:
+    """Validate ``cache_dir``: a directory path, ``None`` (the default location) or ``False`` (in memory).
+
+    Returns the absolute directory, or None for in-memory.
+    """
+    if cache_dir is False:
+        return None
+    if cache_dir is None:
+        return default_cache_dir()
+    if isinstance(cache_dir, (str, os.PathLike)) and not isinstance(cache_dir, bool) and os.fspath(cache_dir):
+        if isinstance(cache_dir, str) and "://" in cache_dir:
+            raise InputError(f"cache_dir must be a local directory (it holds the catalog and memory-mapped "
+                             f"indexes), got the URL {cache_dir!r}")
+        path = os.path.abspath(os.path.expanduser(os.fspath(cache_dir)))
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise InputError(f"cache_dir must be a directory, got the file {path!r}")
+        parent = os.path.dirname(path)
+        while parent and not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if parent and not os.path.isdir(parent):
+            raise InputError(f"cache_dir {path!r} cannot be a directory: {parent!r} is a file")
+        return path
+    raise InputError("cache_dir must be a directory path, None (default location) or False (in memory), "
+                     f"got {short_repr(cache_dir)}")
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtTpP]?)(i?)([bB]?)\s*$")
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+
+
+def parse_size(value: Any, what: str = "size") -> int:
+    """A byte count from an int or a size string: ``"20GB"`` (10^9), ``"20GiB"`` (2^30), ``"512M"``,
+    ``"1.5T"``, ``"4096"``. Decimal units unless ``i`` is given. Raises :class:`InputError` naming ``what``."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        if value < 0:
+            raise InputError(f"{what} must be >= 0 bytes, got {short_repr(value)}")
+        return int(value)
+    m = _SIZE.match(value) if isinstance(value, str) else None
+    if m is None:
+        raise InputError(f"{what} must be a byte count or a size such as '20GB' or '512MiB', got {short_repr(value)}")
+    number, unit, binary, _ = m.groups()
+    base = 1024 if binary else 1000
+    if binary and not unit:
+        raise InputError(f"{what}: 'i' needs a unit letter (KiB, MiB, GiB), got {short_repr(value)}")
+    return int(float(number) * base ** _POWERS[unit.lower()])

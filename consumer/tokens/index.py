@@ -1,0 +1,319 @@
+"""The sample index: which tokens of which documents make each sample, as flat numpy arrays.
+
+Nothing here reads a file. Input: the token length of every document (``doc_len``), its class, and
+the style settings. Output: a :class:`SampleIndex`, a CSR structure::
+
+    sample s  ->  segments seg_ptr[s] .. seg_ptr[s+1]-1
+    segment g ->  document seg_doc[g], tokens [seg_start[g], seg_start[g] + seg_len[g]) of it,
+                  written at column seg_col[g] of the sample's row
+
+Samples are ordered by class (then by file, then by window), so each class owns the contiguous
+sample range ``class_ptr[c] .. class_ptr[c+1]-1``. Styles (``STYLES``):
+
+- ``diff``: one sample per document, truncated to ``seqlen`` (``long_files="truncate"``) or cut into
+  consecutive windows (``long_files="windows"``, so no token is unreachable). Rows are padded.
+- ``concat``: the documents of a class form one stream cut into exact ``seqlen`` windows; windows never
+  cross classes; the last window of a class is padded. Every token appears exactly once.
+
+Everything is vectorised (cumsum / repeat / searchsorted): no Python loop per sample or document.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from ..errors import ConsumerWarning, InputError, short_repr
+from ..util.validate import check_int, int_vector
+
+__all__ = ["AUTO_SEQLEN_CAP", "LONG_FILES", "MAX_SEQLEN", "STYLES", "SampleIndex", "auto_seqlen", "build_index",
+           "check_seqlen", "index_dtype", "resolve_seqlen", "warn_if_padded"]
+
+LONG_FILES = ("truncate", "windows", "crop")  # crop: like truncate, the window moved per epoch at fetch time
+_CHUNK = 1 << 20  # elements per step of the once-per-index checks (bounded temporaries at 10^7 files)
+
+
+@dataclass(frozen=True)
+class SampleIndex:
+    """Flat arrays describing every sample (see the module docstring).
+
+    ``seg_ptr``, ``seg_start`` and ``class_ptr`` are int64. The bounded fields are as narrow as their bound
+    allows (:func:`index_dtype`, decided per index when it is built): ``seg_len`` and ``seg_col`` (<= ``seqlen``
+    <= :data:`MAX_SEQLEN`) and ``sample_class`` are int32, ``seg_doc`` is int32 below 2**31 documents, else
+    int64. Arithmetic that can leave those bounds (offsets into a store, flat positions) casts to int64 first.
+    """
+
+    seqlen: int
+    seg_ptr: np.ndarray     # [S+1]
+    seg_doc: np.ndarray     # [G]
+    seg_start: np.ndarray   # [G] token offset inside the document
+    seg_len: np.ndarray     # [G]
+    seg_col: np.ndarray     # [G] column inside the sample's row
+    sample_class: np.ndarray  # [S]
+    class_ptr: np.ndarray   # [C+1]
+
+    def __len__(self) -> int:
+        return int(self.seg_ptr.size - 1)
+
+    def samples_per_class(self) -> np.ndarray:
+        """Number of samples of each class."""
+        return np.diff(self.class_ptr)
+
+    def sample_tokens(self) -> np.ndarray:
+        """Number of real (non-padding) tokens of each sample (computed once, then cached)."""
+        return self._sample_tokens
+
+    @cached_property
+    def _sample_tokens(self) -> np.ndarray:
+        if not self.seg_len.size:
+            return np.zeros(len(self), dtype=np.int64)
+        return np.add.reduceat(np.asarray(self.seg_len, dtype=np.int64), self.seg_ptr[:-1])
+
+    @cached_property
+    def _one_segment_each(self) -> bool:
+        ptr = self.seg_ptr
+        return bool(ptr.size - 1 == self.seg_len.size and
+                    all((np.diff(ptr[i:i + _CHUNK + 1]) == 1).all() for i in range(0, ptr.size - 1, _CHUNK)))
+
+    @cached_property
+    def tiled(self) -> bool:
+        """Whether every sample's segments fill its row from column 0 without gaps (what every index
+        builder makes): then a reader only pads after each row's last token. Checked once (in chunks: no
+        temporary as large as the index), then cached."""
+        col, n, G = self.seg_col, self.seg_len, self.seg_len.size
+        first = np.zeros(G + 1, dtype=bool)
+        first[self.seg_ptr[:-1]] = True  # a sample's first segment starts at column 0, the others where one ended
+        for i in range(0, G, _CHUNK):
+            j = min(i + _CHUNK, G)
+            prev_end = np.zeros(j - i, dtype=col.dtype)
+            if i:
+                prev_end[0] = col[i - 1] + n[i - 1]
+            np.add(col[i:j - 1], n[i:j - 1], out=prev_end[1:])
+            prev_end[first[i:j]] = 0
+            if not np.array_equal(col[i:j], prev_end):
+                return False
+        return True
+
+    def segments_of(self, sample_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Segment ids of the given samples (in order) and the position (row) of each in ``sample_ids``."""
+        starts = self.seg_ptr[sample_ids]
+        if self._one_segment_each:  # diff samples of short files: no repeat needed
+            return starts, np.arange(sample_ids.size, dtype=np.int64)
+        counts = self.seg_ptr[sample_ids + 1] - starts
+        rows = np.repeat(np.arange(sample_ids.size, dtype=np.int64), counts)
+        offsets = np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        return np.repeat(starts, counts) + offsets, rows
+
+
+def index_dtype(bound: int) -> np.dtype:
+    """The dtype of an index field whose values are ``0 <= v < bound``: int32 when ``bound <= 2**31``, else int64."""
+    return np.dtype(np.int32 if bound <= 2**31 else np.int64)
+
+
+MAX_SEQLEN = 2**31 - 1
+"""Largest ``seqlen`` accepted (tokens per sample): positions fit int32, as in Megatron and most models."""
+AUTO_SEQLEN_CAP = 2**20
+"""Largest ``seqlen`` that ``seqlen="auto"`` picks (1,048,576 tokens: 8 MiB per int64 row). Longer
+documents are truncated (``diff`` with ``long_files="truncate"``) or windowed; pass an int to go higher."""
+
+
+def auto_seqlen(doc_len: np.ndarray) -> tuple[int, int]:
+    """``(seqlen, longest)`` for ``seqlen="auto"``: the longest document in tokens, capped at
+    :data:`AUTO_SEQLEN_CAP`. ``seqlen < longest`` tells the caller the cap applied (worth a warning)."""
+    longest = int(np.max(doc_len)) if np.size(doc_len) else 1
+    return min(max(longest, 1), AUTO_SEQLEN_CAP), longest
+
+
+_AUTO = re.compile(r"auto(?::p(\d+(?:\.\d+)?))?")
+SEQLEN_FORMS = ("a positive int, 'auto' (the longest document) or 'auto:pNN' (the NN-th percentile of document "
+                "lengths, 0 < NN <= 100)")
+PADDING_WARN_SHARE = 0.5  # warn when more than this share of the rows' tokens would be PAD
+
+
+def check_seqlen(seqlen) -> int | str:
+    """Validate a requested ``seqlen``: a positive int (returned as a plain int), ``"auto"`` or
+    ``"auto:pNN"`` (returned as given)."""
+    if isinstance(seqlen, str):
+        m = _AUTO.fullmatch(seqlen)
+        if m is None or (m.group(1) is not None and not 0 < float(m.group(1)) <= 100):
+            raise InputError(f"seqlen must be {SEQLEN_FORMS}, got {short_repr(seqlen)}")
+        return seqlen
+    if isinstance(seqlen, bool) or not isinstance(seqlen, (int, np.integer)) or seqlen < 1:
+        raise InputError(f"seqlen must be {SEQLEN_FORMS}, got {short_repr(seqlen)}")
+    if seqlen > MAX_SEQLEN:
+        raise InputError(f"seqlen must be at most {MAX_SEQLEN} tokens (2**31 - 1), got {short_repr(seqlen)}")
+    return int(seqlen)
+
+
+def resolve_seqlen(seqlen, doc_len: np.ndarray | None) -> int:
+    """``seqlen`` as an int: ``"auto"`` is the longest document in tokens, ``"auto:pNN"`` the ``NN``-th
+    percentile of the document lengths (the smallest length at least ``NN`` % of documents fit in,
+    ``numpy.percentile(..., method="inverted_cdf")``); ints must be >= 1."""
+    checked = check_seqlen(seqlen)
+    if isinstance(checked, int):
+        return checked
+    if doc_len is None:
+        raise InputError(f"seqlen={checked!r} needs the document lengths to be resolved")
+    if not doc_len.size:
+        return 1
+    match = _AUTO.fullmatch(checked)
+    q = match.group(1) if match else None
+    if q is None:
+        return auto_seqlen(doc_len)[0]
+    return max(1, int(np.percentile(doc_len, float(q), method="inverted_cdf")))
+
+
+def padding_share(index: SampleIndex) -> float:
+    """Share of PAD among all tokens of all rows (``len(index) * seqlen`` tokens); 0.0 without samples."""
+    n = len(index)
+    if not n:
+        return 0.0
+    return 1.0 - float(index.sample_tokens().sum()) / (n * index.seqlen)
+
+
+def warn_if_padded(requested, style: str, index: SampleIndex, *, stacklevel: int = 4) -> float:
+    """Warn (:class:`~consumer.errors.ConsumerWarning`) when ``seqlen="auto"`` (the longest document) in
+    ``diff`` style makes more than half of the rows PAD, i.e. more than half of an average batch.
+    Returns the share. An int or an ``"auto:pNN"`` is the user's choice and never warns.
+
+    ``stacklevel`` 4 points the warning at the caller of ``Consumer(...)`` when called from the
+    facade's build step.
+    """
+    share = padding_share(index)
+    if style == "diff" and requested == "auto" and share > PADDING_WARN_SHARE:
+        lengths = index.sample_tokens()
+        p95 = int(np.percentile(lengths, 95, method="inverted_cdf")) if lengths.size else 1
+        warnings.warn(
+            f"seqlen={requested!r} resolved to {index.seqlen} tokens, so {share:.0%} of every row is PAD "
+            f"on average (the median sample has {int(np.median(lengths))} tokens); choose seqlen= an int "
+            f"(the 95th percentile here is {p95}) with long_files='windows' so no byte is lost, "
+            f"or seqlen='auto:p95'; create_token_batches(max_tokens=...) also cuts rows to each batch's "
+            f"longest sample", ConsumerWarning, stacklevel=stacklevel)
+    return share
+
+
+_PIECE_CHUNK = 1 << 16  # documents cut at a time: temporaries stay a few MB whatever the corpus size
+
+
+def _pieces(doc_start: np.ndarray, doc_len: np.ndarray, seqlen: int):
+    """Cut documents laid out on one global token axis into ``seqlen`` windows.
+
+    ``doc_start`` are global start positions (non-decreasing) where every group begins at a multiple of
+    ``seqlen``, so windows are dense. Returns (doc, start-in-doc, length, column) per piece, ordered by global
+    position, and the number of pieces of each window. Written a chunk of documents at a time into the final
+    arrays, in their final dtypes: at 10^7 files one int64 temporary per piece would be ~170 MB.
+    """
+    at = np.zeros(doc_len.size + 1, dtype=np.int64)  # first piece of each document (pieces per document first)
+    for lo_d in range(0, doc_len.size, _PIECE_CHUNK):
+        ds, dl = doc_start[lo_d:lo_d + _PIECE_CHUNK], doc_len[lo_d:lo_d + _PIECE_CHUNK]
+        at[lo_d + 1:lo_d + 1 + ds.size] = (ds + dl - 1) // seqlen - ds // seqlen + 1
+    np.cumsum(at, out=at)
+    total = int(at[-1])
+    n_windows = int((doc_start[-1] + doc_len[-1] - 1) // seqlen) + 1 if doc_len.size else 0
+    doc = np.empty(total, dtype=index_dtype(doc_len.size))
+    start = np.empty(total, dtype=np.int64)
+    length = np.empty(total, dtype=index_dtype(seqlen + 1))  # lengths <= seqlen, columns < seqlen
+    col = np.empty(total, dtype=index_dtype(seqlen))
+    counts = np.zeros(n_windows, dtype=np.int64)
+    for lo_d in range(0, doc_len.size, _PIECE_CHUNK):
+        hi_d = min(doc_len.size, lo_d + _PIECE_CHUNK)
+        a, b = int(at[lo_d]), int(at[hi_d])
+        nn = np.diff(at[lo_d:hi_d + 1])
+        d = np.repeat(np.arange(lo_d, hi_d, dtype=np.int64), nn)
+        ds = doc_start[d]
+        # window of piece k = k - (pieces before its document) + first window of its document
+        window = np.arange(a, b, dtype=np.int64) - np.repeat(at[lo_d:hi_d] - doc_start[lo_d:hi_d] // seqlen, nn)
+        lo = np.maximum(window * seqlen, ds)
+        hi = np.minimum((window + 1) * seqlen, ds + doc_len[d])
+        doc[a:b] = d
+        start[a:b] = lo - ds
+        length[a:b] = hi - lo
+        col[a:b] = lo - window * seqlen
+        if b > a:
+            counts[int(window[0]):int(window[-1]) + 1] += np.bincount(window - window[0])
+    return doc, start, length, col, counts
+
+
+def _assemble(doc, start, length, counts, col, doc_class, n_classes, seqlen) -> SampleIndex:
+    # windows are dense and ordered: every document has >= 1 token (its EOF), streams are contiguous
+    n_samples = counts.size
+    seg_ptr = np.zeros(n_samples + 1, dtype=np.int64)
+    np.cumsum(counts, out=seg_ptr[1:])
+    first_doc = doc[seg_ptr[:-1]] if n_samples else np.zeros(0, dtype=np.int64)
+    sample_class = doc_class[first_doc].astype(index_dtype(n_classes))
+    class_ptr = np.zeros(n_classes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sample_class, minlength=n_classes), out=class_ptr[1:])
+    return SampleIndex(seqlen=seqlen, seg_ptr=seg_ptr, seg_doc=doc, seg_start=start, seg_len=length,
+                       seg_col=col, sample_class=sample_class, class_ptr=class_ptr)
+
+
+def _aligned_starts(doc_len: np.ndarray, group: np.ndarray, seqlen: int) -> np.ndarray:
+    """Global start of each document when each group's stream begins on a window boundary."""
+    n_groups = int(group.max()) + 1 if group.size else 0
+    group_len = np.bincount(group, weights=doc_len, minlength=n_groups).astype(np.int64)
+    group_windows = -(-group_len // seqlen)
+    group_start = (np.cumsum(group_windows) - group_windows) * seqlen
+    # start within the group = exclusive cumsum of doc_len restricted to the group (in place: one N-array kept)
+    out = np.cumsum(doc_len)
+    out -= doc_len
+    first_in_group = np.zeros(n_groups, dtype=np.int64)
+    order_first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]]) if group.size else np.zeros(0, np.int64)
+    first_in_group[group[order_first]] = out[order_first]
+    group_start -= first_in_group
+    out += group_start[group]
+    return out
+
+
+def build_concat(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") -> SampleIndex:
+    """concat style: per class one stream of documents cut into exact ``seqlen`` windows."""
+    starts = _aligned_starts(doc_len, doc_class, seqlen)
+    doc, start, length, col, counts = _pieces(starts, doc_len, seqlen)
+    del starts
+    return _assemble(doc, start, length, counts, col, doc_class, n_classes, seqlen)
+
+
+def build_diff(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") -> SampleIndex:
+    """diff style: one padded sample per document (or consecutive windows of it with ``long_files="windows"``).
+    ``"crop"`` indexes like ``"truncate"``; the reader moves each long file's window per epoch."""
+    if not isinstance(long_files, str) or long_files not in LONG_FILES:
+        raise InputError(f"long_files must be one of {LONG_FILES}, got {short_repr(long_files)}")
+    n_docs = doc_len.size
+    if long_files == "windows":
+        starts = _aligned_starts(doc_len, np.arange(n_docs, dtype=np.int64), seqlen)
+        doc, start, length, col, counts = _pieces(starts, doc_len, seqlen)
+        return _assemble(doc, start, length, counts, col, doc_class, n_classes, seqlen)
+    narrow = index_dtype(seqlen + 1)
+    return _assemble(np.arange(n_docs, dtype=index_dtype(n_docs)), np.zeros(n_docs, dtype=np.int64),
+                     np.minimum(doc_len, seqlen).astype(narrow), np.ones(n_docs, dtype=np.int64),
+                     np.zeros(n_docs, dtype=narrow), doc_class, n_classes, seqlen)
+
+
+STYLES = {"diff": build_diff, "concat": build_concat}
+
+
+def build_index(style: str, doc_len: np.ndarray, doc_class: np.ndarray, n_classes: int, seqlen: int,
+                *, long_files: str = "truncate") -> SampleIndex:
+    """Build the :class:`SampleIndex` of ``style`` (a key of :data:`STYLES`) over documents of ``doc_len`` tokens.
+
+    ``doc_class`` must be non-decreasing (documents grouped by class, as :class:`~consumer.sources.corpus.Corpus` orders
+    them). ``long_files`` applies to ``diff`` only.
+    """
+    if not isinstance(style, str) or style not in STYLES:
+        raise InputError(f"style must be one of {sorted(STYLES)}, got {short_repr(style)}")
+    if not isinstance(long_files, str) or long_files not in LONG_FILES:
+        raise InputError(f"long_files must be one of {LONG_FILES}, got {short_repr(long_files)}")
+    seqlen = resolve_seqlen(seqlen, None)
+    n_classes = check_int("n_classes", n_classes, 0)
+    doc_len = int_vector("doc_len", doc_len)
+    doc_class = int_vector("doc_class", doc_class, 0, n_classes - 1)
+    if doc_len.shape != doc_class.shape:
+        raise InputError(f"doc_len and doc_class must have the same length, got {doc_len.size} and {doc_class.size}")
+    if doc_len.size and doc_len.min() < 1:
+        raise InputError(f"doc_len must be >= 1 for every document, got {int(doc_len.min())}")
+    if doc_class.size and np.any(np.diff(doc_class) < 0):
+        raise InputError("doc_class must be non-decreasing (documents grouped by class)")
+    return STYLES[style](doc_len, doc_class, n_classes, seqlen, long_files=long_files)

@@ -1,0 +1,399 @@
+"""The training loader: ``make_loader(ds, batch_size, ...)`` -> a resumable, shardable :class:`ConsumerLoader`.
+
+Three parts, kept apart as torch's own data loading keeps them:
+
+- **which ids**: :class:`consumer.training.plan.EpochPlan` (pure numpy) gives this rank's batches of every
+  epoch; a tiny batch sampler hands them to torch's ``DataLoader`` as :class:`BatchRequest` s
+  (the epoch travels with the ids, so workers need no shared state);
+- **read**: :class:`BatchDataset` answers a whole request with one vectorised
+  ``ds.fetch_numpy(ids, query, epoch=epoch)`` (torch calls its ``__getitems__``) and turns the
+  columns into tensors once (:func:`consumer.fetch.collate.to_tensors`);
+- **collate**: the identity, so the loader yields exactly the dicts ``ds[ids, query]`` gives
+  (``[B, L]`` rows, never ``[B, 1, L]``).
+
+Worker processes (``num_workers > 0``) hand batches over through a preallocated shared-memory ring
+(:mod:`consumer.training.workers`: no allocation, no pickling per batch), or with ``transport="torch"`` through
+torch's own ``DataLoader`` workers. Since an epoch's order is a pure function of the settings, the
+loader's whole state is (epoch, batches delivered to the caller) plus a fingerprint: a batch counts
+when the loader hands it over, never when a worker prefetches it, so a resumed run continues with the
+next undelivered batch whatever ``num_workers`` either run used. torch is imported only when a loader is made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+import weakref
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from itertools import chain, islice
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError, short_repr
+from ..fetch.collate import _torch, to_tensors
+from ..fetch.columns import columns_of
+from .plan import EpochPlan
+from .workers import WorkerPool
+
+__all__ = ["STATE_KIND", "BatchDataset", "BatchRequest", "ConsumerLoader", "dataset_fingerprint", "make_loader"]
+
+STATE_KIND = "consumer.loader"
+STATE_VERSION = 1
+_RESERVED = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last", "collate_fn", "dataset")
+# the DataLoader options the shared-memory ring understands (any other one needs transport="torch")
+_RING_OPTIONS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "multiprocessing_context",
+                 "timeout", "worker_init_fn")
+# the parts of ds.get_dict() that decide which tokens a sample id gives (versions and the mode left out)
+_DATASET_KEYS = ("data_mode", "style", "n_bytes", "seqlen", "long_files", "sampling", "metadata", "max_header_bytes",
+                 "seed", "mask", "classes", "class_to_id", "per_class", "total_files", "total_samples", "files_sha256")
+
+
+@dataclass(frozen=True)
+class BatchRequest:
+    """What the batch sampler sends to a worker: the epoch (it seeds the masks) and the sample ids."""
+
+    epoch: int
+    ids: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+
+class BatchDataset:
+    """A map-style view of a dataset for torch's ``DataLoader``: one batched read per :class:`BatchRequest`.
+
+    ``__getitems__(request)`` returns the batch dict of tensors of ``ds.fetch_numpy(ids, query,
+    epoch=epoch)``. It holds only the dataset and the query, so it pickles as the dataset does.
+    """
+
+    def __init__(self, ds: Any, query: Any):
+        self.ds = ds
+        self.query = query
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def numpy(self, request: BatchRequest) -> dict[str, np.ndarray]:
+        """The whole batch of ``request`` as a dict of numpy columns (one vectorised fetch)."""
+        if not isinstance(request, BatchRequest):
+            raise InputError(f"BatchDataset reads BatchRequest(epoch, ids) objects, got {short_repr(request)}")
+        return self.ds.fetch_numpy(np.asarray(request.ids, dtype=np.int64), self.query, epoch=request.epoch)
+
+    def __getitems__(self, request: BatchRequest) -> dict:
+        """The whole batch of ``request`` as a dict of int64 tensors (one vectorised fetch)."""
+        return to_tensors(self.numpy(request))
+
+    __getitem__ = __getitems__
+
+
+def _identity(batch: dict) -> dict:
+    """collate_fn of the loader: the batch dict is already made (a module-level function, so it pickles)."""
+    return batch
+
+
+class _PlanBatchSampler:
+    """Yields the remaining :class:`BatchRequest` s of one epoch, from a start position set before each pass."""
+
+    def __init__(self, plan: EpochPlan):
+        self.plan = plan
+        self.epoch = 0
+        self.start = 0
+        self._ids: tuple[int, np.ndarray] | None = None  # (epoch, this rank's ids): computed once per epoch
+
+    def __iter__(self) -> Iterator[BatchRequest]:
+        epoch, b = self.epoch, self.plan.batch_size
+        if self._ids is None or self._ids[0] != epoch:
+            self._ids = (epoch, self.plan.rank_ids(epoch))
+        ids = self._ids[1]
+        for j in range(self.start, self.plan.batches_per_epoch):
+            yield BatchRequest(epoch, ids[j * b:(j + 1) * b])
+
+    def __len__(self) -> int:
+        return self.plan.batches_per_epoch - self.start
+
+
+def dataset_fingerprint(ds: Any, description: dict | None = None) -> dict:
+    """The settings, counts and file-table hash of a dataset that decide what each sample id reads
+    (from ``description``, an already computed ``ds.get_dict()``, when given)."""
+    d = ds.get_dict() if description is None else description
+    return {k: d[k] for k in _DATASET_KEYS if k in d}
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _distributed() -> tuple[int, int] | None:
+    """(rank, world_size) of an initialised default process group, else ``None``."""
+    torch = _torch()
+    dist = getattr(torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank()), int(dist.get_world_size())
+    return None
+
+
+class ConsumerLoader:
+    """A resumable, class-balanced, rank-sharded loader over a dataset (made by :func:`make_loader`).
+
+    Epoch semantics: :attr:`epoch` is the epoch the next batch comes from. Iterating yields the
+    remaining batches of the current epoch; once its last batch is delivered, :attr:`epoch` grows
+    by one, so ``while loader.epoch < E: for batch in loader: ...`` trains ``E`` epochs.
+    :meth:`set_epoch` restarts another epoch from its beginning and does nothing for the current
+    one. ``len(loader)`` is the number of batches per epoch on this rank. Only the latest iterator
+    is live: starting a new one, :meth:`set_epoch` to another epoch or :meth:`load_state_dict` ends
+    the previous one.
+    """
+
+    def __init__(self, ds: Any, plan: EpochPlan, query: Any, torch_kwargs: dict, description: dict | None = None,
+                 prefetch_threads: int = 0, transport: str = "ring"):
+        torch = _torch()
+        self.prefetch_threads = prefetch_threads  # in-process only: batches read ahead by background threads
+        self.transport = transport  # with workers: "ring" (shared-memory slots) or "torch" (torch's own workers)
+        self._options = torch_kwargs
+        self._pool: WorkerPool | None = None
+        self.dataset, self.plan, self.query = ds, plan, query
+        self.epoch, self.position = 0, 0  # position: batches of self.epoch delivered to the caller
+        self._generation = 0
+        self._sampler = _PlanBatchSampler(plan)
+        self._loader = torch.utils.data.DataLoader(BatchDataset(ds, query), batch_sampler=self._sampler,
+                                                   collate_fn=_identity, **torch_kwargs)
+        self._fingerprint = _sha({"dataset": dataset_fingerprint(ds, description), "loader": self.settings()})
+
+    # ----------------------------------------------------------------- sizes
+    def __len__(self) -> int:
+        return self.plan.batches_per_epoch
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per batch on this rank (the last batch of an epoch may be shorter unless ``drop_last``)."""
+        return self.plan.batch_size
+
+    @property
+    def num_workers(self) -> int:
+        """Worker processes of the underlying ``DataLoader``."""
+        return int(self._loader.num_workers)
+
+    @property
+    def torch_loader(self) -> Any:
+        """The underlying ``torch.utils.data.DataLoader``."""
+        return self._loader
+
+    def settings(self) -> dict:
+        """The loader settings covered by the state fingerprint. ``num_workers`` and torch options are not,
+        and neither is the rank: every rank is at the same (epoch, batch) at every step, so one state
+        (say rank 0's) resumes all ranks."""
+        out = {**self.plan.settings(), "query": self.query}
+        del out["rank"]
+        return out
+
+    # ----------------------------------------------------------------- iteration
+    def __iter__(self) -> Iterator[dict]:
+        self._generation += 1
+        generation = self._generation
+        if self.position >= self.plan.batches_per_epoch:  # only reachable through a hand-made state
+            self.epoch, self.position = self.epoch + 1, 0
+        self._sampler.epoch, self._sampler.start = self.epoch, self.position
+        return self._run(generation)
+
+    def _batches(self) -> Iterator[dict]:
+        """The remaining batches of the epoch: from the worker ring (or torch's workers), or in process.
+        In process, torch's loader would only add a profiler record per batch, so the loader calls the
+        sampler and ``__getitems__`` itself, pinning memory as torch would."""
+        if self._loader.num_workers > 0 and self.transport == "torch":
+            yield from self._loader
+            return
+        torch = _torch()
+        accelerator = getattr(torch, "accelerator", None)
+        pin = bool(self._loader.pin_memory) and (accelerator.is_available() if accelerator is not None
+                                                 else torch.cuda.is_available())
+        dataset = self._loader.dataset
+        if self._loader.num_workers > 0:
+            batches: Iterator[dict] = map(to_tensors, self._ring(dataset))
+        elif self.prefetch_threads > 0:
+            batches = self._prefetched(dataset)
+        else:
+            batches = map(dataset.__getitems__, self._sampler)
+        for batch in batches:
+            yield {k: v.pin_memory() for k, v in batch.items()} if pin else batch
+
+    def _ring(self, dataset: BatchDataset) -> Iterator[dict]:
+        """The batches as numpy columns from worker processes through a shared-memory ring
+        (:class:`consumer.training.workers.WorkerPool`): one pool per pass, or one for the loader's life with
+        ``persistent_workers``. A new pass ends the previous pass's pool."""
+        requests = iter(self._sampler)
+        first = next(requests, None)
+        if first is None:
+            return
+        o = self._options
+        persistent = bool(o.get("persistent_workers", False))
+        pool = self._pool
+        if pool is None or pool.closed or not persistent:
+            if pool is not None:
+                pool.close()
+            probe = dataset.numpy(BatchRequest(first.epoch, first.ids[:1]))  # the columns' dtypes and row shapes
+            pool = WorkerPool(dataset.numpy, probe, self.plan.batch_size, self.num_workers,
+                              prefetch_factor=o.get("prefetch_factor") or 2, context=o.get("multiprocessing_context"),
+                              worker_init_fn=o.get("worker_init_fn"), timeout=o.get("timeout", 0))
+            self._pool = pool
+            if persistent:
+                weakref.finalize(self, pool.close)
+        try:
+            yield from pool.run(chain([first], requests))
+        finally:
+            if not persistent:
+                pool.close()
+
+    def _prefetched(self, dataset: BatchDataset) -> Iterator[dict]:
+        """The batches in order, each read by a background thread while the caller works on the previous one
+        (reads release the GIL: ``preadv`` and numpy copies). At most ``prefetch_threads + 1`` batches are read
+        ahead; none of them counts as delivered until it is yielded, and an abandoned iterator cancels the rest."""
+        requests = iter(self._sampler)
+        pool = ThreadPoolExecutor(max_workers=self.prefetch_threads, thread_name_prefix="consumer-prefetch")
+        try:
+            pending = deque(pool.submit(dataset.__getitems__, r) for r in islice(requests, self.prefetch_threads + 1))
+            while pending:
+                batch = pending.popleft().result()
+                for r in islice(requests, 1):
+                    pending.append(pool.submit(dataset.__getitems__, r))
+                yield batch
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _run(self, generation: int) -> Iterator[dict]:
+        n = self.plan.batches_per_epoch
+        if generation != self._generation:  # superseded before its first batch: read nothing
+            return
+        for batch in self._batches():
+            if generation != self._generation:  # set_epoch / load_state_dict / a newer iterator took over
+                return
+            self.position += 1
+            if self.position >= n:
+                self.epoch, self.position = self.epoch + 1, 0
+            yield batch
+            if generation != self._generation:
+                return
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start ``epoch`` from its first batch; nothing changes when it is already the current epoch
+        (so calling it after :meth:`load_state_dict` does not rewind a resumed run)."""
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+            raise InputError(f"epoch must be an int >= 0, got {short_repr(epoch)}")
+        if int(epoch) != self.epoch:
+            self.epoch, self.position = int(epoch), 0
+            self._generation += 1
+
+    # ----------------------------------------------------------------- resumption
+    def state_dict(self) -> dict:
+        """A small JSON-able state: epoch, batches of it delivered to the caller, and fingerprints."""
+        return {"kind": STATE_KIND, "version": STATE_VERSION, "epoch": self.epoch, "position": self.position,
+                "batches_per_epoch": self.plan.batches_per_epoch, "fingerprint": self._fingerprint,
+                "settings": self.settings()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue exactly after the last batch a :meth:`state_dict` counted (same dataset and settings;
+        ``num_workers`` and other torch options may differ). Raises :class:`InputError` (a ``ValueError``)
+        for a state of another dataset or other loader settings."""
+        if not isinstance(state, dict) or state.get("kind") != STATE_KIND:
+            raise InputError(f"state must be a dict made by ConsumerLoader.state_dict(), got {short_repr(state)}")
+        if state.get("version") != STATE_VERSION:
+            raise InputError(f"state['version'] must be {STATE_VERSION}, got {short_repr(state.get('version'))}")
+        missing = [k for k in ("epoch", "position", "fingerprint") if k not in state]
+        if missing:
+            raise InputError(f"state misses {missing}; pass a dict made by state_dict()")
+        if state["fingerprint"] != self._fingerprint:
+            theirs = state.get("settings")
+            theirs = theirs if isinstance(theirs, dict) else {}
+            mine = self.settings()
+            diff = {k: (theirs.get(k), mine.get(k)) for k in mine if theirs.get(k) != mine.get(k)}
+            what = (f"loader settings differ (state, this loader): {short_repr(diff, 300)}" if diff
+                    else "the dataset differs (files, settings or counts)")
+            raise InputError(f"state does not belong to this loader: {what}")
+        epoch, position = state["epoch"], state["position"]
+        for name, v in (("epoch", epoch), ("position", position)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise InputError(f"state[{name!r}] must be an int >= 0, got {short_repr(v)}")
+        if position > self.plan.batches_per_epoch:
+            raise InputError(f"state['position']={position} is past the {self.plan.batches_per_epoch} batches "
+                             f"of an epoch")
+        if position == self.plan.batches_per_epoch:
+            epoch, position = epoch + 1, 0
+        self.epoch, self.position = epoch, position
+        self._generation += 1
+
+    def __repr__(self) -> str:
+        s = self.plan
+        return (f"ConsumerLoader(batch_size={s.batch_size}, batches_per_epoch={s.batches_per_epoch}, "
+                f"epoch={self.epoch}, position={self.position}, rank={s.rank}, world_size={s.world_size}, "
+                f"balance={s.balance!r}, num_workers={self.num_workers})")
+
+
+def make_loader(ds: Any, batch_size: int, *, query: Any = None, shuffle: bool = True, seed: int | None = None,
+                drop_last: bool = False, num_workers: int = 0, balance: Any = None, epoch_size: int | None = None,
+                rank: int | None = None, world_size: int | None = None, prefetch_threads: int | None = None,
+                transport: str | None = None, **torch_kwargs: Any) -> ConsumerLoader:
+    """A :class:`ConsumerLoader` over ``ds``: batches of ``batch_size`` samples as dicts of tensors.
+
+    Args:
+        ds: the dataset (a :class:`~consumer.Consumer`).
+        batch_size: samples per batch on each rank.
+        query: the columns (as in ``ds[sel, query]``); ``None`` uses the dataset's mode, as ``ds[sel]`` does.
+        shuffle: a new order every epoch (a pure function of seed and epoch).
+        seed: seed of the epoch orders; ``None`` means ``ds.seed``.
+        drop_last: drop the final short step of an epoch instead of padding it by repeating samples.
+        num_workers: worker processes reading batches (0: in the calling process).
+        balance: ``None`` (natural), ``"uniform"``, a float alpha (``p_c ∝ n_c ** alpha``) or ``{class: weight}``.
+        epoch_size: samples per epoch over all ranks (default ``len(ds)``).
+        rank, world_size: this process's shard; default: from ``torch.distributed`` when it is
+            initialised, else 0 and 1.
+        prefetch_threads: with ``num_workers=0``, background threads reading the next batches while the
+            training step runs (default 0: each batch is read when it is asked for, the fastest delivery to a
+            loop that does little per batch; 1 overlaps reading with a step that computes, since reads
+            release the GIL and no batch is pickled or copied between processes).
+        transport: with ``num_workers > 0``, how batches reach this process: ``"ring"`` (the default) writes
+            them into preallocated shared-memory slots (no allocation, no pickling per batch); ``"torch"`` uses
+            torch's own worker transport (needed for ``DataLoader`` options other than ``pin_memory``,
+            ``persistent_workers``, ``prefetch_factor``, ``multiprocessing_context``, ``timeout`` and
+            ``worker_init_fn``, which the ring takes too). ``None``: the ring unless such an option is given.
+        **torch_kwargs: passed to ``torch.utils.data.DataLoader`` (``pin_memory``,
+            ``persistent_workers``, ``prefetch_factor``, ``multiprocessing_context``, ``timeout``, ...).
+    """
+    reserved = [k for k in torch_kwargs if k in _RESERVED]
+    if reserved:
+        raise InputError(f"make_loader sets {reserved} itself; got {short_repr({k: torch_kwargs[k] for k in reserved})}"
+                         f" (use batch_size=, shuffle=, drop_last=, balance= of make_loader)")
+    if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)) or num_workers < 0:
+        raise InputError(f"num_workers must be an int >= 0, got {short_repr(num_workers)}")
+    if (rank is None) != (world_size is None):
+        raise InputError(f"give both rank and world_size or neither, got rank={rank!r}, world_size={world_size!r}")
+    if rank is None or world_size is None:
+        rank, world_size = _distributed() or (0, 1)
+    description = ds.get_dict()
+    if query is None:
+        query = description.get("mode")  # the query ds[sel] uses when none is given
+    columns_of(query)  # validated here, not in a worker
+    if isinstance(query, tuple):
+        query = list(query)
+    plan = EpochPlan(sample_class=ds.index.sample_class, classes=list(ds.classes), batch_size=batch_size,
+                     seed=ds.seed if seed is None else seed, shuffle=shuffle, drop_last=drop_last, balance=balance,
+                     epoch_size=epoch_size, rank=rank, world_size=world_size)
+    if num_workers > plan.batches_per_epoch:
+        warnings.warn(f"num_workers={num_workers} but an epoch has only {plan.batches_per_epoch} batch(es) on this "
+                      f"rank: {num_workers - plan.batches_per_epoch} worker(s) will have nothing to read",
+                      stacklevel=2)
+    threads = 0 if prefetch_threads is None else prefetch_threads
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
+        raise InputError(f"prefetch_threads must be an int >= 0 or None, got {short_repr(prefetch_threads)}")
+    others = sorted(k for k in torch_kwargs if k not in _RING_OPTIONS)
+    if transport is None:
+        transport = "torch" if others else "ring"
+    if transport not in ("ring", "torch"):
+        raise InputError(f"transport must be 'ring', 'torch' or None, got {short_repr(transport)}")
+    if transport == "ring" and others and num_workers > 0:
+        raise InputError(f"transport='ring' does not take the DataLoader options {others}; pass transport='torch'")
+    return ConsumerLoader(ds, plan, query, {"num_workers": int(num_workers), **torch_kwargs}, description,
+                          prefetch_threads=int(threads), transport=transport)
