@@ -1,4 +1,10 @@
-"""Where a dataset keeps and fetches what is not its source files: the cache directory and storage sizes.
+"""Storage settings: where a dataset keeps what it computes, and how it reaches object storage.
+
+:class:`Storage` is one frozen value, made once from the user's ``storage_options``, ``cache_dir`` and
+``remote_cache`` (:meth:`Storage.of`, which validates them) beside :class:`~consumer.spec.Spec`, and passed whole
+to every part that needs one of them: the sources (fsspec options, the read-through cache), the catalog and the
+index cache (the cache directory), packed stores at URLs (their index files are copied under the cache
+directory). Nothing below the facade takes the three settings as loose arguments.
 
 - :func:`default_cache_dir` / :func:`check_cache_dir`: the cache directory (``cache_dir=None`` is the
   default place, ``False`` keeps everything in memory);
@@ -9,13 +15,15 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .errors import InputError, short_repr
 
-__all__ = ["default_cache_dir", "check_cache_dir", "parse_size"]
+__all__ = ["Storage", "default_cache_dir", "check_cache_dir", "parse_size"]
 
 
 def default_cache_dir() -> str:
@@ -72,3 +80,44 @@ def parse_size(value: Any, what: str = "size") -> int:
     if binary and not unit:
         raise InputError(f"{what}: 'i' needs a unit letter (KiB, MiB, GiB), got {short_repr(value)}")
     return int(float(number) * base ** _POWERS[unit.lower()])
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where a dataset keeps what it computes and how it reaches object storage (one value, passed whole).
+
+    ``options``: fsspec ``storage_options`` for URLs (credentials, ``endpoint_url``, ...; empty for none);
+    ``cache_dir``: the absolute cache directory (catalog, index cache, copies of remote stores' index files, the
+    read-through cache), or None to keep everything in memory (``cache_dir=False``); ``remote_cache``: bytes of
+    the read-through cache of remote objects under ``cache_dir`` (None: no such cache). Make it with
+    :meth:`of`, which validates the user's arguments.
+    """
+
+    options: Mapping[str, Any] = field(default_factory=dict, repr=False)  # may hold credentials: never printed
+    cache_dir: str | None = None
+    remote_cache: int | None = None
+    options_given: bool = False  # storage_options was passed (even as {}): only URLs take it
+
+    @classmethod
+    def of(cls, storage_options: Mapping[str, Any] | None = None, cache_dir: Any = None,
+           remote_cache: Any = None) -> Storage:
+        """The validated settings: ``cache_dir`` a directory, None (the default place) or False (in memory);
+        ``remote_cache`` an int or a size such as ``"20GB"`` (needs a cache directory); ``storage_options`` a
+        dict or None. InputError naming the argument and the value otherwise."""
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise InputError(f"storage_options must be a dict of fsspec options or None, got "
+                             f"{short_repr(storage_options)}")
+        root = check_cache_dir(cache_dir)
+        size = None if remote_cache is None else parse_size(remote_cache, "remote_cache")
+        if size is not None and root is None:
+            raise InputError("remote_cache needs a cache_dir (it lives there); got cache_dir=False")
+        return cls(dict(storage_options or {}), root, size, storage_options is not None)
+
+    @property
+    def local_only(self) -> bool:
+        """True when no setting of object storage was given (neither ``storage_options`` nor ``remote_cache``)."""
+        return not self.options_given and self.remote_cache is None
+
+    def read_through_dir(self) -> str | None:
+        """The directory of the read-through cache of remote objects (None without ``remote_cache``)."""
+        return None if self.remote_cache is None or self.cache_dir is None else os.path.join(self.cache_dir, "remote")

@@ -1,0 +1,127 @@
+"""The one interface for where a dataset's bytes come from: :class:`ByteSource`.
+
+A dataset reads the bytes of its files, describes them with libmagic, streams them for the content pass and the
+byte predicates of SQL, and hands them to other processes (DataLoader workers, ranks, cluster tasks) — whatever
+holds them: local files, objects behind URLs, or a packed store (whose documents are ready-made tokens, memory-
+mapped or read by ranges). Each of those is one implementation of :class:`ByteSource`, chosen once by
+:func:`consumer.sources.open_source` (or by the packed-store opener); nothing outside :mod:`consumer.sources` asks
+which kind it holds. The models are webdataset's ``gopen`` (one opener chosen by the URL's scheme) and httpx's
+transports (one interface, one implementation per way of moving bytes).
+
+A source is a table of files in the dataset's order (``file_id``): ``paths``, ``sizes`` (bytes) and ``stamps``
+(the change stamp recorded when the files were listed: what "the file changed" is judged by), plus:
+
+- :meth:`ByteSource.read_ranges`: many byte ranges of many files into one buffer in one call (objects: every
+  range in flight at once); every file is checked to be the version listed, and a file that changed, shrank or
+  vanished raises :class:`~consumer.errors.FileChangedError` naming it — it is never served;
+- :meth:`ByteSource.iter_chunks`: one whole file in bounded chunks, never a mix of two versions;
+- :meth:`ByteSource.describe`: raw libmagic results (description, MIME type), what the catalog stores;
+- capabilities: ``tokens`` (a packed store's ready-made document tokens, else None), ``whole_files`` (the
+  content pass may read whole files), ``durable`` (its files' rows belong in the durable catalog);
+- :meth:`ByteSource.subset` and :meth:`ByteSource.handoff`: the same files for part of the dataset, and what
+  another process needs to reopen the source without listing the files again.
+
+Sources are picklable (connections are reopened in each process).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..errors import InputError
+from .paths import PathList
+
+__all__ = ["ByteSource", "CHUNK_BYTES", "check_ranges"]
+
+CHUNK_BYTES = 1 << 20  # default chunk of iter_chunks
+
+
+class ByteSource(ABC):
+    """Where the bytes of a dataset's files come from (see the module docstring).
+
+    ``kind`` says what it is in messages (``"local files"``, ``"URLs"``, ``"a packed store"``); code never branches
+    on it. ``tokens`` is a packed store's :class:`~consumer.sources.store.TokenData` (None for files and objects,
+    whose documents are built from their bytes); ``whole_files`` says whether reading whole files (the content pass,
+    ``dedupe="content"``) is offered; ``durable`` whether the files' catalog rows may be kept in the cache
+    directory's catalog (a packed store's file table describes files that may not exist here).
+    """
+
+    kind: ClassVar[str] = "files"
+    whole_files: ClassVar[bool] = False
+    durable: ClassVar[bool] = True
+    tokens: Any = None
+
+    paths: PathList
+    sizes: np.ndarray
+    stamps: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    @abstractmethod
+    def subset(self, ids: np.ndarray) -> ByteSource:
+        """The same source restricted to the files ``ids`` (sorted file ids), in that order."""
+
+    @abstractmethod
+    def read_ranges(self, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, out: np.ndarray,
+                    at: np.ndarray, *, verify_after: bool = False) -> None:
+        """Copy bytes ``[offsets[j], offsets[j] + lengths[j])`` of file ``ids[j]`` to ``out[at[j]:]`` for every
+        ``j`` (``out`` a writable 1-D uint8 array), every file checked to be the version listed; ``verify_after``
+        checks it again once read, so a file rewritten during the read is refused rather than served half old,
+        half new. :class:`~consumer.errors.FileChangedError` names the file that changed."""
+
+    def iter_chunks(self, i: int, chunk: int = CHUNK_BYTES) -> Iterator[memoryview]:
+        """The bytes of file ``i`` in pieces of at most ``chunk`` bytes (one buffer reused: consume each piece
+        before asking for the next), checked to be the version listed before the first and after the last."""
+        size = int(self.sizes[i])
+        buf = np.empty(min(max(int(chunk), 1), max(size, 1)), dtype=np.uint8)
+        ids = np.array([i], dtype=np.int64)
+        zero = np.zeros(1, dtype=np.int64)
+        for start in range(0, size, buf.size):
+            n = min(buf.size, size - start)
+            self.read_ranges(ids, np.array([start], dtype=np.int64), np.array([n], dtype=np.int64), buf, zero,
+                             verify_after=start + n >= size)
+            yield memoryview(buf)[:n]
+
+    @abstractmethod
+    def describe(self, paths: Sequence[str], *, kinds: Sequence[str], verbose: bool = False,
+                 chunk: int = 256) -> Iterator[tuple[str | None, str | None]]:
+        """Raw libmagic ``(description, MIME type)`` of each of ``paths`` (paths of this source), in order; a kind
+        not in ``kinds`` comes back as None. This is the ``describe`` :meth:`Catalog.sync` calls."""
+
+    def handoff(self) -> dict:
+        """What another process needs, beside the paths, sizes and stamps of an index cache entry, to reopen this
+        source without listing its files (:func:`consumer.sources.reopen_source`); JSON-able."""
+        return {"kind": self.kind}
+
+    def refuse_whole_files(self, what: str) -> None:
+        """InputError saying ``what`` (e.g. ``"duplicates()"``) reads whole local files and this source has
+        none, unless :attr:`whole_files`."""
+        if not self.whole_files:
+            raise InputError(f"{what} reads every byte of local files; this dataset's files are {self.kind}")
+
+
+def check_ranges(n_files: int, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, out: np.ndarray,
+                 at: np.ndarray, sizes: np.ndarray) -> None:
+    """InputError unless the ranges of :meth:`ByteSource.read_ranges` are well formed: file ids in range, ranges
+    inside each file's size, destinations inside ``out``."""
+    if not (ids.shape == offsets.shape == lengths.shape == at.shape) or ids.ndim != 1:
+        raise InputError(f"ids, offsets, lengths and at must be 1-D of one length, got shapes {ids.shape}, "
+                         f"{offsets.shape}, {lengths.shape}, {at.shape}")
+    if not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.ndim != 1 or not out.flags.writeable:
+        raise InputError(f"out must be a writable 1-D numpy uint8 array, got {type(out).__name__}")
+    if not ids.size:
+        return
+    if int(ids.min()) < 0 or int(ids.max()) >= n_files:
+        raise InputError(f"ids must be file ids in [0, {n_files}), got {int(ids.min())}..{int(ids.max())}")
+    bad = np.flatnonzero((offsets < 0) | (lengths < 0) | (offsets + lengths > sizes[ids]))
+    if bad.size:
+        j = int(bad[0])
+        raise InputError(f"range {int(offsets[j])}+{int(lengths[j])} of file {int(ids[j])} is outside its "
+                         f"{int(sizes[ids[j]])} bytes")
+    if int(at.min()) < 0 or int((at + lengths).max()) > out.size:
+        raise InputError(f"at + lengths must stay inside out ({out.size} bytes)")
