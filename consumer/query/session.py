@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ..catalog.catalog import CATALOG_NAME, Catalog, display_path, path_key
+from ..catalog.content import CONTENT_COLUMNS
 from ..catalog.duplicates import DuplicateGroup, catalog_sha256s, find_duplicates
 from ..errors import InputError, QueryError, SelectionError, short_repr
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
+from .bytefuncs import ByteFunctions
 from .engine import DatasetSQL, Rows, content_completer
+from .table import MAGIC_COLUMNS, content_columns, dataset_columns, magic_columns
 
 __all__ = ["SQLSession"]
 
@@ -62,6 +67,7 @@ class SQLSession:
         self._catalog = None if catalog is None else catalog.retain()  # shared with a parent: counted, not owned
         self.verbose = verbose  # progress bars while libmagic or the content pass run
         self._sql: DatasetSQL | None = None
+        self._duck_sql: Any = None  # a consumer.query.duck.DuckSQL once queried (duckdb is imported then)
 
     @property
     def catalog(self) -> Catalog:
@@ -70,8 +76,61 @@ class SQLSession:
             self._catalog = Catalog(os.path.join(self.cache_root, CATALOG_NAME) if self.cache_root else None).retain()
         return self._catalog
 
-    def query(self, statement: str, params=(), *, timeout: float | None = None, max_rows: int | None = None) -> Rows:
-        """Run one read-only statement over the ``files`` view (``timeout`` seconds, ``max_rows`` rows at most)."""
+    def query(self, statement: str, params=(), *, timeout: float | None = None, max_rows: int | None = None,
+              dialect: str = "duckdb") -> Rows:
+        """Run one read-only statement over the ``files`` view (``timeout`` seconds, ``max_rows`` rows at most).
+
+        ``dialect``: ``"duckdb"`` (the engine: :mod:`consumer.query.duck`) or ``"sqlite"`` (the SQLite view of
+        0.2, for statements written in SQLite's dialect: slower, and it computes both libmagic columns first).
+        """
+        if dialect == "duckdb":
+            return self._duck().query(statement, params, timeout=timeout, max_rows=max_rows)
+        if dialect == "sqlite":
+            return self._sqlite().query(statement, params, timeout=timeout, max_rows=max_rows)
+        raise QueryError(f"dialect must be 'duckdb' or 'sqlite', got {short_repr(dialect)}")
+
+    def _duck(self):
+        """The DuckDB engine over this dataset's columns (made on first use)."""
+        if self._duck_sql is None:
+            from .duck import DuckSQL, LazyGroup  # noqa: PLC0415  (duckdb loads with the first statement)
+
+            docs = self.documents
+            samples = np.bincount(self.index.seg_doc, minlength=len(docs))
+            class_ids = np.array([self.class_to_id[c] for c in self.classes], dtype=np.int64)
+            columns = dataset_columns(docs.paths, docs.doc_class, self.classes, class_ids, docs.doc_size,
+                                      docs.doc_mtime, docs.doc_header, docs.headers, docs.doc_len, samples)
+            local = docs.packed is None and docs.remote is None
+            lazy = [LazyGroup(MAGIC_COLUMNS, self._magic_columns, star=True)]
+            if local:  # the content pass reads whole local files (objects and stores keep NULL content columns)
+                lazy.append(LazyGroup(CONTENT_COLUMNS, self._content_columns))
+            self._duck_sql = DuckSQL(columns, lazy, byte_functions=ByteFunctions(docs.paths, docs.doc_size,
+                                                                                 docs.doc_mtime) if local else None)
+        return self._duck_sql
+
+    def _magic_columns(self) -> dict:
+        """``description`` and ``mime`` of every file: one libmagic pass for both (cached in the catalog); a packed
+        store's come from its headers."""
+        docs = self.documents
+        if docs.packed is not None:
+            text = pa.DictionaryArray.from_arrays(pa.array(np.asarray(docs.doc_header, dtype=np.int32)),
+                                                  pa.array(list(docs.headers), type=pa.string()))
+            text = text.cast(pa.large_string())
+            nulls = pa.nulls(len(docs), type=pa.large_string())
+            return {"description": text if self.metadata == "file" else nulls,
+                    "mime": text if self.metadata == "mime" else nulls}
+        desc, mime = self.catalog.sync(docs.paths, docs.doc_size, docs.doc_mtime, want=MAGIC_COLUMNS,
+                                       verbose=self.verbose, describe=_remote_describer(docs))
+        return magic_columns(desc, mime)
+
+    def _content_columns(self) -> dict:
+        """The content columns of every file (the catalog's content pass, run only on files lacking them)."""
+        docs = self.documents
+        catalog = self.catalog
+        catalog.ensure_content(docs.paths, docs.doc_size, docs.doc_mtime, verbose=self.verbose)
+        return content_columns(catalog.content_rows(docs.paths, docs.doc_size, docs.doc_mtime))
+
+    def _sqlite(self) -> DatasetSQL:
+        """The SQLite view of 0.2 (``dialect="sqlite"``)."""
         if self._sql is None:
             docs = self.documents
             if docs.packed is not None:
@@ -93,7 +152,7 @@ class SQLSession:
             self._sql = DatasetSQL(catalog.path, None if catalog.path else catalog.connection,
                                    _view_rows(docs, self.index, self.classes, self.class_to_id),
                                    identity=(docs.doc_size, docs.doc_mtime), ensure_content=ensure)
-        return self._sql.query(statement, params, timeout=timeout, max_rows=max_rows)
+        return self._sql
 
     def duplicates(self) -> list[DuplicateGroup]:
         """Groups of files with equal content (sha256 from the catalog's content pass, run once per file)."""
@@ -127,6 +186,8 @@ class SQLSession:
         try:
             if self._sql is not None:
                 self._sql.close()
+            if self._duck_sql is not None:
+                self._duck_sql.close()
             if self._catalog is not None:
                 self._catalog.release()
         except Exception:  # noqa: BLE001  (never raise from __del__, e.g. at interpreter exit)
@@ -137,6 +198,9 @@ class SQLSession:
         if self._sql is not None:
             self._sql.close()
             self._sql = None
+        if self._duck_sql is not None:
+            self._duck_sql.close()
+            self._duck_sql = None
         if self._catalog is not None:
             self._catalog.release()  # closed when no other dataset (a subset, its parent) still uses it
             self._catalog = None

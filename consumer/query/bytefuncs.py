@@ -1,0 +1,158 @@
+"""SQL functions over the files' raw bytes: ``head``, ``tail``, ``bytes_at``, ``contains``, ``regexp_bytes``.
+
+=====================================  ==========================================================================
+``head(path, n)``                      BLOB: the first ``n`` bytes (fewer if the file is shorter), 0 <= n <= 65536
+``tail(path, n)``                      BLOB: the last ``n`` bytes, same limits
+``bytes_at(path, offset, n)``          BLOB: ``n`` bytes from ``offset`` (fewer at the end, empty past it)
+``contains(path, pattern)``            BOOLEAN: the BLOB ``pattern`` (1..65536 bytes) occurs anywhere in the file;
+                                       streamed in chunks with an overlap of ``len(pattern) - 1`` bytes, so
+                                       memory stays bounded whatever the file's size
+``regexp_bytes(path, pattern)``        BOOLEAN: Python's ``re.search`` of ``pattern`` (text, its UTF-8 bytes
+                                       used as a bytes regex) over the whole file (read into memory:
+                                       files up to :data:`MAX_REGEXP_FILE` bytes)
+=====================================  ==========================================================================
+
+``path`` must be a path of the dataset (the ``path`` column): a function never opens another file, so
+``head('/etc/passwd', 10)`` is an error. A NULL argument gives NULL. Each function is a vectorised DuckDB UDF:
+it receives a batch of rows (Arrow arrays, up to 2,048 rows) and reads the batch's files in a thread pool.
+Every read goes through :mod:`consumer.sources.byte_reads`, which checks the file is the version the
+dataset indexed (size and change stamp): a file changed since raises
+:class:`~consumer.errors.FileChangedError`, never an answer from the new bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import InputError, short_repr
+from ..sources.byte_reads import check_file, iter_file, read_span
+
+__all__ = ["BYTE_FUNCTIONS", "MAX_BYTES", "MAX_REGEXP_FILE", "ByteFunctions"]
+
+MAX_BYTES = 64 * 1024
+"""Largest ``n`` of head / tail / bytes_at and longest ``contains`` pattern."""
+
+MAX_REGEXP_FILE = 256 * 2**20
+"""Largest file ``regexp_bytes`` reads (it needs the whole file in memory)."""
+
+BYTE_FUNCTIONS: dict[str, tuple[tuple[str, ...], str]] = {
+    "head": (("VARCHAR", "BIGINT"), "BLOB"),
+    "tail": (("VARCHAR", "BIGINT"), "BLOB"),
+    "bytes_at": (("VARCHAR", "BIGINT", "BIGINT"), "BLOB"),
+    "contains": (("VARCHAR", "BLOB"), "BOOLEAN"),
+    "regexp_bytes": (("VARCHAR", "VARCHAR"), "BOOLEAN"),
+}
+"""Name -> (argument types, result type) in DuckDB's type names."""
+
+
+def _count(v: Any, what: str, limit: int | None = MAX_BYTES) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (limit is not None and v > limit):
+        bound = f"0..{limit}" if limit is not None else ">= 0"
+        raise InputError(f"{what} must be an integer {bound}, got {short_repr(v)}")
+    return v
+
+
+def _contains(path: str, size: int, stamp: int, pattern: bytes) -> bool:
+    keep = len(pattern) - 1
+    tail = b""
+    for piece in iter_file(path, size, stamp):
+        window = tail + bytes(piece)
+        if window.find(pattern) >= 0:
+            check_file(path, size, stamp)  # stopped early: the same version still, or no answer
+            return True
+        tail = window[len(window) - keep:] if keep else b""
+    return False
+
+
+class ByteFunctions:
+    """The byte functions of one dataset: its paths with their recorded sizes and change stamps, a thread pool
+    (made on first use) and the exception a function raised last (the engine re-raises it)."""
+
+    def __init__(self, paths: Sequence[str], sizes: np.ndarray, stamps: np.ndarray, *, workers: int = 8):
+        self._paths, self._sizes, self._stamps = paths, sizes, stamps
+        self._lookup: dict[str, tuple[int, int]] | None = None
+        self._workers = workers
+        self._pool: ThreadPoolExecutor | None = None
+        self.error: BaseException | None = None
+
+    def _where(self, path: str, name: str) -> tuple[int, int]:
+        if self._lookup is None:  # built on the first byte function call only
+            self._lookup = dict(zip(self._paths, zip(np.asarray(self._sizes).tolist(),
+                                                     np.asarray(self._stamps).tolist())))
+        found = self._lookup.get(path)
+        if found is None:
+            raise InputError(f"{name}(path, ...): {path!r} is not a file of this dataset (use the path column)")
+        return found
+
+    def _map(self, fn: Callable[..., Any], rows: list[tuple]) -> list:
+        todo = [r for r in rows if None not in r]
+        if len(todo) > 1:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="consumer-bytes")
+            done = iter(list(self._pool.map(lambda r: fn(*r), todo)))
+        else:
+            done = iter([fn(*r) for r in todo])
+        return [None if None in r else next(done) for r in rows]
+
+    def _vector(self, name: str, fn: Callable[..., Any], out_type: pa.DataType) -> Callable[..., pa.Array]:
+        def call(*columns):
+            try:
+                rows = list(zip(*(c.to_pylist() for c in columns)))
+                return pa.array(self._map(fn, rows), type=out_type)
+            except BaseException as e:  # kept for the engine: DuckDB only passes on the message
+                self.error = e
+                raise
+
+        call.__name__ = name
+        return call
+
+    def _head(self, path: str, n: int) -> bytes:
+        size, stamp = self._where(path, "head")
+        return read_span(path, 0, _count(n, "head(path, n): n"), size, stamp)
+
+    def _tail(self, path: str, n: int) -> bytes:
+        size, stamp = self._where(path, "tail")
+        n = _count(n, "tail(path, n): n")
+        return read_span(path, max(0, size - n), n, size, stamp)
+
+    def _bytes_at(self, path: str, offset: int, n: int) -> bytes:
+        size, stamp = self._where(path, "bytes_at")
+        offset = _count(offset, "bytes_at(path, offset, n): offset", None)
+        return read_span(path, offset, _count(n, "bytes_at(path, offset, n): n"), size, stamp)
+
+    def _contains(self, path: str, pattern: bytes) -> bool:
+        size, stamp = self._where(path, "contains")
+        if not 1 <= len(pattern) <= MAX_BYTES:
+            raise InputError(f"contains(path, pattern): pattern must be 1..{MAX_BYTES} bytes, got {len(pattern)}")
+        return _contains(path, size, stamp, bytes(pattern))
+
+    def _regexp(self, path: str, pattern: str) -> bool:
+        size, stamp = self._where(path, "regexp_bytes")
+        if size > MAX_REGEXP_FILE:
+            raise InputError(f"regexp_bytes(path, pattern): {path!r} has {size} bytes, more than the "
+                             f"{MAX_REGEXP_FILE} it reads into memory")
+        try:
+            rx = re.compile(pattern.encode("utf-8", "surrogateescape"))
+        except re.error as e:
+            raise InputError(f"regexp_bytes(path, pattern): bad pattern {pattern!r}: {e}") from None
+        data = b"".join(bytes(p) for p in iter_file(path, size, stamp))
+        return rx.search(data) is not None
+
+    def functions(self) -> dict[str, Callable[..., pa.Array]]:
+        """The vectorised UDFs by name (argument and result types in :data:`BYTE_FUNCTIONS`)."""
+        impl: dict[str, Callable[..., Any]] = {"head": self._head, "tail": self._tail, "bytes_at": self._bytes_at,
+                                               "contains": self._contains, "regexp_bytes": self._regexp}
+        types = {"BLOB": pa.binary(), "BOOLEAN": pa.bool_()}
+        return {name: self._vector(name, impl[name], types[BYTE_FUNCTIONS[name][1]]) for name in BYTE_FUNCTIONS}
+
+    def close(self) -> None:
+        """Stop the thread pool."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None

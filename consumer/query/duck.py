@@ -1,0 +1,333 @@
+"""The DuckDB engine of ``ds.sql`` and ``ds.where``: columnar, vectorised, parallel, read-only and sealed.
+
+This module is the one home of the ``duckdb`` import. A :class:`DuckSQL` holds one dataset's ``files`` view:
+
+- the dataset's own columns (:func:`consumer.query.table.dataset_columns`) as one Arrow table registered with
+  DuckDB (zero-copy: DuckDB scans the Arrow buffers, which wrap the dataset's numpy arrays);
+- the lazy columns (``description, mime`` from one libmagic pass; ``sha256, entropy, printable, zeros,
+  histogram`` from one read of every file) as all-NULL columns until a statement needs them. Which columns a
+  statement uses is read from DuckDB's own parse tree (:mod:`consumer.query.statement`): a statement that names
+  no lazy column (``SELECT count(*) FROM files``) runs no libmagic and reads no file. A ``*`` shows the libmagic
+  columns (so it computes them) and shows the content columns as stored (NULL where never computed: a
+  ``SELECT *`` does not read every file; name a content column to compute it). A statement that needs them
+  is first bound (``EXPLAIN``), so a broken statement computes nothing; then the group is computed once for
+  the dataset, cached in the catalog by its loader, and the table re-registered with the real arrays;
+- ``extension`` is an SQL expression over ``path`` (paid only by statements naming it);
+- the content histogram functions (:mod:`consumer.query.functions`) and the byte predicates
+  (:mod:`consumer.query.bytefuncs`) as DuckDB Python UDFs.
+
+Sealed (each refusal is a :class:`QueryError` naming the statement): the connection is in-memory with
+``enable_external_access=false`` (no file, URL, ``COPY``, ``ATTACH``, ``INSTALL``/``LOAD``), no Python
+replacement scans, no extension auto-install or auto-load, and ``lock_configuration=true`` (no ``SET``);
+exactly one statement of type SELECT is run; the only tables it may read are ``files`` and its own CTEs; the
+only table functions are :data:`ALLOWED_TABLE_FUNCTIONS`. ``memory_limit`` (default
+:data:`DEFAULT_MEMORY_LIMIT`) caps DuckDB's memory.
+
+The statement runs in a worker thread while the calling thread waits: past ``timeout`` seconds, or on Ctrl-C
+(``KeyboardInterrupt`` in the caller), ``connection.interrupt()`` stops it. A syntax error names the
+position (character offset) DuckDB's parser reports. DuckDB's messages for a missing column, table or
+function are given SQLite's words too (``no such column: x``), followed by DuckDB's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ..errors import FileChangedError, QueryError, short_repr
+from .bytefuncs import BYTE_FUNCTIONS, ByteFunctions
+from .engine import Rows, _plain_params, check_timeout
+from .functions import SIGNATURES as HIST_SIGNATURES
+from .functions import FunctionErrors, wrapped
+from .statement import StatementUse, analyse, output_names
+from .table import FILES_COLUMNS, LAZY_TYPES, null_columns
+
+__all__ = ["ALLOWED_TABLE_FUNCTIONS", "DEFAULT_MEMORY_LIMIT", "DuckSQL", "LazyGroup", "SEALED_CONFIG"]
+
+DEFAULT_MEMORY_LIMIT = "2GiB"
+"""DuckDB's memory cap for one dataset's connection (``memory_limit=`` of :class:`DuckSQL` changes it)."""
+
+ALLOWED_TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest", "json_each", "json_tree"})
+"""Table functions a statement may call in ``FROM`` (none of them reads anything outside the statement)."""
+
+SEALED_CONFIG: dict[str, Any] = {
+    "enable_external_access": False,     # no files, URLs, COPY, ATTACH, INSTALL, LOAD of external extensions
+    "python_enable_replacements": False,  # FROM some_name never scans a Python variable of the caller
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+}
+"""Connection settings of every engine connection (then ``lock_configuration=true``: no ``SET`` changes them)."""
+
+_TABLE = "consumer_files"  # the registered Arrow table; statements may not name it
+_EXTENSION = r"lower(regexp_extract(path, '^(?:.*/)?\.*[^./][^/]*\.([^./]*)$', 1))"  # os.path.splitext's rule
+_POLL = 0.05  # seconds between two looks at the deadline while a statement runs
+_FETCH = 10_000
+
+
+@dataclass
+class LazyGroup:
+    """Lazy columns computed together by ``load()`` (a dict of Arrow arrays, one entry per file); ``star``:
+    whether ``*`` computes them too."""
+
+    columns: tuple[str, ...]
+    load: Callable[[], dict[str, pa.Array]]
+    star: bool = False
+    loaded: bool = False
+
+
+def _fixed(fn: Callable, n: int) -> Callable:
+    """``fn(*args)`` with exactly ``n`` named parameters (DuckDB reads a UDF's arity from its signature)."""
+    arities: dict[int, Callable] = {1: lambda a: fn(a), 2: lambda a, b: fn(a, b), 3: lambda a, b, c: fn(a, b, c)}
+    return arities[n]
+
+
+def _refused(reason: str, statement: str) -> QueryError:
+    return QueryError(f"statement refused ({reason}): {short_repr(statement, 200)}")
+
+
+_MISSING = ((re.compile(r'Referenced column "?([^"\s]+)"? not found'), "no such column"),
+            (re.compile(r"Table with name \"?([^\"\s!]+)\"? does not exist"), "no such table"),
+            (re.compile(r"Function with name \"?([^\"\s!]+)\"? does not exist"), "no such function"))
+
+
+class DuckSQL:
+    """One dataset's read-only DuckDB connection over its ``files`` view (see the module docstring).
+
+    ``columns``: the eager columns (:func:`~consumer.query.table.dataset_columns`); ``lazy``: the lazy groups;
+    ``byte_functions``: the dataset's byte predicates (None: not available, e.g. a packed store);
+    ``memory_limit``: DuckDB's cap (a size string); ``threads``: DuckDB's threads (None: one per core).
+    """
+
+    def __init__(self, columns: dict[str, pa.Array], lazy: Sequence[LazyGroup] = (), *,
+                 byte_functions: ByteFunctions | None = None, memory_limit: str = DEFAULT_MEMORY_LIMIT,
+                 threads: int | None = None):
+        self._columns = dict(columns)
+        n = len(next(iter(columns.values()))) if columns else 0
+        self._n = n
+        self._lazy = list(lazy)
+        for group in self._lazy:
+            self._columns.update(null_columns(n, group.columns))
+        for name in LAZY_TYPES:  # columns no group provides stay NULL
+            if name not in self._columns:
+                self._columns.update(null_columns(n, [name]))
+        self._bytes = byte_functions
+        self._memory_limit = memory_limit
+        self._threads = threads
+        self._hist_errors = FunctionErrors()
+        self._conn: Any = None
+        self._pid: int | None = None
+
+    # ------------------------------------------------------------------ the connection
+    def _table(self) -> pa.Table:
+        names = [c for c in FILES_COLUMNS if c != "extension"]
+        return pa.table({c: self._columns[c] for c in names})
+
+    def _connection(self) -> Any:
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        config = dict(SEALED_CONFIG, memory_limit=self._memory_limit)
+        if self._threads is not None:
+            config["threads"] = int(self._threads)
+        conn = duckdb.connect(":memory:", config=config)
+        for name, (args, result) in HIST_SIGNATURES.items():
+            conn.create_function(name, _fixed(wrapped(name, self._hist_errors), len(args)),
+                                 [duckdb.sqltype(a) for a in args],
+                                 duckdb.sqltype(result), side_effects=False)
+        if self._bytes is not None:
+            for name, fn in self._bytes.functions().items():
+                args, result = BYTE_FUNCTIONS[name]
+                conn.create_function(name, _fixed(fn, len(args)), [duckdb.sqltype(a) for a in args],
+                                     duckdb.sqltype(result),
+                                     type=duckdb.func.ARROW, side_effects=False)
+        conn.register(_TABLE, self._table())
+        listed = ", ".join(f"{_EXTENSION} AS extension" if c == "extension" else f'"{c}"' for c in FILES_COLUMNS)
+        conn.execute(f"CREATE VIEW files AS SELECT {listed} FROM {_TABLE}")
+        conn.execute("SET lock_configuration = true")
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    # ------------------------------------------------------------------ checks
+    def _parse(self, conn: Any, statement: str) -> tuple[dict, StatementUse]:
+        try:
+            statements = conn.extract_statements(statement)
+        except duckdb.Error as e:
+            raise self._error(conn, statement, e) from None
+        if len(statements) != 1:
+            raise _refused("only one statement at a time", statement)
+        if statements[0].type != duckdb.StatementType.SELECT:
+            raise _refused(f"only read-only SELECT statements are allowed, got {statements[0].type.name}",
+                           statement)
+        tree = json.loads(conn.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()[0])
+        if tree.get("error") or len(tree.get("statements") or []) != 1:
+            raise QueryError(f"SQL error in {short_repr(statement, 200)}: {tree.get('error_message', tree)}")
+        node = tree["statements"][0]
+        use = analyse(node)
+        for table in use.tables:
+            if table != "files" and table not in use.ctes:
+                if "/" in table or "." in table or table == _TABLE:
+                    raise _refused(f"table {table!r} is not allowed; statements read the view files", statement)
+                raise QueryError(f"SQL error in {short_repr(statement, 200)}: no such table: {table}")
+        bad = sorted(use.table_functions - ALLOWED_TABLE_FUNCTIONS)
+        if bad:
+            raise _refused(f"table function {bad[0]}() is not allowed; allowed: "
+                           f"{', '.join(sorted(ALLOWED_TABLE_FUNCTIONS))}", statement)
+        return node, use
+
+    def _complete(self, conn: Any, statement: str, params: Any, use: StatementUse) -> None:
+        """Compute the lazy groups the statement uses (once), after binding it (a broken statement computes
+        nothing)."""
+        pending = [g for g in self._lazy if not g.loaded and use.needs(set(g.columns), star_includes=g.star)]
+        if not pending:
+            return
+        try:
+            conn.execute(f"EXPLAIN {statement}", params).fetchall() if params else \
+                conn.execute(f"EXPLAIN {statement}").fetchall()
+        except duckdb.Error as e:
+            raise self._error(conn, statement, e) from None
+        for group in pending:
+            arrays = group.load()
+            for name in group.columns:
+                self._columns[name] = arrays[name]
+            group.loaded = True
+        conn.register(_TABLE, self._table())
+
+    # ------------------------------------------------------------------ running
+    def query(self, statement: str, params: Any = (), *, timeout: float | None = None,
+              max_rows: int | None = None) -> Rows:
+        """Run one read-only statement; returns :class:`~consumer.query.engine.Rows`.
+
+        ``params``: ``?`` parameters (a sequence) or ``$name`` ones (a dict). ``timeout``: seconds it may run
+        (None: no limit); past it, :class:`QueryError` naming the statement and the timeout. ``max_rows``: most
+        rows the result may hold (one more is a QueryError). Ctrl-C stops it with ``KeyboardInterrupt``.
+        A byte predicate meeting a file changed since indexing raises :class:`FileChangedError`.
+        """
+        if not isinstance(statement, str) or not statement.strip():
+            raise QueryError(f"statement must be a non-empty SQL string, got {short_repr(statement)}")
+        seconds = check_timeout(timeout)
+        if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0):
+            raise QueryError(f"max_rows must be an int >= 0 or None, got {short_repr(max_rows)}")
+        try:
+            statement.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise QueryError(f"SQL error in {short_repr(statement, 200)}: {e}") from None
+        params = _plain_params(params) if params else None
+        if params is not None and not isinstance(params, (list, tuple, dict)):
+            raise QueryError(f"params must be a sequence or a dict, got {short_repr(params)}")
+        conn = self._connection()
+        tree, use = self._parse(conn, statement)
+        self._complete(conn, statement, params, use)
+        rows, names = self._run(conn, statement, params, seconds, max_rows)
+        return Rows(rows, output_names(tree, statement, names))
+
+    def _run(self, conn: Any, statement: str, params: Any, seconds: float | None,
+             max_rows: int | None) -> tuple[list, list[str]]:
+        box: dict[str, Any] = {}
+        done = threading.Event()
+        if self._bytes is not None:
+            self._bytes.error = None
+        self._hist_errors.last = None
+
+        def work() -> None:
+            try:
+                cur = conn.execute(statement, params) if params is not None else conn.execute(statement)
+                names = [d[0] for d in cur.description or []]
+                if max_rows is None:
+                    rows = cur.fetchall()
+                else:
+                    rows = []
+                    while True:
+                        chunk = cur.fetchmany(min(max_rows + 1 - len(rows), _FETCH) or 1)
+                        rows.extend(chunk)
+                        if len(rows) > max_rows or not chunk:
+                            break
+                box["out"] = (rows, names)
+            except BaseException as e:  # noqa: BLE001  (handed to the waiting thread)
+                box["error"] = e
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=work, name="consumer-sql", daemon=True)
+        deadline = None if seconds is None else time.monotonic() + seconds
+        timed_out = False
+        worker.start()
+        try:
+            while not done.wait(_POLL):
+                if deadline is not None and time.monotonic() > deadline:
+                    timed_out = True
+                    conn.interrupt()
+                    done.wait()
+        except KeyboardInterrupt:
+            conn.interrupt()
+            done.wait()
+            raise KeyboardInterrupt(f"SQL statement interrupted: {short_repr(statement, 200)}") from None
+        worker.join()
+        if "error" in box:
+            e = box["error"]
+            if timed_out:
+                raise QueryError(f"statement stopped after the timeout of {seconds:g} s: "
+                                 f"{short_repr(statement, 200)}") from None
+            raise self._error(conn, statement, e) from None
+        rows, names = box["out"]
+        if max_rows is not None and len(rows) > max_rows:
+            raise QueryError(f"statement returned more than max_rows={max_rows} rows (add a LIMIT or raise "
+                             f"max_rows): {short_repr(statement, 200)}")
+        return rows, names
+
+    # ------------------------------------------------------------------ errors
+    def _error(self, conn: Any, statement: str, e: BaseException) -> BaseException:
+        """The documented error for what DuckDB (or a UDF) raised while running ``statement``."""
+        cause = self._bytes.error if self._bytes is not None else None
+        if cause is not None:
+            self._bytes.error = None  # type: ignore[union-attr]
+            if isinstance(cause, FileChangedError):
+                return FileChangedError(f"{cause} (in {short_repr(statement, 200)})")
+            return QueryError(f"SQL error in {short_repr(statement, 200)}: {cause}")
+        if not isinstance(e, duckdb.Error):
+            if isinstance(e, (QueryError, KeyboardInterrupt)):
+                return e
+            return QueryError(f"SQL error in {short_repr(statement, 200)}: {e}")
+        message = str(e).strip()
+        first = message.split("\n", 1)[0]
+        if self._hist_errors.last and "UDF" in message:
+            return QueryError(f"SQL error in {short_repr(statement, 200)}: {self._hist_errors.last}")
+        if isinstance(e, duckdb.PermissionException):
+            return _refused(first, statement)
+        if isinstance(e, duckdb.ParserException):
+            where = self._syntax_position(conn, statement)
+            return QueryError(f"SQL error in {short_repr(statement, 200)}: {first}{where}")
+        for pattern, words in _MISSING:
+            m = pattern.search(first)
+            if m:
+                return QueryError(f"SQL error in {short_repr(statement, 200)}: {words}: {m.group(1)} ({first})")
+        return QueryError(f"SQL error in {short_repr(statement, 200)}: {first}")
+
+    @staticmethod
+    def _syntax_position(conn: Any, statement: str) -> str:
+        try:
+            info = json.loads(conn.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()[0])
+            at = int(info["position"])
+        except Exception:  # noqa: BLE001  (no position known: the message alone)
+            return ""
+        raw = statement.encode("utf-8")
+        char = len(raw[:at].decode("utf-8", "ignore"))  # DuckDB counts bytes
+        line = statement.count("\n", 0, char) + 1
+        column = char - (statement.rfind("\n", 0, char) + 1) + 1
+        return f" at position {char} (line {line}, column {column})"
+
+    def close(self) -> None:
+        """Close the connection and the byte functions' threads (reopened when queried again)."""
+        if self._conn is not None and self._pid == os.getpid():
+            self._conn.close()
+        self._conn = None
+        if self._bytes is not None:
+            self._bytes.close()
