@@ -42,6 +42,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+from duckdb.func import ARROW as ARROW_UDF
 
 from ..errors import FileChangedError, QueryError, short_repr
 from .bytefuncs import BYTE_FUNCTIONS, ByteFunctions
@@ -148,7 +149,7 @@ class DuckSQL:
                 args, result = BYTE_FUNCTIONS[name]
                 conn.create_function(name, _fixed(fn, len(args)), [duckdb.sqltype(a) for a in args],
                                      duckdb.sqltype(result),
-                                     type=duckdb.func.ARROW, side_effects=False)
+                                     type=ARROW_UDF, side_effects=False)
         conn.register(_TABLE, self._table())
         listed = ", ".join(f"{_EXTENSION} AS extension" if c == "extension" else f'"{c}"' for c in FILES_COLUMNS)
         conn.execute(f"CREATE VIEW files AS SELECT {listed} FROM {_TABLE}")
