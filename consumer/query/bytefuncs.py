@@ -4,7 +4,8 @@
 ``head(path, n)``                      BLOB: the first ``n`` bytes (fewer if the file is shorter), 0 <= n <= 65536
 ``tail(path, n)``                      BLOB: the last ``n`` bytes, same limits
 ``bytes_at(path, offset, n)``          BLOB: ``n`` bytes from ``offset`` (fewer at the end, empty past it)
-``contains(path, pattern)``            BOOLEAN: the BLOB ``pattern`` (1..65536 bytes) occurs anywhere in the file;
+``contains(path, pattern)``            BOOLEAN: the BLOB ``pattern`` (0..65536 bytes; empty: true, as
+                                       ``bytes.find``) occurs anywhere in the file;
                                        streamed in chunks with an overlap of ``len(pattern) - 1`` bytes, so
                                        memory stays bounded whatever the file's size
 ``regexp_bytes(path, pattern)``        BOOLEAN: Python's ``re.search`` of ``pattern`` (text, its UTF-8 bytes
@@ -31,9 +32,9 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InputError, short_repr
-from ..sources.byte_reads import check_file, iter_file, read_span
+from ..sources.byte_reads import STREAM_CHUNK, check_file, iter_file, read_span
 
-__all__ = ["BYTE_FUNCTIONS", "MAX_BYTES", "MAX_REGEXP_FILE", "ByteFunctions"]
+__all__ = ["BYTE_FUNCTIONS", "MAX_BYTES", "MAX_REGEXP_FILE", "ByteFunctions", "contains_file"]
 
 MAX_BYTES = 64 * 1024
 """Largest ``n`` of head / tail / bytes_at and longest ``contains`` pattern."""
@@ -58,15 +59,21 @@ def _count(v: Any, what: str, limit: int | None = MAX_BYTES) -> int:
     return v
 
 
-def _contains(path: str, size: int, stamp: int, pattern: bytes) -> bool:
+def contains_file(path: str, size: int, stamp: int, pattern: bytes, chunk: int = STREAM_CHUNK) -> bool:
+    """Whether ``pattern`` occurs in the file (the indexed version: ``size`` bytes, change stamp ``stamp``), read
+    ``chunk`` bytes at a time; consecutive chunks overlap by ``len(pattern) - 1`` bytes, so memory stays at
+    about ``chunk + 2 * len(pattern)`` bytes whatever the file's size."""
+    if not pattern:
+        check_file(path, size, stamp)
+        return True
     keep = len(pattern) - 1
     tail = b""
-    for piece in iter_file(path, size, stamp):
+    for piece in iter_file(path, size, stamp, chunk):
         window = tail + bytes(piece)
         if window.find(pattern) >= 0:
             check_file(path, size, stamp)  # stopped early: the same version still, or no answer
             return True
-        tail = window[len(window) - keep:] if keep else b""
+        tail = window[max(0, len(window) - keep):] if keep else b""
     return False
 
 
@@ -128,9 +135,9 @@ class ByteFunctions:
 
     def _contains(self, path: str, pattern: bytes) -> bool:
         size, stamp = self._where(path, "contains")
-        if not 1 <= len(pattern) <= MAX_BYTES:
-            raise InputError(f"contains(path, pattern): pattern must be 1..{MAX_BYTES} bytes, got {len(pattern)}")
-        return _contains(path, size, stamp, bytes(pattern))
+        if len(pattern) > MAX_BYTES:
+            raise InputError(f"contains(path, pattern): pattern must be 0..{MAX_BYTES} bytes, got {len(pattern)}")
+        return contains_file(path, size, stamp, bytes(pattern))
 
     def _regexp(self, path: str, pattern: str) -> bool:
         size, stamp = self._where(path, "regexp_bytes")
