@@ -288,10 +288,25 @@ def content_summary(rows, groups, *, top: int = 5) -> str:
     return "\n".join(out)
 
 
+def _lazy_calls(ds) -> int:
+    """libmagic calls the statement made (the engine runs libmagic only for statements that need it, with its own
+    progress bar); 0 when it never opened the catalog."""
+    catalog = ds._session.open_catalog  # not ds.catalog: that would open (and check) a catalog it never needed
+    return 0 if catalog is None else catalog.magic_calls
+
+
 def sql(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     ds = _open(args)
-    calls = _describe_all(ds, args)
+    before = _lazy_calls(ds)
+    if args.format == "parquet":
+        from ..query.export import write_parquet  # noqa: PLC0415
+        if not args.output:
+            raise InputError("--format parquet needs -o/--output FILE.parquet")
+        table = ds.to_arrow(args.statement, timeout=args.timeout or None)
+        print(f"wrote {table.num_rows} rows to {write_parquet(table, args.output)}")
+        _finish(ds, args, t0, _lazy_calls(ds) - before)
+        return 0
     rows = ds.sql(args.statement, timeout=args.timeout or None)
     if args.format == "json":
         print(json.dumps([{k: _cell(v) for k, v in r.items()} for r in rows.as_dicts()], indent=1, default=str))
@@ -301,7 +316,7 @@ def sql(args: argparse.Namespace) -> int:
         out.writerows([_cell(v) for v in r] for r in rows)
     else:
         print(_table(rows.columns, list(rows)))
-    _finish(ds, args, t0, calls)
+    _finish(ds, args, t0, _lazy_calls(ds) - before)
     return 0
 
 

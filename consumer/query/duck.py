@@ -168,7 +168,7 @@ class DuckSQL:
         if statements[0].type != duckdb.StatementType.SELECT:
             raise _refused(f"only read-only SELECT statements are allowed, got {statements[0].type.name}",
                            statement)
-        tree = json.loads(conn.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()[0])
+        tree = json.loads(conn.execute("SELECT json_serialize_sql(?)", [statement]).fetchall()[0][0])
         if tree.get("error") or len(tree.get("statements") or []) != 1:
             raise QueryError(f"SQL error in {short_repr(statement, 200)}: {tree.get('error_message', tree)}")
         node = tree["statements"][0]
@@ -212,26 +212,39 @@ class DuckSQL:
         rows the result may hold (one more is a QueryError). Ctrl-C stops it with ``KeyboardInterrupt``.
         A byte predicate meeting a file changed since indexing raises :class:`FileChangedError`.
         """
-        if not isinstance(statement, str) or not statement.strip():
-            raise QueryError(f"statement must be a non-empty SQL string, got {short_repr(statement)}")
         seconds = check_timeout(timeout)
         if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0):
             raise QueryError(f"max_rows must be an int >= 0 or None, got {short_repr(max_rows)}")
+        params = _plain_params(params) if params else None
+        conn, tree, use = self._prepare(statement, params)
+        rows, names = self._run(conn, statement, params, seconds, max_rows)
+        return Rows(rows, output_names(tree, statement, names))
+
+    def query_arrow(self, statement: str, params: Any = (), *, timeout: float | None = None) -> pa.Table:
+        """Run one read-only statement like :meth:`query`; the result as a ``pyarrow.Table`` (DuckDB's columnar
+        result, no Python object per value), its columns named as :meth:`query` names them."""
+        seconds = check_timeout(timeout)
+        params = _plain_params(params) if params else None
+        conn, tree, use = self._prepare(statement, params)
+        table, names = self._run(conn, statement, params, seconds, None, arrow=True)
+        return table.rename_columns(output_names(tree, statement, names))
+
+    def _prepare(self, statement: str, params: Any) -> tuple[Any, dict, StatementUse]:
+        if not isinstance(statement, str) or not statement.strip():
+            raise QueryError(f"statement must be a non-empty SQL string, got {short_repr(statement)}")
         try:
             statement.encode("utf-8")
         except UnicodeEncodeError as e:
             raise QueryError(f"SQL error in {short_repr(statement, 200)}: {e}") from None
-        params = _plain_params(params) if params else None
         if params is not None and not isinstance(params, (list, tuple, dict)):
             raise QueryError(f"params must be a sequence or a dict, got {short_repr(params)}")
         conn = self._connection()
         tree, use = self._parse(conn, statement)
         self._complete(conn, statement, params, use)
-        rows, names = self._run(conn, statement, params, seconds, max_rows)
-        return Rows(rows, output_names(tree, statement, names))
+        return conn, tree, use
 
     def _run(self, conn: Any, statement: str, params: Any, seconds: float | None,
-             max_rows: int | None) -> tuple[list, list[str]]:
+             max_rows: int | None, arrow: bool = False) -> tuple[Any, list[str]]:
         box: dict[str, Any] = {}
         done = threading.Event()
         if self._bytes is not None:
@@ -240,6 +253,10 @@ class DuckSQL:
 
         def work() -> None:
             try:
+                if arrow:
+                    table = conn.sql(statement, params=params).to_arrow_table()
+                    box["out"] = (table, list(table.column_names))
+                    return
                 cur = conn.execute(statement, params) if params is not None else conn.execute(statement)
                 names = [d[0] for d in cur.description or []]
                 if max_rows is None:
@@ -251,9 +268,15 @@ class DuckSQL:
                         rows.extend(chunk)
                         if len(rows) > max_rows or not chunk:
                             break
+                    if chunk:
+                        conn.abort()  # the rest of the result is not wanted: the connection is free again
                 box["out"] = (rows, names)
             except BaseException as e:  # noqa: BLE001  (handed to the waiting thread)
                 box["error"] = e
+                try:
+                    conn.abort()  # whatever result was left half-read, the connection is free again
+                except duckdb.Error:
+                    pass
             finally:
                 done.set()
 
@@ -315,7 +338,7 @@ class DuckSQL:
     @staticmethod
     def _syntax_position(conn: Any, statement: str) -> str:
         try:
-            info = json.loads(conn.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()[0])
+            info = json.loads(conn.execute("SELECT json_serialize_sql(?)", [statement]).fetchall()[0][0])
             at = int(info["position"])
         except Exception:  # noqa: BLE001  (no position known: the message alone)
             return ""

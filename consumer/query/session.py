@@ -25,6 +25,7 @@ from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from .bytefuncs import ByteFunctions
 from .engine import DatasetSQL, Rows, content_completer
+from .export import conform, file_ids_of, files_statement
 from .table import MAGIC_COLUMNS, content_columns, dataset_columns, magic_columns
 
 __all__ = ["SQLSession"]
@@ -88,6 +89,23 @@ class SQLSession:
         if dialect == "sqlite":
             return self._sqlite().query(statement, params, timeout=timeout, max_rows=max_rows)
         raise QueryError(f"dialect must be 'duckdb' or 'sqlite', got {short_repr(dialect)}")
+
+    def query_arrow(self, statement: str, params=(), *, timeout: float | None = None) -> Any:
+        """One read-only statement on the DuckDB engine, its result as a ``pyarrow.Table``."""
+        return self._duck().query_arrow(statement, params, timeout=timeout)
+
+    def files_arrow(self, *, content: bool = False, timeout: float | None = None) -> Any:
+        """The ``files`` view as a ``pyarrow.Table`` of :data:`~consumer.query.export.FILES_SCHEMA` (``content``:
+        compute the content columns first, else they are shown as stored)."""
+        return conform(self.query_arrow(files_statement(content), timeout=timeout))
+
+    def file_ids_of(self, files: Any) -> np.ndarray:
+        """The ``file_id`` values of a file list (a table, dataframe, Parquet file or paths; see
+        :func:`consumer.query.export.file_ids_of`); SelectionError when it is empty."""
+        ids = file_ids_of(files, self.documents.paths)
+        if not ids.size:
+            raise SelectionError("where(files): the file list is empty")
+        return ids
 
     def _duck(self):
         """The DuckDB engine over this dataset's columns (made on first use)."""
