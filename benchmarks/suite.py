@@ -11,6 +11,7 @@ Sections (each a method of :class:`Run`, each filling ``results[section]``):
 - ``filesize``: fetch throughput against file size (corpora of one size band each).
 - ``loader``: batches/s delivered to the loop with 0/1/2 workers: torch's transport ceiling (memcpy-only
   dataset), ``ds.dataloader`` (when this version has it), ``ds.fetch`` through torch's DataLoader, the peers.
+- ``query``: the query engine (``ds.sql``) against DuckDB on an Arrow table of the same rows, up to 10^7 rows.
 - ``scale``: cold build (with and without libmagic), warm reopen and peak RSS against corpus size, each in a
   fresh process; gperc's build for the sizes it can do.
 """
@@ -502,6 +503,16 @@ class Run:
         s = self.s
         self.results["remote"] = measure_remote(s.remote_objects, s.remote_delay_objects, 20.0, s.remote_reps,
                                                 os.path.join(self.work, "remote"), log=self.log)
+
+    # ------------------------------------------------------------------ query
+    def query(self) -> None:
+        """The query engine against DuckDB on an Arrow table of the same rows (:mod:`benchmarks.bench_query_engine`):
+        10^5 and 10^6 rows (quick) or up to 10^7 (full), the byte predicate and first statement on real files."""
+        from .bench_query_engine import measure as measure_query
+
+        full = self.s.mode == "full"
+        sizes = (100_000, 1_000_000, 10_000_000) if full else (100_000, 1_000_000)
+        self.results["query"] = measure_query(sizes, 100_000 if full else 10_000, 7 if full else 3, log=self.log)
 
     # ------------------------------------------------------------------ scale
     def scale(self) -> None:

@@ -73,6 +73,7 @@ _TABLE = "consumer_files"  # the registered Arrow table; statements may not name
 _EXTENSION = r"lower(regexp_extract(path, '^(?:.*/)?\.*[^./][^/]*\.([^./]*)$', 1))"  # os.path.splitext's rule
 _POLL = 0.05  # seconds between two looks at the deadline while a statement runs
 _FETCH = 10_000
+_PARSED_KEPT = 256  # checked statements remembered per engine
 
 
 @dataclass
@@ -127,6 +128,7 @@ class DuckSQL:
         self._hist_errors = FunctionErrors()
         self._conn: Any = None
         self._pid: int | None = None
+        self._parsed: dict[str, tuple[dict, StatementUse]] = {}
 
     # ------------------------------------------------------------------ the connection
     def _table(self) -> pa.Table:
@@ -159,6 +161,17 @@ class DuckSQL:
 
     # ------------------------------------------------------------------ checks
     def _parse(self, conn: Any, statement: str) -> tuple[dict, StatementUse]:
+        """The statement's parse tree and use, checked (remembered per statement text: a statement run again
+        skips the parser round trip)."""
+        known = self._parsed.get(statement)
+        if known is None:
+            known = self._parse_new(conn, statement)
+            if len(self._parsed) >= _PARSED_KEPT:
+                self._parsed.pop(next(iter(self._parsed)))
+            self._parsed[statement] = known
+        return known
+
+    def _parse_new(self, conn: Any, statement: str) -> tuple[dict, StatementUse]:
         try:
             statements = conn.extract_statements(statement)
         except duckdb.Error as e:
