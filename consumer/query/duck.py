@@ -118,7 +118,7 @@ class DuckSQL:
         self._n = n
         self._lazy = list(lazy)
         for group in self._lazy:
-            self._columns.update(null_columns(n, group.columns))
+            self._columns.update(null_columns(n, [c for c in group.columns if c in LAZY_TYPES]))
         for name in LAZY_TYPES:  # columns no group provides stay NULL
             if name not in self._columns:
                 self._columns.update(null_columns(n, [name]))
@@ -209,9 +209,7 @@ class DuckSQL:
         except duckdb.Error as e:
             raise self._error(conn, statement, e) from None
         for group in pending:
-            arrays = group.load()
-            for name in group.columns:
-                self._columns[name] = arrays[name]
+            self._columns.update(group.load())  # the arrays of the group's table columns
             group.loaded = True
         conn.register(_TABLE, self._table())
 

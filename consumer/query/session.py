@@ -1,11 +1,14 @@
 """One dataset's SQL session: its catalog (opened when first needed) and its read-only ``files`` view.
 
-:class:`SQLSession` is what ``ds.sql()``, ``ds.where()`` and ``ds.catalog`` use. On the first query it
-brings the catalog rows of the dataset's files up to date for both libmagic columns (description and
-MIME type: a build computed only the one its headers needed), then opens a
-:class:`~consumer.query.engine.DatasetSQL` whose TEMP table holds the per-dataset facts (class, header,
-tokens, samples). A packed dataset never touches its source files: its rows come from the store's
-file table and headers, in an in-memory catalog.
+:class:`SQLSession` is what ``ds.sql()``, ``ds.where()``, ``ds.to_arrow()`` and ``ds.catalog`` use. Statements
+run on the DuckDB engine (:class:`~consumer.query.duck.DuckSQL`) over the dataset's own arrays as Arrow columns
+(:func:`~consumer.query.table.dataset_columns`); the libmagic columns (one pass for ``description`` and
+``mime``, cached in the catalog) and the content columns are computed by the session's loaders the first time
+a statement needs them, and a statement that names neither never opens the catalog. A packed dataset never
+touches its source files: its ``description``/``mime`` come from the store's headers.
+
+``dialect="sqlite"`` runs a statement on the 0.2 engine instead (:class:`~consumer.query.engine.DatasetSQL`:
+a TEMP table filled per file, then SQLite), for statements written in SQLite's dialect.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from ..tokens.index import SampleIndex
 from .bytefuncs import ByteFunctions
 from .engine import DatasetSQL, Rows, content_completer
 from .export import conform, file_ids_of, files_statement
-from .table import MAGIC_COLUMNS, content_columns, dataset_columns, magic_columns
+from .table import MAGIC_COLUMNS, content_columns, dataset_columns, magic_columns, path_array
 
 __all__ = ["SQLSession"]
 
@@ -116,9 +119,12 @@ class SQLSession:
             samples = np.bincount(self.index.seg_doc, minlength=len(docs))
             class_ids = np.array([self.class_to_id[c] for c in self.classes], dtype=np.int64)
             columns = dataset_columns(docs.paths, docs.doc_class, self.classes, class_ids, docs.doc_size,
-                                      docs.doc_mtime, docs.doc_header, docs.headers, docs.doc_len, samples)
+                                      docs.doc_mtime, docs.doc_header, docs.headers, docs.doc_len, samples,
+                                      with_path=False)
             local = docs.packed is None and docs.remote is None
-            lazy = [LazyGroup(MAGIC_COLUMNS, self._magic_columns, star=True)]
+            paths = docs.paths
+            lazy = [LazyGroup(("path", "extension"), lambda: {"path": path_array(paths)}, star=True),
+                    LazyGroup(MAGIC_COLUMNS, self._magic_columns, star=True)]
             if local:  # the content pass reads whole local files (objects and stores keep NULL content columns)
                 lazy.append(LazyGroup(CONTENT_COLUMNS, self._content_columns))
             self._duck_sql = DuckSQL(columns, lazy, byte_functions=ByteFunctions(docs.paths, docs.doc_size,

@@ -31,7 +31,8 @@ MAGIC_COLUMNS = ("description", "mime")
 LAZY_GROUPS: dict[str, tuple[str, ...]] = {"magic": MAGIC_COLUMNS, "content": CONTENT_COLUMNS}
 """Lazy columns by the pass that computes them together."""
 
-LAZY_TYPES: dict[str, pa.DataType] = {"description": pa.large_string(), "mime": pa.large_string(),
+LAZY_TYPES: dict[str, pa.DataType] = {"path": pa.large_string(), "description": pa.large_string(),
+                                      "mime": pa.large_string(),
                                       "sha256": pa.large_string(), "entropy": pa.float64(),
                                       "printable": pa.float64(), "zeros": pa.float64(),
                                       "histogram": pa.large_binary()}
@@ -42,22 +43,24 @@ FILES_COLUMNS = ("file_id", "path", "class", "class_id", "size", "mtime_ns", "ex
 
 
 def path_array(paths: Sequence[str]) -> pa.Array:
-    """The paths as an Arrow ``large_string`` array. A :class:`PathList` is converted from its byte blob in numpy
-    (no Python string per path); paths whose bytes are not UTF-8 fall back to ``display_path`` per path."""
+    """The paths as an Arrow ``string`` array (``large_string`` beyond 2 GiB of path bytes). A :class:`PathList`
+    is converted from its byte blob in numpy (no Python string per path); paths whose bytes are not UTF-8 fall
+    back to ``display_path`` per path."""
     if isinstance(paths, PathList):
-        blob = paths.packed()
         n = len(paths)
         if n == 0:
             return pa.array([], type=pa.large_string())
-        cuts = np.flatnonzero(blob == 0)  # paths never hold NUL: every zero is a separator
-        offsets = np.empty(n + 1, dtype=np.int64)
-        offsets[0] = 0
-        offsets[1:-1] = cuts + 1 - np.arange(1, n, dtype=np.int64)
-        offsets[-1] = blob.size - (n - 1)
-        data = np.delete(blob, cuts) if cuts.size else np.ascontiguousarray(blob)
-        arr = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
+        blob = paths.packed()
+        offsets = paths.offsets() - np.arange(n + 1, dtype=np.int64)  # every earlier path lost its separator
+        data = blob[blob != 0]  # paths never hold NUL: every zero is a separator
+        if data.size < 2**31:  # 32-bit offsets when they fit (DuckDB scans those a little faster)
+            arr = pa.StringArray.from_buffers(n, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data))
+        else:
+            arr = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
+        if bool((data < 0x80).all()):  # ASCII is valid UTF-8: no need to check further
+            return arr
         try:
-            arr.validate(full=True)  # UTF-8 check, vectorised
+            arr.validate(full=True)  # the UTF-8 check, vectorised
             return arr
         except pa.ArrowInvalid:
             pass
@@ -71,13 +74,13 @@ def _dictionary(codes: np.ndarray, names: Sequence[str]) -> pa.Array:
 
 def dataset_columns(paths: Sequence[str], doc_class: np.ndarray, classes: Sequence[str], class_ids: np.ndarray,
                     sizes: np.ndarray, mtimes: np.ndarray, doc_header: np.ndarray, headers: Sequence[str],
-                    tokens: np.ndarray, samples: np.ndarray) -> dict[str, pa.Array]:
+                    tokens: np.ndarray, samples: np.ndarray, *, with_path: bool = True) -> dict[str, pa.Array]:
     """The eager columns of the view (see the module docstring). ``class_ids`` maps a class index to its id;
-    ``doc_header`` indexes ``headers``."""
+    ``doc_header`` indexes ``headers``. ``with_path=False`` leaves ``path`` out (a session makes it lazy: at 10^7
+    files its conversion is the one cost of the first statement, and most statements never name it)."""
     n = len(paths)
-    return {
+    out = {
         "file_id": pa.array(np.arange(n, dtype=np.int64)),
-        "path": path_array(paths),
         "class": _dictionary(doc_class, classes),
         "class_id": pa.array(np.asarray(class_ids, dtype=np.int64)[np.asarray(doc_class, dtype=np.int64)]),
         "size": pa.array(np.asarray(sizes, dtype=np.int64)),
@@ -86,6 +89,9 @@ def dataset_columns(paths: Sequence[str], doc_class: np.ndarray, classes: Sequen
         "tokens": pa.array(np.asarray(tokens, dtype=np.int64)),
         "samples": pa.array(np.asarray(samples, dtype=np.int64)),
     }
+    if with_path:
+        out["path"] = path_array(paths)
+    return out
 
 
 def null_columns(n: int, names: Sequence[str]) -> dict[str, pa.Array]:
