@@ -50,7 +50,7 @@ from .engine import Rows, _plain_params, check_timeout
 from .functions import SIGNATURES as HIST_SIGNATURES
 from .functions import FunctionErrors, wrapped
 from .statement import StatementUse, analyse, output_names
-from .table import FILES_COLUMNS, LAZY_TYPES, null_columns
+from .table import FILES_COLUMNS
 
 __all__ = ["ALLOWED_TABLE_FUNCTIONS", "DEFAULT_MEMORY_LIMIT", "DuckSQL", "LazyGroup", "SEALED_CONFIG"]
 
@@ -73,6 +73,9 @@ _TABLE = "consumer_files"  # the registered Arrow table; statements may not name
 _EXTENSION = r"lower(regexp_extract(path, '^(?:.*/)?\.*[^./][^/]*\.([^./]*)$', 1))"  # os.path.splitext's rule
 _POLL = 0.05  # seconds between two looks at the deadline while a statement runs
 _FETCH = 10_000
+_NULL_TYPES = {"entropy": "DOUBLE", "printable": "DOUBLE", "zeros": "DOUBLE", "histogram": "BLOB",
+               "file_id": "BIGINT", "class_id": "BIGINT", "size": "BIGINT", "mtime_ns": "BIGINT", "tokens": "BIGINT",
+               "samples": "BIGINT"}  # a column not computed yet is a NULL of its type (VARCHAR when not listed)
 _PARSED_KEPT = 256  # checked statements remembered per engine
 
 
@@ -113,15 +116,8 @@ class DuckSQL:
     def __init__(self, columns: dict[str, pa.Array], lazy: Sequence[LazyGroup] = (), *,
                  byte_functions: ByteFunctions | None = None, memory_limit: str = DEFAULT_MEMORY_LIMIT,
                  threads: int | None = None):
-        self._columns = dict(columns)
-        n = len(next(iter(columns.values()))) if columns else 0
-        self._n = n
+        self._columns = dict(columns)  # columns not (yet) here are NULL constants in the view: no array at all
         self._lazy = list(lazy)
-        for group in self._lazy:
-            self._columns.update(null_columns(n, [c for c in group.columns if c in LAZY_TYPES]))
-        for name in LAZY_TYPES:  # columns no group provides stay NULL
-            if name not in self._columns:
-                self._columns.update(null_columns(n, [name]))
         self._bytes = byte_functions
         self._memory_limit = memory_limit
         self._threads = threads
@@ -132,8 +128,19 @@ class DuckSQL:
 
     # ------------------------------------------------------------------ the connection
     def _table(self) -> pa.Table:
-        names = [c for c in FILES_COLUMNS if c != "extension"]
-        return pa.table({c: self._columns[c] for c in names})
+        return pa.table({c: self._columns[c] for c in FILES_COLUMNS if c in self._columns})
+
+    def _view(self, conn: Any) -> None:
+        """(Re)define ``files`` over the registered table: its columns, NULL constants of the right type for
+        the lazy ones not computed yet, ``extension`` from ``path``."""
+        def column(c: str) -> str:
+            if c in self._columns:
+                return f'"{c}"'
+            if c == "extension":
+                return f"{_EXTENSION} AS extension" if "path" in self._columns else "NULL::VARCHAR AS extension"
+            return f"NULL::{_NULL_TYPES.get(c, 'VARCHAR')} AS \"{c}\""
+
+        conn.execute(f"CREATE OR REPLACE VIEW files AS SELECT {', '.join(map(column, FILES_COLUMNS))} FROM {_TABLE}")
 
     def _connection(self) -> Any:
         if self._conn is not None and self._pid == os.getpid():
@@ -153,8 +160,7 @@ class DuckSQL:
                                      duckdb.sqltype(result),
                                      type=ARROW_UDF, side_effects=False)
         conn.register(_TABLE, self._table())
-        listed = ", ".join(f"{_EXTENSION} AS extension" if c == "extension" else f'"{c}"' for c in FILES_COLUMNS)
-        conn.execute(f"CREATE VIEW files AS SELECT {listed} FROM {_TABLE}")
+        self._view(conn)
         conn.execute("SET lock_configuration = true")
         self._conn, self._pid = conn, os.getpid()
         return conn
@@ -212,6 +218,7 @@ class DuckSQL:
             self._columns.update(group.load())  # the arrays of the group's table columns
             group.loaded = True
         conn.register(_TABLE, self._table())
+        self._view(conn)
 
     # ------------------------------------------------------------------ running
     def query(self, statement: str, params: Any = (), *, timeout: float | None = None,

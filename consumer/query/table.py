@@ -8,7 +8,7 @@ string array; paths that are not valid UTF-8 are shown with ``\\xNN`` escapes), 
 
 The expensive columns are *lazy* (:data:`LAZY_GROUPS`): ``description`` and ``mime`` (one libmagic pass gives
 both) and the content columns ``sha256, entropy, printable, zeros, histogram`` (one read of every file). Until
-a statement needs them they are all-NULL arrays of their type (:func:`null_columns`); :func:`magic_columns` and
+a statement needs them the engine shows them as NULL constants of their type (no array); :func:`magic_columns` and
 :func:`content_columns` turn the catalog's answers into arrays. ``extension`` is computed by the engine from
 ``path`` (an SQL expression: only statements naming it pay for it).
 """
@@ -25,7 +25,7 @@ from ..catalog.rows import display_path
 from ..sources.paths import PathList
 
 __all__ = ["FILES_COLUMNS", "LAZY_GROUPS", "LAZY_TYPES", "MAGIC_COLUMNS", "content_columns", "dataset_columns",
-           "magic_columns", "null_columns", "path_array"]
+           "magic_columns", "path_array"]
 
 MAGIC_COLUMNS = ("description", "mime")
 LAZY_GROUPS: dict[str, tuple[str, ...]] = {"magic": MAGIC_COLUMNS, "content": CONTENT_COLUMNS}
@@ -92,11 +92,6 @@ def dataset_columns(paths: Sequence[str], doc_class: np.ndarray, classes: Sequen
     if with_path:
         out["path"] = path_array(paths)
     return out
-
-
-def null_columns(n: int, names: Sequence[str]) -> dict[str, pa.Array]:
-    """All-NULL arrays of the lazy columns ``names`` (their type; a validity bitmap, no values)."""
-    return {c: pa.nulls(n, type=LAZY_TYPES[c]) for c in names}
 
 
 def magic_columns(descriptions: Sequence[str | None], mimes: Sequence[str | None]) -> dict[str, pa.Array]:
