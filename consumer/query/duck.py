@@ -5,8 +5,8 @@ This module is the one home of the ``duckdb`` import. A :class:`DuckSQL` holds o
 - the dataset's own columns (:func:`consumer.query.table.dataset_columns`) as one Arrow table registered with
   DuckDB (zero-copy: DuckDB scans the Arrow buffers, which wrap the dataset's numpy arrays);
 - the lazy columns (``description, mime`` from one libmagic pass; ``sha256, entropy, printable, zeros,
-  histogram`` from one read of every file) as all-NULL columns until a statement needs them. Which columns a
-  statement uses is read from DuckDB's own parse tree (:mod:`consumer.query.statement`): a statement that names
+  histogram`` from one read of every file; ``path``) as NULL constants of the view until a statement needs
+  them. Which columns a statement uses is read from DuckDB's own parse tree (:mod:`consumer.query.statement`): a statement that names
   no lazy column (``SELECT count(*) FROM files``) runs no libmagic and reads no file. A ``*`` shows the libmagic
   columns (so it computes them) and shows the content columns as stored (NULL where never computed: a
   ``SELECT *`` does not read every file; name a content column to compute it). A statement that needs them
@@ -125,6 +125,7 @@ class DuckSQL:
         self._conn: Any = None
         self._pid: int | None = None
         self._parsed: dict[str, tuple[dict, StatementUse]] = {}
+        self._inherited: list[Any] = []  # connections of the parent process, kept unused after a fork
 
     # ------------------------------------------------------------------ the connection
     def _table(self) -> pa.Table:
@@ -145,6 +146,8 @@ class DuckSQL:
     def _connection(self) -> Any:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
+        if self._conn is not None:  # a forked child (a DataLoader worker): never touch the parent's instance,
+            self._inherited.append(self._conn)  # not even to free it (its threads and locks did not fork)
         config = dict(SEALED_CONFIG, memory_limit=self._memory_limit)
         if self._threads is not None:
             config["threads"] = int(self._threads)
