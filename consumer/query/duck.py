@@ -6,12 +6,12 @@ This module is the one home of the ``duckdb`` import. A :class:`DuckSQL` holds o
   DuckDB (zero-copy: DuckDB scans the Arrow buffers, which wrap the dataset's numpy arrays);
 - the lazy columns (``description, mime`` from one libmagic pass; ``sha256, entropy, printable, zeros,
   histogram`` from one read of every file; ``path``) as NULL constants of the view until a statement needs
-  them. Which columns a statement uses is read from DuckDB's own parse tree (:mod:`consumer.query.statement`): a statement that names
-  no lazy column (``SELECT count(*) FROM files``) runs no libmagic and reads no file. A ``*`` shows the libmagic
-  columns (so it computes them) and shows the content columns as stored (NULL where never computed: a
-  ``SELECT *`` does not read every file; name a content column to compute it). A statement that needs them
-  is first bound (``EXPLAIN``), so a broken statement computes nothing; then the group is computed once for
-  the dataset, cached in the catalog by its loader, and the table re-registered with the real arrays;
+  them. Which columns a statement uses is read from DuckDB's own parse tree (:mod:`consumer.query.statement`):
+  a statement that names no lazy column (``SELECT count(*) FROM files``) runs no libmagic and reads no file.
+  A ``*`` shows the libmagic columns (so it computes them) and the content columns as stored (NULL where
+  never computed: a ``SELECT *`` does not read every file; name a content column to compute it). A statement
+  that needs a group is first bound (``EXPLAIN``), so a broken statement computes nothing; then the group is
+  computed once for the dataset (its loader caches it in the catalog) and the table re-registered;
 - ``extension`` is an SQL expression over ``path`` (paid only by statements naming it);
 - the content histogram functions (:mod:`consumer.query.functions`) and the byte predicates
   (:mod:`consumer.query.bytefuncs`) as DuckDB Python UDFs.
