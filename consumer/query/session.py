@@ -14,6 +14,7 @@ a TEMP table filled per file, then SQLite), for statements written in SQLite's d
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,6 +46,14 @@ def _view_rows(docs: DocumentTable, index: SampleIndex, classes: list[str], clas
             yield (i, path_key(path), display_path(path), name, class_to_id[name], docs.header_text(i), t, n)
 
     return rows
+
+
+def _alive(ref: weakref.ref) -> SQLSession:
+    """The session behind a weak reference (alive while its engine runs a statement)."""
+    session = ref()
+    if session is None:
+        raise QueryError("statement: this dataset's SQL session was closed")
+    return session
 
 
 def _remote_describer(docs: DocumentTable):
@@ -123,10 +132,12 @@ class SQLSession:
                                       with_path=False)
             local = docs.packed is None and docs.remote is None
             paths = docs.paths
+            me = weakref.ref(self)  # the engine is ours: a strong reference back would make a cycle, and the
+            # catalog would then close only when the cyclic GC runs, not when the dataset goes away
             lazy = [LazyGroup(("path", "extension"), lambda: {"path": path_array(paths)}, star=True),
-                    LazyGroup(MAGIC_COLUMNS, self._magic_columns, star=True)]
+                    LazyGroup(MAGIC_COLUMNS, lambda: _alive(me)._magic_columns(), star=True)]
             if local:  # the content pass reads whole local files (objects and stores keep NULL content columns)
-                lazy.append(LazyGroup(CONTENT_COLUMNS, self._content_columns))
+                lazy.append(LazyGroup(CONTENT_COLUMNS, lambda: _alive(me)._content_columns()))
             self._duck_sql = DuckSQL(columns, lazy, byte_functions=ByteFunctions(docs.paths, docs.doc_size,
                                                                                  docs.doc_mtime) if local else None)
         return self._duck_sql
