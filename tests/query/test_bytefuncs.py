@@ -129,3 +129,26 @@ def test_contains_in_sql_agrees_with_bytes_find_on_every_file(mixed):
     for pattern in (b"", b"\x89PNG", b"PN", b"a" * 50, b"\x00\x00\x00", b"NEEDLE-AT-END", b"hidden!"):
         got = dict(ds.sql("SELECT path, contains(path, ?) FROM files", [pattern]))
         assert got == {p: d.find(pattern) >= 0 for p, d in files.items()}, pattern
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(st.binary(min_size=0, max_size=2000), min_size=1, max_size=6),
+       pattern=st.binary(min_size=1, max_size=8), plant=st.integers(0, 5))
+def test_contains_in_sql_agrees_with_bytes_find_hypothesis(tmp_path_factory, files, pattern, plant):
+    """Through ds.sql on a generated corpus: the pattern planted in some files, absent or present by chance in
+    others."""
+    root = tmp_path_factory.mktemp("h") / "corpus" / "k"
+    root.mkdir(parents=True)
+    datas = {}
+    for i, data in enumerate(files):
+        if i == plant % len(files):
+            data = data[:len(data) // 2] + pattern + data[len(data) // 2:]
+        p = root / f"f{i}.bin"
+        p.write_bytes(data)
+        datas[str(p)] = data
+    ds = Consumer(str(root.parent), cache_dir=False, metadata=None)
+    try:
+        got = dict(ds.sql("SELECT path, contains(path, ?) FROM files", [pattern]))
+        assert got == {p: d.find(pattern) >= 0 for p, d in datas.items()}
+    finally:
+        ds.close()
