@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 from duckdb.func import ARROW as ARROW_UDF
 
@@ -81,19 +82,45 @@ _PARSED_KEPT = 256  # checked statements remembered per engine
 
 @dataclass
 class LazyGroup:
-    """Lazy columns computed together by ``load()`` (a dict of Arrow arrays, one entry per file); ``star``:
-    whether ``*`` computes them too."""
+    """Lazy columns computed together. ``load()`` gives their arrays (one entry per file) for every file;
+    with ``partial``, ``load(ids)`` computes them for the files ``ids`` only (sorted file ids not computed
+    before) and still returns full-length arrays (NULL where not computed yet). ``star``: whether ``*``
+    computes them too."""
 
     columns: tuple[str, ...]
-    load: Callable[[], dict[str, pa.Array]]
+    load: Callable[..., dict[str, pa.Array]]
     star: bool = False
-    loaded: bool = False
+    partial: bool = False
+    loaded: bool = False  # every file computed
+    done: Any = None  # partial groups: bool per file, computed yet
 
 
 def _fixed(fn: Callable, n: int) -> Callable:
     """``fn(*args)`` with exactly ``n`` named parameters (DuckDB reads a UDF's arity from its signature)."""
     arities: dict[int, Callable] = {1: lambda a: fn(a), 2: lambda a, b: fn(a, b), 3: lambda a, b, c: fn(a, b, c)}
     return arities[n]
+
+
+def _conjuncts(node: Any) -> list[dict]:
+    """The AND-ed parts of a WHERE clause (the clause itself when it is not an AND)."""
+    if not isinstance(node, dict):
+        return []
+    if node.get("class") == "CONJUNCTION" and node.get("type") == "CONJUNCTION_AND":
+        return [part for child in node.get("children") or [] for part in _conjuncts(child)]
+    return [node]
+
+
+def _has_parameter(node: dict) -> bool:
+    stack: list[Any] = [node]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            if x.get("class") == "PARAMETER":
+                return True
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return False
 
 
 def _refused(reason: str, statement: str) -> QueryError:
@@ -206,9 +233,9 @@ class DuckSQL:
                            f"{', '.join(sorted(ALLOWED_TABLE_FUNCTIONS))}", statement)
         return node, use
 
-    def _complete(self, conn: Any, statement: str, params: Any, use: StatementUse) -> None:
-        """Compute the lazy groups the statement uses (once), after binding it (a broken statement computes
-        nothing)."""
+    def _complete(self, conn: Any, statement: str, params: Any, use: StatementUse, tree: dict) -> None:
+        """Compute the lazy groups the statement uses, after binding it (a broken statement computes nothing).
+        A partial group is computed only for the files the statement's filter can keep (:meth:`_candidates`)."""
         pending = [g for g in self._lazy if not g.loaded and use.needs(set(g.columns), star_includes=g.star)]
         if not pending:
             return
@@ -217,11 +244,62 @@ class DuckSQL:
                 conn.execute(f"EXPLAIN {statement}").fetchall()
         except duckdb.Error as e:
             raise self._error(conn, statement, e) from None
-        for group in pending:
-            self._columns.update(group.load())  # the arrays of the group's table columns
+        for group in [g for g in pending if not g.partial]:  # whole groups first: a filter may use them
+            self._columns.update(group.load())
             group.loaded = True
+        self._publish(conn)
+        partial = [g for g in pending if g.partial]
+        if not partial:
+            return
+        ids = self._candidates(conn, tree)
+        for group in partial:
+            n = self._rows()
+            if group.done is None:
+                group.done = np.zeros(n, dtype=bool)
+            todo = np.flatnonzero(~group.done) if ids is None else ids[~group.done[ids]]
+            if todo.size:
+                self._columns.update(group.load(todo))
+                group.done[todo] = True
+            group.loaded = bool(group.done.all())
+        self._publish(conn)
+
+    def _publish(self, conn: Any) -> None:
         conn.register(_TABLE, self._table())
         self._view(conn)
+
+    def _rows(self) -> int:
+        return len(self._columns["file_id"])
+
+    def _candidates(self, conn: Any, tree: dict) -> np.ndarray | None:
+        """The file ids a statement's filter can keep, judged from the conjuncts of its ``WHERE`` that use no
+        column still to compute (a row one of them rejects is rejected by the whole filter); None (every file)
+        when that cannot be told: no such conjunct, a join, a CTE, set operations, parameters in them."""
+        node = tree.get("node") or {}
+        source = node.get("from_table") or {}
+        if node.get("type") != "SELECT_NODE" or (node.get("cte_map") or {}).get("map") or \
+                source.get("type") != "BASE_TABLE" or str(source.get("table_name", "")).lower() != "files":
+            return None
+        unknown = {c for g in self._lazy if not g.loaded for c in g.columns}
+        keep = [c for c in _conjuncts(node.get("where_clause"))
+                if not (analyse(c).columns & unknown) and not _has_parameter(c)]
+        if not keep:
+            return None
+        where = keep[0] if len(keep) == 1 else {"class": "CONJUNCTION", "type": "CONJUNCTION_AND", "alias": "",
+                                                 "children": keep}
+        reduced = {"node": {"type": "SELECT_NODE", "modifiers": [], "cte_map": {"map": []},
+                            "select_list": [{"class": "COLUMN_REF", "type": "COLUMN_REF", "alias": "",
+                                             "column_names": ["file_id"]}],
+                            "from_table": source, "where_clause": where, "group_expressions": [], "group_sets": [],
+                            "aggregate_handling": "STANDARD_HANDLING", "having": None, "sample": None,
+                            "qualify": None},
+                   "named_param_map": []}
+        try:
+            sql = conn.execute("SELECT json_deserialize_sql(?)",
+                               [json.dumps({"error": False, "statements": [reduced]})]).fetchall()[0][0]
+            found = conn.sql(sql).fetchnumpy()["file_id"]
+        except Exception:  # noqa: BLE001  (a shape this reduction does not cover: compute every file)
+            return None
+        return np.unique(np.asarray(found, dtype=np.int64))
 
     # ------------------------------------------------------------------ running
     def query(self, statement: str, params: Any = (), *, timeout: float | None = None,
@@ -261,7 +339,7 @@ class DuckSQL:
             raise QueryError(f"params must be a sequence or a dict, got {short_repr(params)}")
         conn = self._connection()
         tree, use = self._parse(conn, statement)
-        self._complete(conn, statement, params, use)
+        self._complete(conn, statement, params, use, tree)
         return conn, tree, use
 
     def _run(self, conn: Any, statement: str, params: Any, seconds: float | None,
@@ -341,6 +419,8 @@ class DuckSQL:
             if isinstance(e, (QueryError, KeyboardInterrupt)):
                 return e
             return QueryError(f"SQL error in {short_repr(statement, 200)}: {e}")
+        if isinstance(e, duckdb.InterruptException):  # a Ctrl-C DuckDB saw itself (outside the worker's wait)
+            return KeyboardInterrupt(f"SQL statement interrupted: {short_repr(statement, 200)}")
         message = str(e).strip()
         first = message.split("\n", 1)[0]
         if self._hist_errors.last and "UDF" in message:

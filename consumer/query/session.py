@@ -25,6 +25,7 @@ from ..catalog.catalog import CATALOG_NAME, Catalog, display_path, path_key
 from ..catalog.content import CONTENT_COLUMNS
 from ..catalog.duplicates import DuplicateGroup, catalog_sha256s, find_duplicates
 from ..errors import InputError, QueryError, SelectionError, short_repr
+from ..sources.paths import PathList
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from .bytefuncs import ByteFunctions
@@ -46,6 +47,11 @@ def _view_rows(docs: DocumentTable, index: SampleIndex, classes: list[str], clas
             yield (i, path_key(path), display_path(path), name, class_to_id[name], docs.header_text(i), t, n)
 
     return rows
+
+
+def _take(paths, ids: np.ndarray) -> list[str]:
+    """The paths at ``ids`` (a PathList gathers them in one step)."""
+    return paths.take(ids) if isinstance(paths, PathList) else [paths[i] for i in ids.tolist()]
 
 
 def _alive(ref: weakref.ref) -> SQLSession:
@@ -81,6 +87,8 @@ class SQLSession:
         self.verbose = verbose  # progress bars while libmagic or the content pass run
         self._sql: DatasetSQL | None = None
         self._duck_sql: Any = None  # a consumer.query.duck.DuckSQL once queried (duckdb is imported then)
+        self._magic_values: tuple[list, list] | None = None  # description, mime per file computed so far
+        self._content_values: list | None = None  # content row per file computed so far (None: not yet)
 
     @property
     def catalog(self) -> Catalog:
@@ -135,16 +143,19 @@ class SQLSession:
             me = weakref.ref(self)  # the engine is ours: a strong reference back would make a cycle, and the
             # catalog would then close only when the cyclic GC runs, not when the dataset goes away
             lazy = [LazyGroup(("path", "extension"), lambda: {"path": path_array(paths)}, star=True),
-                    LazyGroup(MAGIC_COLUMNS, lambda: _alive(me)._magic_columns(), star=True)]
+                    LazyGroup(MAGIC_COLUMNS, lambda ids=None: _alive(me)._magic_columns(ids), star=True,
+                              partial=docs.packed is None)]
             if local:  # the content pass reads whole local files (objects and stores keep NULL content columns)
-                lazy.append(LazyGroup(CONTENT_COLUMNS, lambda: _alive(me)._content_columns()))
+                lazy.append(LazyGroup(CONTENT_COLUMNS, lambda ids=None: _alive(me)._content_columns(ids),
+                                      partial=True))
             self._duck_sql = DuckSQL(columns, lazy, byte_functions=ByteFunctions(docs.paths, docs.doc_size,
                                                                                  docs.doc_mtime) if local else None)
         return self._duck_sql
 
-    def _magic_columns(self) -> dict:
-        """``description`` and ``mime`` of every file: one libmagic pass for both (cached in the catalog); a packed
-        store's come from its headers."""
+    def _magic_columns(self, ids: np.ndarray | None = None) -> dict:
+        """``description`` and ``mime``: one libmagic pass for both (cached in the catalog), for the files ``ids``
+        (None: all); the arrays cover every file, NULL where not computed yet. A packed store's come from its
+        headers."""
         docs = self.documents
         if docs.packed is not None:
             text = pa.DictionaryArray.from_arrays(pa.array(np.asarray(docs.doc_header, dtype=np.int32)),
@@ -153,16 +164,32 @@ class SQLSession:
             nulls = pa.nulls(len(docs), type=pa.large_string())
             return {"description": text if self.metadata == "file" else nulls,
                     "mime": text if self.metadata == "mime" else nulls}
-        desc, mime = self.catalog.sync(docs.paths, docs.doc_size, docs.doc_mtime, want=MAGIC_COLUMNS,
-                                       verbose=self.verbose, describe=_remote_describer(docs))
-        return magic_columns(desc, mime)
+        n = len(docs)
+        if self._magic_values is None:
+            self._magic_values = ([None] * n, [None] * n)
+        ids = np.arange(n) if ids is None else ids
+        desc, mime = self.catalog.sync(_take(docs.paths, ids), docs.doc_size[ids], docs.doc_mtime[ids],
+                                       want=MAGIC_COLUMNS, verbose=self.verbose, describe=_remote_describer(docs))
+        all_desc, all_mime = self._magic_values
+        for i, d, m in zip(ids.tolist(), desc, mime):
+            all_desc[i], all_mime[i] = d, m
+        return magic_columns(all_desc, all_mime)
 
-    def _content_columns(self) -> dict:
-        """The content columns of every file (the catalog's content pass, run only on files lacking them)."""
+    def _content_columns(self, ids: np.ndarray | None = None) -> dict:
+        """The content columns of the files ``ids`` (None: all; the catalog's content pass, run only on files
+        lacking them); the arrays cover every file, NULL where not computed yet."""
         docs = self.documents
         catalog = self.catalog
-        catalog.ensure_content(docs.paths, docs.doc_size, docs.doc_mtime, verbose=self.verbose)
-        return content_columns(catalog.content_rows(docs.paths, docs.doc_size, docs.doc_mtime))
+        n = len(docs)
+        if self._content_values is None:
+            self._content_values = [None] * n
+        ids = np.arange(n) if ids is None else ids
+        paths, sizes, mtimes = _take(docs.paths, ids), docs.doc_size[ids], docs.doc_mtime[ids]
+        catalog.ensure_content(paths, sizes, mtimes, verbose=self.verbose)
+        values = self._content_values
+        for i, row in zip(ids.tolist(), catalog.content_rows(paths, sizes, mtimes)):
+            values[i] = row
+        return content_columns(values)
 
     def _sqlite(self) -> DatasetSQL:
         """The SQLite view of 0.2 (``dialect="sqlite"``)."""

@@ -194,9 +194,20 @@ _SIGINT_CHILD = textwrap.dedent(
     ds = Consumer(sys.argv[2], cache_dir=False, metadata=None)
     ds.sql("SELECT 1")
 
-    def announce():  # "running" once the statement's worker thread exists
-        while not any(t.name == "consumer-sql" for t in threading.enumerate()):
+    main = threading.main_thread().ident
+
+    def waiting_in_run():  # the main thread waits for the statement's worker inside DuckSQL._run
+        frame = sys._current_frames().get(main)
+        while frame is not None:
+            if frame.f_code.co_name == "_run":
+                return True
+            frame = frame.f_back
+        return False
+
+    def announce():  # "running" once the statement runs in its worker and the main thread waits for it
+        while not (waiting_in_run() and any(t.name == "consumer-sql" for t in threading.enumerate())):
             time.sleep(0.005)
+        time.sleep(0.2)
         print("running", flush=True)
 
     threading.Thread(target=announce, daemon=True).start()
@@ -225,3 +236,31 @@ def test_ctrl_c_interrupts_a_runaway_statement(tmp_path):
     assert proc.returncode == 0, err
     assert out.startswith("KeyboardInterrupt: SQL statement interrupted: 'WITH RECURSIVE"), (out, err)
     assert "usable: 17" in out
+
+
+def test_lazy_columns_are_computed_only_for_the_rows_the_filter_keeps(built, magic_calls):
+    cats = [p for p in built.files if "/cat/" in p]
+    n = len(built.files)
+    rows = built.sql("SELECT path, mime FROM files WHERE class = 'cat' AND mime IS NOT NULL ORDER BY file_id")
+    assert [r[0] for r in rows] == cats
+    assert sorted(set(magic_calls)) == sorted(cats) and len(magic_calls) == 2 * len(cats)  # only the cats
+    # the other files are computed when a statement needs them, the cats are not computed again
+    assert built.sql("SELECT count(*) FROM files WHERE mime IS NULL OR description IS NULL") == [(0,)]
+    assert len(magic_calls) == 2 * n
+    # content: only the small files of the filter are read
+    small = [i for i, p in enumerate(built.files) if os.path.getsize(p) < 10]
+    got = built.sql("SELECT file_id FROM files WHERE size < ? AND sha256 IS NOT NULL ORDER BY file_id", (10,))
+    assert [r[0] for r in got] == small and _content_known(built) == n  # a parameter in the filter: every file
+    assert magic_calls and len(magic_calls) == 2 * n
+
+
+def test_partial_content_pass_reads_only_the_rows_kept(built):
+    small = [i for i, p in enumerate(built.files) if os.path.getsize(p) < 10]
+    got = built.sql("SELECT file_id, entropy FROM files WHERE size < 10 AND entropy >= 0 ORDER BY file_id")
+    assert [r[0] for r in got] == small
+    assert _content_known(built) == len(small)  # the other files were not read
+    assert built.sql("SELECT count(*) FROM files WHERE entropy IS NULL") == [(0,)]  # now all of them
+    assert _content_known(built) == len(built.files)
+    # shapes the reduction does not cover compute every file: still right
+    assert built.sql("SELECT count(*) FROM files a JOIN files b USING (file_id) WHERE a.zeros >= 0") == [
+        (len(built.files),)]
