@@ -507,12 +507,12 @@ class Run:
     # ------------------------------------------------------------------ query
     def query(self) -> None:
         """The query engine against DuckDB on an Arrow table of the same rows (:mod:`benchmarks.bench_query_engine`):
-        10^5 and 10^6 rows (quick) or up to 10^7 (full), the byte predicate and first statement on real files."""
+        10^5 rows (quick) or up to 10^7 (full), the byte predicate and first statement on real files."""
         from .bench_query_engine import measure as measure_query
 
         full = self.s.mode == "full"
-        sizes = (100_000, 1_000_000, 10_000_000) if full else (100_000, 1_000_000)
-        self.results["query"] = measure_query(sizes, 100_000 if full else 10_000, 7 if full else 3, log=self.log)
+        sizes = (100_000, 1_000_000, 10_000_000) if full else (100_000,)
+        self.results["query"] = measure_query(sizes, 100_000 if full else 5_000, 7 if full else 3, log=self.log)
 
     # ------------------------------------------------------------------ scale
     def scale(self) -> None:
