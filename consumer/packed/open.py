@@ -22,6 +22,7 @@ from ..tokens.documents import DocumentTable, PackedTokens, tokenise_headers
 from ..tokens.vocab import Vocab, decode_ids
 from ..util.validate import check_int
 from .layout import FORMATS, as_prefix, check_file_sizes, read_sidecar_file, store_dtype
+from .sums import load_verifier
 from .table import read_table
 
 __all__ = ["open_packed", "open_store", "read_sidecar", "inspect_packed", "load_store", "Store"]
@@ -42,6 +43,7 @@ class Store:
     lengths: np.ndarray     # int64 [D] tokens per document, from the store's own index
     starts: np.ndarray      # int64 [D] first token of each document in ``tokens``
     tokens: Any             # np.ndarray (memory map), or RemoteTokens (read by ranges)
+    verifier: Any = None    # ChunkVerifier of the tokens (consumer.packed.sums), None for a store without sums
 
 
 def load_store(prefix: Any, *, storage_options: Mapping[str, Any] | None = None, cache_dir: Any = None,
@@ -56,7 +58,7 @@ def load_store(prefix: Any, *, storage_options: Mapping[str, Any] | None = None,
     if local is None:
         from .remote import load_remote_store  # noqa: PLC0415  (fsspec loads only for URLs)
 
-        side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths = load_remote_store(
+        side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths, verifier = load_remote_store(
             prefix, storage_options, cache_dir, remote_cache)
         where: Any = prefix
     else:
@@ -70,11 +72,12 @@ def load_store(prefix: Any, *, storage_options: Mapping[str, Any] | None = None,
         tokens, starts, lengths = FORMATS[fmt].open(where, files, side, store_dtype(fmt, side["vocab_size"]),
                                                     side["documents"])
         paths, doc_class, doc_size, doc_header = read_table(files["table"], side)
+        verifier = load_verifier(where, side, tokens.itemsize, int(tokens.size) * tokens.itemsize)
     if int(lengths.sum()) != side["tokens"]:
         raise FormatError(f"{where}: token count expected {side['tokens']} (sidecar 'tokens'), got "
                           f"{int(lengths.sum())} in the store")
     return Store(where, side, side["store"], Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header,
-                 lengths, np.asarray(starts, dtype=np.int64), tokens)
+                 lengths, np.asarray(starts, dtype=np.int64), tokens, verifier)
 
 
 def _data_file(store: Store) -> str | None:
@@ -124,7 +127,7 @@ def _open(prefix: Any, remote: dict) -> tuple[Store, Corpus, DocumentTable]:
         doc_header=store.doc_header[order], headers=list(side["headers"]), header_ptr=header_ptr,
         header_tok=header_tok, with_header=side["with_header"],
         packed=PackedTokens(tokens=store.tokens, doc_ptr=store.starts[order], store=store.fmt,
-                            prefix=str(store.prefix), data_file=_data_file(store)))
+                            prefix=str(store.prefix), data_file=_data_file(store), verifier=store.verifier))
     actual = store.lengths[order]
     bad = docs.doc_len != actual
     if bad.any():
@@ -187,6 +190,8 @@ def inspect_packed(prefix, preview_tokens: int = 64, **remote: Any) -> dict:
     if packed is None:
         raise FormatError(f"{store.prefix}: opened without tokens")
     start = int(packed.doc_ptr[0])
+    if packed.verifier is not None:
+        packed.verifier.check(packed.tokens, start * packed.tokens.itemsize, (start + n) * packed.tokens.itemsize)
     ids = np.asarray(packed.tokens[start:start + n], dtype=np.int64)
     text = decode_ids(ids, docs.vocab, specials="tags").decode("utf-8", errors="backslashreplace")
     return {

@@ -41,6 +41,9 @@ class PackedTokens:
     position in ``tokens`` of the first token of document ``i`` of the ``DocumentTable``.
     ``store`` (the format name) and ``prefix`` say where it came from; ``data_file`` is the local file holding
     ``tokens`` (its ``stat`` tells a fetch the store changed in place), None for a store at a URL.
+    ``verifier`` (a :class:`~consumer.formats.chunksums.ChunkVerifier`, None for a store packed before chunk
+    sums) checks each chunk of ``tokens`` the first time it is read: every read of ``tokens`` calls
+    ``verifier.check_ranges(tokens, src, cnt)`` (or ``check(tokens, byte_lo, byte_hi)``) first.
     """
 
     tokens: Any  # np.ndarray or RemoteTokens
@@ -48,6 +51,7 @@ class PackedTokens:
     store: str
     prefix: str
     data_file: str | None = None
+    verifier: Any = None  # ChunkVerifier or None
 
 
 @dataclass(frozen=True, eq=False)
