@@ -86,7 +86,7 @@ def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
 def _rows_from_runs(packed: PackedTokens, pad: int, L: int, start: np.ndarray, length: np.ndarray,
                     dtype: Any = np.int64) -> np.ndarray:
     out, padded = _rows(start.size, L, dtype, length, pad)
-    _copy_tokens(out.reshape(-1), packed, start, length, np.arange(start.size, dtype=np.int64) * L)
+    _copy_tokens(out.reshape(-1), packed, start, length, np.arange(start.size, dtype=np.int64) * L, L)
     if not padded:
         _pad_tails(out, length, pad)
     return out
@@ -155,14 +155,15 @@ def _fill_packed(flat: np.ndarray, packed: PackedTokens, d: np.ndarray, a: np.nd
     _copy_tokens(flat, packed, src, n, dst)
 
 
-def _copy_tokens(out: np.ndarray, packed: PackedTokens, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray) -> None:
+def _copy_tokens(out: np.ndarray, packed: PackedTokens, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray,
+                 longest: int | None = None) -> None:
     """``out[dst[r]:][:cnt[r]] = tokens[src[r]:][:cnt[r]]`` from a memory-mapped store, or through the token
     source's own ``copy_ranges`` (a store in object storage: every range of the batch in flight at once). The
     store's chunk verifier checks first every chunk of the ranges not checked yet in this process (a damaged
-    chunk raises FormatError: none of its bytes reaches ``out``)."""
+    chunk raises FormatError: none of its bytes reaches ``out``); ``longest``, when known, bounds ``cnt``."""
     tokens = packed.tokens
     if packed.verifier is not None:
-        packed.verifier.check_ranges(tokens, src, cnt)
+        packed.verifier.check_ranges(tokens, src, cnt, longest)
     if isinstance(tokens, np.ndarray):
         copy_ranges(out, tokens, src, cnt, dst)
     else:

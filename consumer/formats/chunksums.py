@@ -60,6 +60,7 @@ MIN_CHUNK_BYTES = 1 << 12
 MAX_CHUNK_BYTES = 1 << 30
 _HEAD = struct.Struct("<8sIIQQQQ")  # magic, version, algorithm, chunk_bytes, data_offset, data_bytes, N
 _TAIL = struct.Struct("<I")
+_FEW = 16  # check_ranges: up to this many ranges, plain ints; more, numpy (measured crossover)
 _READ_BYTES = 1 << 24  # bytes per read of sums_of_file (16 MiB, a multiple of every chunk size up to it)
 
 
@@ -252,12 +253,17 @@ class ChunkVerifier:
     """
 
     def __init__(self, sums: ChunkSums, store: Any, data_file: Any, itemsize: int) -> None:
-        if sums.chunk_bytes % itemsize:
-            raise InputError(f"itemsize: chunk_bytes {sums.chunk_bytes} is not a multiple of {itemsize}")
+        if itemsize not in (1, 2, 4, 8):
+            raise InputError(f"itemsize must be 1, 2, 4 or 8 bytes, got {short_repr(itemsize)}")
         self.sums = sums
         self.store, self.data_file, self.itemsize = store, data_file, int(itemsize)
-        self._shift = sums.chunk_bytes.bit_length() - 1
-        self._seen = np.zeros(sums.chunks, dtype=np.bool_)
+        self._shift = sums.chunk_bytes.bit_length() - 1  # byte -> chunk
+        self._tshift = self._shift - (self.itemsize.bit_length() - 1)  # token -> chunk
+        self._chunk_tokens = sums.chunk_bytes // self.itemsize
+        # 1: the chunk was found intact (plain ints index a bytearray fastest); one more entry, always 1, answers
+        # for the end of the data and for -1 (where an empty range may point), so lookups need no bounds checks
+        self._seen = bytearray(sums.chunks) + b"\x01"
+        self._map = np.frombuffer(self._seen, dtype=np.bool_)
         self._left = sums.chunks  # chunks not yet found intact; 0: every check returns at once
 
     @property
@@ -274,36 +280,39 @@ class ChunkVerifier:
             if not (seen[lo] and seen[hi]) or hi - lo > 1:
                 self._verify(tokens, [c for c in range(lo, hi + 1) if not seen[c]])
 
-    def check_ranges(self, tokens: Any, src: np.ndarray, cnt: np.ndarray) -> None:
-        """Token ranges ``[src[r], src[r] + cnt[r])`` are about to be read: :meth:`check` for all of them."""
+    def check_ranges(self, tokens: Any, src: np.ndarray, cnt: np.ndarray, longest: int | None = None) -> None:
+        """Token ranges ``[src[r], src[r] + cnt[r])`` are about to be read: :meth:`check` for all of them.
+        ``longest``, when given, bounds every ``cnt[r]`` (it spares a pass over ``cnt``).
+
+        The cost after the first touch is the point: nothing once every chunk is verified; else, for a few
+        ranges, plain-int lookups in the map; for many, one gather from it (a range no longer than a chunk
+        lies in at most two chunks: its first and last token's)."""
         if not self._left:
             return
-        w, s, seen = self.itemsize, self._shift, self._seen
-        if src.size <= 8:  # few ranges: plain ints cost less than a round of numpy calls
-            miss: set[int] = set()
+        t, seen = self._tshift, self._seen
+        if src.size <= _FEW:  # few ranges: plain ints cost less than a round of numpy calls
+            miss = None
             for a, c in zip(src.tolist(), cnt.tolist()):
                 if c > 0:
-                    lo, hi = (a * w) >> s, ((a + c) * w - 1) >> s
+                    lo, hi = a >> t, (a + c - 1) >> t
                     if not (seen[lo] and seen[hi]) or hi - lo > 1:
-                        miss.update(k for k in range(lo, hi + 1) if not seen[k])
+                        miss = (miss or set()) | {k for k in range(lo, hi + 1) if not seen[k]}
             if miss:
                 self._verify(tokens, sorted(miss))
             return
-        if int(cnt.min()) <= 0:
-            keep = cnt > 0
-            src, cnt = src[keep], cnt[keep]
-            if not src.size:
+        # an empty range (cnt 0) looks up the chunks of src and src - 1: at worst a chunk checked early
+        if (int(cnt.max()) if longest is None else longest) <= self._chunk_tokens:
+            ends = np.concatenate((src, src + cnt - 1))
+            ends >>= t
+            look = self._map[ends]
+            if np.count_nonzero(look) == look.size:  # count_nonzero: the cheapest reduction numpy has
                 return
-        b = src * w
-        lo = b >> s
-        hi = (b + cnt * w - 1) >> s
-        span = hi - lo
-        if int(span.max()) <= 1:
-            cand = np.concatenate((lo, hi))
+            cand = ends
         else:
-            k = span + 1
+            lo, hi = src >> t, (src + cnt - 1) >> t
+            k = np.maximum(hi - lo + 1, 0)
             cand = np.repeat(lo - np.cumsum(k) + k, k) + np.arange(int(k.sum()))
-        todo = cand[~seen[cand]]
+        todo = cand[~self._map[cand]]
         if todo.size:
             self._verify(tokens, np.unique(todo).tolist())
 
@@ -329,7 +338,7 @@ class ChunkVerifier:
                 raise FormatError(f"{self.store}: {bad.describe(self.data_file)}: the store is damaged; nothing of "
                                   "this chunk was served (consumer verify PREFIX lists every damaged chunk)")
             if not self._seen[c]:
-                self._seen[c] = True
+                self._seen[c] = 1
                 self._left -= 1
 
     def _compare(self, chunk: int, data: np.ndarray) -> BadChunk | None:
@@ -355,7 +364,7 @@ class ChunkVerifier:
             if bad is not None:
                 out.append(bad)
             elif not self._seen[c]:
-                self._seen[c] = True
+                self._seen[c] = 1
                 self._left -= 1
             c += 1
         return out
