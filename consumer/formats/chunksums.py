@@ -300,18 +300,17 @@ class ChunkVerifier:
             if miss:
                 self._verify(tokens, sorted(miss))
             return
-        # an empty range (cnt 0) looks up the chunks of src and src - 1: at worst a chunk checked early
         if (int(cnt.max()) if longest is None else longest) <= self._chunk_tokens:
-            ends = np.concatenate((src, src + cnt - 1))
+            ends = np.concatenate((src, src + cnt - 1))  # an empty range looks at src - 1 (-1: the sentinel)
             ends >>= t
             look = self._map[ends]
             if np.count_nonzero(look) == look.size:  # count_nonzero: the cheapest reduction numpy has
                 return
-            cand = ends
-        else:
-            lo, hi = src >> t, (src + cnt - 1) >> t
-            k = np.maximum(hi - lo + 1, 0)
-            cand = np.repeat(lo - np.cumsum(k) + k, k) + np.arange(int(k.sum()))
+        # some chunk not verified yet (or ranges longer than a chunk): exactly the chunks of the non-empty ranges
+        keep = cnt > 0
+        lo, hi = src[keep] >> t, (src[keep] + cnt[keep] - 1) >> t
+        k = hi - lo + 1
+        cand = np.repeat(lo - np.cumsum(k) + k, k) + np.arange(int(k.sum()))
         todo = cand[~self._map[cand]]
         if todo.size:
             self._verify(tokens, np.unique(todo).tolist())

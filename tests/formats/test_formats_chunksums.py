@@ -141,6 +141,19 @@ def test_a_range_is_refused_iff_it_touches_the_damaged_chunk(ranges, bad) -> Non
             assert verifier.verified == len(touched)
 
 
+@pytest.mark.parametrize("n", [3, 40])
+def test_empty_ranges_read_nothing_and_check_nothing(n) -> None:
+    tokens, verifier = _store(20000, 3)
+    at = np.array([3 * 2048, 4 * 2048, 3 * 2048 + 7] * n, dtype=np.int64)[:n]
+    verifier.check_ranges(tokens, at, np.zeros(n, dtype=np.int64))
+    verifier.check_ranges(tokens, at, np.zeros(n, dtype=np.int64), longest=0)
+    assert verifier.verified == 0
+    verifier.check_ranges(tokens, np.r_[at, 0], np.r_[np.zeros(n, dtype=np.int64), 2048], longest=2048)
+    assert verifier.verified == 1  # chunk 0 only
+    with pytest.raises(FormatError, match="chunk 3 "):
+        verifier.check_ranges(tokens, np.r_[at, 2048 * 4 - 1], np.r_[np.zeros(n, dtype=np.int64), 2], longest=2)
+
+
 def test_scalar_check_and_scan() -> None:
     tokens, verifier = _store(20000, 3)
     verifier.check(tokens, 0, 4096 * 3)  # chunks 0-2
