@@ -289,18 +289,16 @@ class ChunkVerifier:
         lies in at most two chunks: its first and last token's)."""
         if not self._left:
             return
-        t, seen = self._tshift, self._seen
+        t = self._tshift
         if src.size <= _FEW:  # few ranges: plain ints cost less than a round of numpy calls
-            miss = None
-            for a, c in zip(src.tolist(), cnt.tolist()):
-                if c > 0:
-                    lo, hi = a >> t, (a + c - 1) >> t
-                    if not (seen[lo] and seen[hi]) or hi - lo > 1:
-                        miss = (miss or set()) | {k for k in range(lo, hi + 1) if not seen[k]}
-            if miss:
-                self._verify(tokens, sorted(miss))
-            return
-        if (int(cnt.max()) if longest is None else longest) <= self._chunk_tokens:
+            seen, counts = self._seen, cnt.tolist()
+            if (max(counts, default=0) if longest is None else longest) <= self._chunk_tokens:
+                for a, c in zip(src.tolist(), counts):  # an empty range looks at a - 1 (-1: the sentinel)
+                    if not (seen[a >> t] and seen[(a + c - 1) >> t]):
+                        break
+                else:
+                    return
+        elif (int(cnt.max()) if longest is None else longest) <= self._chunk_tokens:
             ends = np.concatenate((src, src + cnt - 1))  # an empty range looks at src - 1 (-1: the sentinel)
             ends >>= t
             look = self._map[ends]
