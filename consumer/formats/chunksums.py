@@ -266,6 +266,13 @@ class ChunkVerifier:
         self._map = np.frombuffer(self._seen, dtype=np.bool_)
         self._left = sums.chunks  # chunks not yet found intact; 0: every check returns at once
 
+    def __getstate__(self) -> dict:  # the map is a view of the bytearray: rebuilt, not copied, on unpickling
+        return {k: v for k, v in self.__dict__.items() if k != "_map"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._map = np.frombuffer(self._seen, dtype=np.bool_)
+
     @property
     def verified(self) -> int:
         """How many chunks were found intact so far."""
@@ -332,8 +339,8 @@ class ChunkVerifier:
         for c, data in self._read(tokens, chunks):
             bad = self._compare(c, data)
             if bad is not None:
-                raise FormatError(f"{self.store}: {bad.describe(self.data_file)}: the store is damaged; nothing of "
-                                  "this chunk was served (consumer verify PREFIX lists every damaged chunk)")
+                raise FormatError(f"{self.store}: {bad.describe(self.data_file)}: the store is damaged and nothing "
+                                  "of this read was served (consumer verify PREFIX lists every damaged chunk)")
             if not self._seen[c]:
                 self._seen[c] = 1
                 self._left -= 1

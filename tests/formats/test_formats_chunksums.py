@@ -3,6 +3,7 @@ verifier's first-touch checks (every range touching a damaged chunk refused, eve
 
 from __future__ import annotations
 
+import pickle
 import struct
 
 import numpy as np
@@ -152,6 +153,17 @@ def test_empty_ranges_read_nothing_and_check_nothing(n) -> None:
     assert verifier.verified == 1  # chunk 0 only
     with pytest.raises(FormatError, match="chunk 3 "):
         verifier.check_ranges(tokens, np.r_[at, 2048 * 4 - 1], np.r_[np.zeros(n, dtype=np.int64), 2], longest=2)
+
+
+def test_a_pickled_verifier_keeps_its_map() -> None:
+    tokens, verifier = _store(20000, 3)
+    verifier.check(tokens, 0, 4096)
+    again = pickle.loads(pickle.dumps(verifier))
+    assert again.verified == 1
+    again.check_ranges(tokens, np.arange(0, 20 * 300, 300), np.full(20, 10))  # the numpy path reads the map
+    assert again.verified == 3 and verifier.verified == 1  # chunks 0-2: the copy's map and counts moved together
+    with pytest.raises(FormatError, match="chunk 3 "):
+        again.check_ranges(tokens, np.arange(0, 20 * 100, 100) + 6144, np.full(20, 10))
 
 
 def test_scalar_check_and_scan() -> None:
