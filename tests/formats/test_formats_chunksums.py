@@ -162,6 +162,9 @@ def test_a_pickled_verifier_keeps_its_map() -> None:
     assert again.verified == 1
     again.check_ranges(tokens, np.arange(0, 20 * 300, 300), np.full(20, 10))  # the numpy path reads the map
     assert again.verified == 3 and verifier.verified == 1  # chunks 0-2: the copy's map and counts moved together
+    changed = tokens.copy()
+    changed[2048 + 1] ^= 1  # chunk 1 changed after it was found intact: not read again (the map says so)
+    again.check_ranges(changed, np.arange(0, 20 * 300, 300), np.full(20, 10))
     with pytest.raises(FormatError, match="chunk 3 "):
         again.check_ranges(tokens, np.arange(0, 20 * 100, 100) + 6144, np.full(20, 10))
 
