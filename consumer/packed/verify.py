@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
+from ..storage import Storage
 from .open import Store, load_store
 
 __all__ = ["verify_packed"]
@@ -31,7 +32,7 @@ def verify_packed(prefix: Any, **remote: Any) -> dict:
     :class:`~consumer.packed.open.Store`, or a URL (``storage_options``, ``cache_dir``: see
     :func:`~consumer.packed.open.load_store`; its token data is read once by ranges)."""
     t0 = time.perf_counter()
-    store = prefix if isinstance(prefix, Store) else load_store(prefix, **remote)
+    store = prefix if isinstance(prefix, Store) else load_store(prefix, Storage.from_kwargs(remote, "verify_packed"))
     side, tokens = store.sidecar, store.tokens
     size = int(side["vocab_size"])
     digest = hashlib.sha256()
