@@ -13,6 +13,11 @@ Sections (each a method of :class:`Run`, each filling ``results[section]``):
   dataset), ``ds.dataloader`` (when this version has it), ``ds.fetch`` through torch's DataLoader, the peers.
 - ``scale``: cold build (with and without libmagic), warm reopen and peak RSS against corpus size, each in a
   fresh process; gperc's build for the sizes it can do.
+- ``remote``: object storage and HTTP servers on 127.0.0.1 (:mod:`benchmarks.bench_remote`).
+- ``gpu``: training a byte-level model from ``ds.dataloader`` (:mod:`benchmarks.bench_gpu_feed`); skipped with the
+  reason when there is no CUDA device (quick mode runs its CPU smoke loop instead).
+
+A section that fails is retried once or skipped with its reason (:mod:`benchmarks.sections`).
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ class Settings:
     remote_objects: int = 256  # small objects read from each local server (see benchmarks/bench_remote.py)
     remote_delay_objects: int = 64  # read in the settings with an injected per-request delay
     remote_reps: int = 1
+    gpu_feed: str = "smoke"  # "smoke": tiny, on the CPU when there is no GPU; "full": benchmarks.bench_gpu_feed
 
 
 QUICK = Settings("quick", reps=3, batches=4, batch_sizes=(4, 20, 64), small_files=2000, lognormal_files=150,
@@ -86,7 +92,7 @@ FULL = Settings("full", reps=5, batches=10, batch_sizes=(1, 4, 20, 64, 256), sma
                 grid_batches=5, grid_reps=2, gperc_batches=2, loader_batches=150, loader_reps=2,
                 scale_sizes=(1000, 10000, 100000, 1000000), scale_magic_max=100000, gperc_scale_max=10000,
                 table_sizes=(100_000, 1_000_000, 10_000_000), remote_objects=2000, remote_delay_objects=512,
-                remote_reps=3)
+                remote_reps=3, gpu_feed="full")
 
 
 def _summary(per_rep: list[float]) -> dict:
@@ -502,6 +508,17 @@ class Run:
         s = self.s
         self.results["remote"] = measure_remote(s.remote_objects, s.remote_delay_objects, 20.0, s.remote_reps,
                                                 os.path.join(self.work, "remote"), log=self.log)
+
+    # ------------------------------------------------------------------ GPU feed
+    def gpu(self) -> None:
+        """Training a byte-level model from ``ds.dataloader`` (:mod:`benchmarks.bench_gpu_feed`): the full
+        measurement in full mode (skipped with the reason without a CUDA device), the CPU smoke run in quick mode."""
+        from .bench_gpu_feed import FULL_GPU, SMOKE
+        from .bench_gpu_feed import measure as measure_gpu
+
+        settings = FULL_GPU if self.s.gpu_feed == "full" else SMOKE
+        self.log(f"gpu feed ({self.s.gpu_feed})")
+        self.results["gpu"] = measure_gpu(settings, self.data, os.path.join(self.work, "gpu"), log=self.log)
 
     # ------------------------------------------------------------------ scale
     def scale(self) -> None:
