@@ -4,19 +4,22 @@ Workload: a generated corpus of ``--small`` files of 256 B .. 4 KB (one third ea
 text-like and zero-heavy) and ``--large`` files of ``--large-mb`` MB each, in a temporary directory.
 Every file is read once first so the page cache is warm: the figures compare CPU work, not the disk.
 
-Reported, all measured in this one run, each the best of ``--repeat`` runs, with ``--workers``
-threads (default: every core, so both cores of the reference machine are busy):
-- the content pass (:func:`consumer.catalog.content.compute_content`: sha256 + histogram + stats) in MB/s;
+Reported, all measured in this one run, each the best of ``--repeat`` rounds (every round runs each variant
+in turn, so the load of a shared machine falls on all alike), with ``--workers`` threads or processes
+(default: every core, so both cores of the reference machine are busy):
+- the content pass (:func:`consumer.catalog.content.compute_content`: sha256 + histogram + stats) in MB/s,
+  as it runs by default (``processes=None``) and forced into threads and into processes;
 - a plain read of the same files with the same threads, chunk size and reusable buffers
   (open, readv into the buffer until EOF, close): the page-cache read speed, the ceiling;
-- MB per CPU-second of both (process CPU time, all threads): robust on a machine shared with others;
+- MB per CPU-second (process CPU time, all threads, and the worker processes a pass started): robust on a
+  machine shared with others;
 - the single-thread speed of sha256 alone, of ``np.bincount`` alone and of the pass's byte-pair count
   on a 1 MiB buffer, which explain where the time of the pass goes;
 - the cost added to a cold build: ``Consumer(dir, cache_dir=<empty>)`` (libmagic + index) of the
   small corpus, then ``Catalog.ensure_content`` of the same files (what the first query naming a
   content column pays), and a second ``ensure_content`` (everything cached: what later builds pay).
 
-Run: ``python benchmarks/bench_content.py [--small 20000] [--large 8] [--large-mb 8] [--json]``
+Run: ``python benchmarks/bench_content.py [--small 20000] [--large 8] [--large-mb 8] [--no-build] [--json]``
 """
 
 from __future__ import annotations
@@ -101,9 +104,25 @@ def plain_read(paths: list[str], workers: int, chunk: int = READ_CHUNK, files_pe
         return sum(pool.map(run, parts))
 
 
-def content_pass(paths: list[str], workers: int) -> int:
+def content_pass(paths: list[str], workers: int, processes: bool | None = None) -> int:
     """Run the content pass, consuming results as they come (as the catalog does)."""
-    return sum(s.size for s in compute_content(paths, workers=workers))
+    return sum(s.size for s in compute_content(paths, workers=workers, processes=processes))
+
+
+def timed_children(fn, repeat: int) -> tuple[float, float]:
+    """Like :func:`timed`, the CPU time including the worker processes a run started and ended."""
+    import resource
+
+    def cpu() -> float:
+        a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+    runs = []
+    for _ in range(repeat):
+        c0, t0 = cpu(), time.perf_counter()
+        fn()
+        runs.append((time.perf_counter() - t0, cpu() - c0))
+    return min(runs)
 
 
 def best(fn, repeat: int) -> float:
@@ -145,6 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-build", action="store_true", help="skip the cold-build figures (libmagic)")
     args = ap.parse_args(argv)
     root = tempfile.mkdtemp(prefix="bench-content-")
     try:
@@ -153,16 +173,28 @@ def main(argv: list[str] | None = None) -> dict:
         for name, paths in (("small", small), ("large", large)):
             size = sum(os.path.getsize(p) for p in paths)
             plain_read(paths, args.workers)  # warm the page cache
-            t_read, c_read = timed(lambda p=paths: plain_read(p, args.workers), args.repeat)
-            t_content, c_content = timed(lambda p=paths: content_pass(p, args.workers), args.repeat)
+            runs: dict[str, list[tuple[float, float]]] = {k: [] for k in ("read", "content", "threads", "processes")}
+            for _ in range(args.repeat):  # interleaved: each round measures every variant in turn
+                runs["read"].append(timed(lambda p=paths: plain_read(p, args.workers), 1))
+                runs["content"].append(timed_children(lambda p=paths: content_pass(p, args.workers), 1))
+                runs["threads"].append(timed(lambda p=paths: content_pass(p, args.workers, False), 1))
+                runs["processes"].append(timed_children(lambda p=paths: content_pass(p, args.workers, True), 1))
+            (t_read, c_read), (t_content, c_content), (t_thr, c_thr), (t_proc, c_proc) = (
+                min(runs[k]) for k in ("read", "content", "threads", "processes"))
             out[name] = {"files": len(paths), "MB": size / MB, "read_MBps": size / t_read / MB,
                          "content_MBps": size / t_content / MB, "ratio_to_read": t_read / t_content,
                          "content_files_per_s": len(paths) / t_content,
-                         "read_MB_per_cpu_s": size / c_read / MB, "content_MB_per_cpu_s": size / c_content / MB}
+                         "threads_MBps": size / t_thr / MB, "threads_ratio_to_read": t_read / t_thr,
+                         "processes_MBps": size / t_proc / MB, "processes_ratio_to_read": t_read / t_proc,
+                         "read_MB_per_cpu_s": size / c_read / MB, "content_MB_per_cpu_s": size / c_content / MB,
+                         "threads_MB_per_cpu_s": size / c_thr / MB, "processes_MB_per_cpu_s": size / c_proc / MB,
+                         "load_average": os.getloadavg()[0]}
         out["kernels_one_thread"] = single_thread_kernels(args.repeat)
+        if args.no_build:
+            out["cold_build"] = None
         # cost added to a cold build (small corpus: libmagic and the index dominate a build)
         builds, firsts, agains = [], [], []
-        for r in range(args.repeat):
+        for r in range(0 if args.no_build else args.repeat):
             cache = os.path.join(root, f"cache{r}")
             t0 = time.perf_counter()
             ds = Consumer(os.path.join(root, "small"), cache_dir=cache)
@@ -178,8 +210,9 @@ def main(argv: list[str] | None = None) -> dict:
             agains.append(time.perf_counter() - t0)
             cat.close()
             ds.close()
-        out["cold_build"] = {"files": len(small), "build_s": min(builds), "content_first_s": min(firsts),
-                             "content_cached_s": min(agains), "added_fraction": min(firsts) / min(builds)}
+        if not args.no_build:
+            out["cold_build"] = {"files": len(small), "build_s": min(builds), "content_first_s": min(firsts),
+                                 "content_cached_s": min(agains), "added_fraction": min(firsts) / min(builds)}
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if args.json:
@@ -190,15 +223,18 @@ def main(argv: list[str] | None = None) -> dict:
             o = out[name]
             print(f"{name:>5}: {o['files']} files, {o['MB']:.1f} MB | plain read {o['read_MBps']:.0f} MB/s | "
                   f"content pass {o['content_MBps']:.0f} MB/s ({o['content_files_per_s']:.0f} files/s) | "
-                  f"{o['ratio_to_read']:.2f} of read speed | per CPU-second: read {o['read_MB_per_cpu_s']:.0f} MB, "
-                  f"content {o['content_MB_per_cpu_s']:.0f} MB")
+                  f"{o['ratio_to_read']:.2f} of read speed (threads {o['threads_ratio_to_read']:.2f}, processes "
+                  f"{o['processes_ratio_to_read']:.2f}) | per CPU-second: read {o['read_MB_per_cpu_s']:.0f} MB, "
+                  f"content {o['content_MB_per_cpu_s']:.0f} MB (threads {o['threads_MB_per_cpu_s']:.0f}, processes "
+                  f"{o['processes_MB_per_cpu_s']:.0f}) | load average {o['load_average']:.1f}")
         k = out["kernels_one_thread"]
         print(f"one thread, 1 MiB buffer: sha256 {k['sha256_MBps']:.0f} MB/s, "
               f"np.bincount {k['bincount_MBps']:.0f} MB/s, pair count {k['pair_count_MBps']:.0f} MB/s")
         c = out["cold_build"]
-        print(f"cold build of {c['files']} small files: {c['build_s']:.2f} s; "
-              f"first content pass +{c['content_first_s']:.2f} s ({100 * c['added_fraction']:.0f}% of the build); "
-              f"cached: {c['content_cached_s'] * 1e3:.0f} ms")
+        if c:
+            print(f"cold build of {c['files']} small files: {c['build_s']:.2f} s; "
+                  f"first content pass +{c['content_first_s']:.2f} s ({100 * c['added_fraction']:.0f}% of the build); "
+                  f"cached: {c['content_cached_s'] * 1e3:.0f} ms")
     return out
 
 
