@@ -19,9 +19,8 @@ are counted by one ``numpy.bincount`` (each byte keyed by its file, 256 files at
 call per file. A larger file is streamed ``chunk`` bytes at a time, each chunk fed to ``hashlib`` and
 counted as byte pairs. Nothing holds a whole file.
 
-Files are spread over threads or forked processes, a few files per task, results yielded in input
-order (see :func:`compute_content`): threads share the GIL, which hashing small files, ``bincount``
-and the per-file Python work hold, so processes are what uses every core on many small files.
+Files are spread over threads (or, on request, forked processes), a few files per task, results yielded
+in input order (see :func:`compute_content` for what each costs).
 
 A file is opened read-only and non-blocking (a FIFO cannot hang the pass) and refused unless it is a
 regular file. When its size or mtime changes while it is read, :class:`FileChangedError` is raised:
@@ -59,7 +58,6 @@ from ..util.progress import progress_bar
 
 __all__ = [
     "CONTENT_COLUMNS",
-    "PROCESS_MIN_FILES",
     "READ_CHUNK",
     "ContentStats",
     "compute_content",
@@ -78,7 +76,6 @@ _MIN_CHUNK = 4096
 _PAIR_MIN = 1 << 16  # from this many bytes on, count byte pairs (see _byte_counts)
 _FILES_PER_TASK = 32  # files handed to a thread at a time: one future per task, not per file
 _FILES_PER_PROCESS_TASK = 256  # files handed to a process at a time (one pickled message each way)
-PROCESS_MIN_FILES = 256  # processes=None picks processes from this many files on (a fork costs milliseconds)
 _PARALLEL_MIN_FILES = 2  # a few large files are worth two threads too
 _WIDTHS = ((np.dtype("<u2"), 0xFFFF), (np.dtype("<u4"), 0xFFFFFFFF), (np.dtype("<u8"), None))
 _BY_LENGTH = {256 * dt.itemsize: dt for dt, _ in _WIDTHS}
@@ -392,13 +389,15 @@ def compute_content(paths: Sequence[str], *, verbose: bool = False, workers: int
     the number of files), each worker reading through its own ``chunk``-byte buffer. One progress bar
     when ``verbose``.
 
-    ``processes``: ``True`` runs the reads in forked worker processes, ``False`` in threads, ``None``
-    (default) picks processes when ``fork`` exists, there are several workers and at least
-    :data:`PROCESS_MIN_FILES` files. Threads share the GIL, which hashing small files (under 2 KiB),
-    counting bytes (``numpy.bincount``) and the per-file Python work all hold, so on small files
-    threads run at about one core; processes use every core and cost a fork per pass (measured in
-    ``docs/benchmarks.md``, *Content pass*). A process pass sends each file's 256 counts back through a
-    pipe; the results are the same either way.
+    ``processes``: ``True`` runs the reads in worker processes forked for this pass (the ``fork`` start
+    method; refused where the platform has none), ``False`` or ``None`` (default) in threads. Threads
+    share the GIL, which hashing small files (under 2 KiB), counting bytes (``numpy.bincount``) and the
+    per-file Python work all hold, so on small files threads do about one core's work; processes escape
+    it but each pass pays a fork of the calling process (more the larger it is: a process that imported
+    torch pays tens of milliseconds) and sends every file's counts back through a pipe. Measured on 2
+    cores (``docs/benchmarks.md``, *Content pass*), processes lose below ~10,000 small files and only tie
+    at 20,000, hence threads by default; ``processes=True`` is for many cores and very many files. The
+    results are the same either way.
     """
     chunk = _check_chunk(chunk)
     if files_per_task is not None and (isinstance(files_per_task, bool) or not isinstance(files_per_task, int)
@@ -409,9 +408,7 @@ def compute_content(paths: Sequence[str], *, verbose: bool = False, workers: int
     if processes not in (None, True, False):
         raise InputError(f"processes must be None, True or False, got {short_repr(processes)}")
     n_workers = workers or os.cpu_count() or 1
-    context = _fork_context() if processes is not False and n_workers > 1 else None
-    if processes is None and len(paths) < PROCESS_MIN_FILES:
-        context = None
+    context = _fork_context() if processes and n_workers > 1 else None
     if processes and context is None and n_workers > 1:
         raise InputError("processes=True needs the 'fork' start method, which this platform does not have")
     per_task = files_per_task or (_FILES_PER_PROCESS_TASK if context is not None else _FILES_PER_TASK)
@@ -428,6 +425,7 @@ def compute_content(paths: Sequence[str], *, verbose: bool = False, workers: int
                 yield from res
             return
         if context is not None:
+            hashlib.sha256(b"")  # OpenSSL's digest lookup done before the fork, never first in a child
             with ProcessPoolExecutor(max_workers=n_workers, mp_context=context) as procs:
                 for part, raw in _in_order(procs, lambda part: procs.submit(_process_part, part, chunk), parts,
                                            n_workers):

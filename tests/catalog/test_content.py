@@ -348,7 +348,7 @@ def test_processes_and_threads_give_the_same_results_and_errors(tmp_path):
              for i in range(300)]
     by_threads = list(compute_content(paths, workers=2, processes=False))
     by_processes = list(compute_content(paths, workers=2, processes=True))
-    auto = list(compute_content(paths, workers=2))  # 300 files: processes where fork exists
+    auto = list(compute_content(paths, workers=2))  # the default: threads
     for a, b, c in zip(by_threads, by_processes, auto):
         assert (a.path, a.size, a.mtime_ns, a.sha256, a.entropy, a.printable, a.zeros) == \
             (b.path, b.size, b.mtime_ns, b.sha256, b.entropy, b.printable, b.zeros) == \
