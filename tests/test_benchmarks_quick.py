@@ -39,9 +39,11 @@ def test_report_has_every_section(quick_run) -> None:
                     "### small-diff", "### small-concat", "### lognormal-diff", "### lognormal-concat",
                     "### small-gpt", "## Packed fetch against the machine's limits", "## Loaders",
                     "## Fetch against file size", "## consumer across settings", "## Build and reopen",
-                    "## Remote sources"):
+                    "## Content pass", "## Cold build with headers against gperc", "## Remote sources",
+                    "## GPU feed: training from the loader"):
         assert heading in text, heading
     assert "python -m benchmarks run --quick --peers none" in text
+    assert "## Sections not measured in this run" not in text, text[:3000]  # every section ran
 
 
 def test_consumer_rows_measured_and_equal_to_naive(quick_run) -> None:
