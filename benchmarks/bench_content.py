@@ -225,8 +225,15 @@ def render_section(res: dict | None) -> list[str]:
                      f"{o['read_MB_per_cpu_s']:,.0f} / {o['content_MB_per_cpu_s']:,.0f} / "
                      f"{o['processes_MB_per_cpu_s']:,.0f}", f"{o['load_average']:.1f}"])
     out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+    small, large = res["small"], res["large"]
+    out += ["", f"Verdicts: small files {small['ratio_to_read']:.2f} of the plain read, target 0.8: "
+            f"**{'met' if small['ratio_to_read'] >= 0.8 else 'not met'}**; large files "
+            f"{large['ratio_to_read']:.2f}, target 0.5: **{'met' if large['ratio_to_read'] >= 0.5 else 'not met'}**. "
+            "On small files the plain read is a few system calls per file, and hashing, counting and the per-file "
+            "work of the pass cost about as much again while holding the GIL, so threads do about one core's work "
+            "(MB per CPU-second equals MB/s); forked processes escape the GIL but pay a fork of this process per "
+            "pass and a pipe for the counts, which on 2 shared cores costs more than it frees."]
     k = res["kernels_one_thread"]
-    large = res["large"]
     per_core = large["read_MBps"] / max(res["cpus"] or 1, 1)
     out += ["", f"One thread on a 1 MiB buffer: sha256 {k['sha256_MBps']:,.0f} MB/s, `np.bincount` "
             f"{k['bincount_MBps']:,.0f} MB/s, byte-pair count {k['pair_count_MBps']:,.0f} MB/s. On large files the "
