@@ -117,7 +117,7 @@ def render_section(res: dict | None) -> list[str]:
     if not res:
         return []
     p = res["probe"]
-    g = f"{res['gperc_s']:.2f} s" if res["gperc_s"] else f"not measured ({res['gperc_error']})"
+    g = f"{res['gperc_s']:.2f}" if res["gperc_s"] else f"not measured ({res['gperc_error']})"
     ratio = f"**{res['ratio']:.2f}×**" if res["ratio"] else "—"
     out = ["## Cold build with headers against gperc", "",
            f"`Consumer(small corpus of {res['files']:,} files, metadata=\"file\")` with an empty cache in a fresh "
