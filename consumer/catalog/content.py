@@ -47,7 +47,7 @@ import stat
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -233,11 +233,13 @@ def _readv(fd: int, view: memoryview, path: str) -> int:
         raise InputError(f"paths: cannot read {path!r}: {e.strerror}") from None
 
 
-def _read_whole(fd: int, view: memoryview, size: int, path: str) -> int:
+def _read_whole(fd: int, view: memoryview, size: int, path: str, n: int | None = None) -> int:
     """Read a file of listed ``size`` into ``view`` (``size + 1`` bytes long, so that a file grown since it
-    was listed reads as longer); the number of bytes read. One ``readv`` in the usual case: a read that
-    returns the listed size is the end, no extra read to see EOF."""
-    n = _readv(fd, view, path)
+    was listed reads as longer); the number of bytes read. ``n``: bytes already read into the start of
+    ``view`` (None: none yet). One ``readv`` in the usual case: a read that returns the listed size is the
+    end, no extra read to see EOF."""
+    if n is None:
+        n = _readv(fd, view, path)
     while 0 < n < size:  # a short read before the listed end: keep reading (or see EOF: the file shrank)
         r = _readv(fd, view[n:], path)
         if r == 0:
@@ -319,10 +321,10 @@ def _read_raw(paths: Sequence[str], chunk: int,
                     rows, lengths, pos = [], [], 0
                 try:  # one read in the usual case: size + 1 bytes asked, the listed size returned
                     total = readv(fd, [view[pos:pos + size + 1]])
-                except OSError:
-                    total = 0
-                if total < size:  # a short read (or an error: raised with the path) before the listed end
+                except OSError:  # read again where the error names the path (or the retry succeeds)
                     total = _read_whole(fd, view[pos:pos + size + 1], size, path)
+                if 0 < total < size:  # a short read before the listed end: read on (or see that the file shrank)
+                    total = _read_whole(fd, view[pos:pos + size + 1], size, path, total)
                 digests[i] = sha256(view[pos:pos + total]).hexdigest()
                 rows.append(i)
                 lengths.append(total)
@@ -427,7 +429,7 @@ def compute_content(paths: Sequence[str], *, verbose: bool = False, workers: int
         if context is not None:
             hashlib.sha256(b"")  # OpenSSL's digest lookup done before the fork, never first in a child
             with ProcessPoolExecutor(max_workers=n_workers, mp_context=context) as procs:
-                for part, raw in _in_order(procs, lambda part: procs.submit(_process_part, part, chunk), parts,
+                for part, raw in _in_order(lambda part: procs.submit(_process_part, part, chunk), parts,
                                            n_workers):
                     res = _finish(part, *raw)
                     bar.update(len(res))
@@ -442,14 +444,14 @@ def compute_content(paths: Sequence[str], *, verbose: bool = False, workers: int
             return _read_part(part, chunk, buf)
 
         with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="consumer-content") as threads:
-            for _, res in _in_order(threads, lambda part: threads.submit(run, part), parts, n_workers):
+            for _, res in _in_order(lambda part: threads.submit(run, part), parts, n_workers):
                 bar.update(len(res))
                 yield from res
     finally:
         bar.close()
 
 
-def _in_order(pool: Executor, submit: Callable[[Sequence[str]], Future], parts: list[Sequence[str]],
+def _in_order(submit: Callable[[Sequence[str]], Future], parts: list[Sequence[str]],
               n_workers: int) -> Iterator[tuple[Sequence[str], Any]]:
     """``(part, result)`` of each part in order, with at most two tasks per worker in flight; tasks not
     started yet are cancelled when the caller stops early or a task fails."""
