@@ -88,7 +88,7 @@ def _algorithms(nbytes: int, repeat: int) -> dict[str, float]:
 
 def _first_touch(prefix: Path, bare: Path, seqlen: int, repeat: int) -> dict[str, float]:
     ds = _open(prefix, seqlen)
-    packed = ds.documents.packed
+    packed = ds.documents.source.tokens
     nbytes = int(packed.tokens.size) * packed.tokens.itemsize
     sums = packed.verifier.sums
     np.asarray(packed.tokens).sum()  # page cache hot
@@ -119,12 +119,13 @@ def _hot(prefix: Path, bare: Path, seqlen: int, batch: int, n_batches: int, repe
     ids = np.arange(len(a))
     if keep_one:  # never touch the samples of the last chunk: the map is consulted at every batch
         start = packed_runs(a.index, a.documents)
-        last = (a.documents.packed.verifier.sums.chunks - 1) * DEFAULT_CHUNK_BYTES // a.documents.packed.tokens.itemsize
+        data = a.documents.source.tokens
+        last = (data.verifier.sums.chunks - 1) * DEFAULT_CHUNK_BYTES // data.tokens.itemsize
         ids = ids[start + a.index.sample_tokens() <= last]
     for ds in (a, b):
         for i in range(0, ids.size, 256):
             ds.fetch_numpy(ids[i:i + 256], ["input_array"])
-    verifier = a.documents.packed.verifier
+    verifier = a.documents.source.tokens.verifier
     assert (verifier.verified < verifier.sums.chunks) == keep_one
     rng = np.random.default_rng(batch)
     batches = [rng.choice(ids, batch, replace=False) for _ in range(n_batches)]

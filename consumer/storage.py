@@ -113,6 +113,16 @@ class Storage:
             raise InputError("remote_cache needs a cache_dir (it lives there); got cache_dir=False")
         return cls(dict(storage_options or {}), root, size, storage_options is not None)
 
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any], what: str) -> Storage:
+        """:meth:`of` from the keyword arguments a public function took (``storage_options``, ``cache_dir``,
+        ``remote_cache``; ``what`` names the function); InputError naming any other keyword."""
+        unknown = sorted(set(kwargs) - {"storage_options", "cache_dir", "remote_cache"})
+        if unknown:
+            raise InputError(f"{what} got unexpected options {unknown}; a store at a URL takes storage_options, "
+                             "cache_dir and remote_cache")
+        return cls.of(**kwargs)
+
     @property
     def local_only(self) -> bool:
         """True when no setting of object storage was given (neither ``storage_options`` nor ``remote_cache``)."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,10 +32,11 @@ from ..errors import ConsumerError, FormatError, InputError, RemoteError, short_
 from ..formats.chunksums import ChunkVerifier
 from ..formats.mmidx import read_index
 from ..formats.pbin import HEADER_SIZE, pbin_header, pbin_index
+from ..sources.objects import reader_of
 from ..sources.range_reader import RemoteReader
 from ..sources.remote_tokens import RemoteTokens
 from ..sources.urls import stat_objects
-from ..storage import check_cache_dir
+from ..storage import Storage
 from ..util.fileio import MAX_JSON_BYTES, atomic_write_bytes, ensure_directory, load_json_bounded, sha256_file
 from .layout import SIDECAR_SUFFIX, megatron_index, modalities_index, parse_sidecar, store_dtype, store_suffixes
 from .sums import SUMS_SUFFIX, check_entry, verifier_from_bytes, warn_unchecked
@@ -116,27 +116,27 @@ def _download(mirror: Path, reader: RemoteReader, files: dict[str, tuple[str, st
     atomic_write_bytes(mirror / "manifest.json", json.dumps(manifest, indent=1).encode())
 
 
-def load_remote_store(prefix: str, storage_options: Mapping[str, Any] | None, cache_dir: Any,
-                      remote_cache: Any) -> tuple[dict, list[str], np.ndarray, np.ndarray, np.ndarray,
+def load_remote_store(prefix: str, storage: Storage) -> tuple[dict, list[str], np.ndarray, np.ndarray, np.ndarray,
                                                   RemoteTokens, np.ndarray, np.ndarray, ChunkVerifier | None]:
     """Open the store at the URL ``prefix``: ``(sidecar, paths, doc_class, doc_size, doc_header, tokens,
-    starts, lengths, verifier)`` in store order, the small files copied under ``cache_dir`` (see the module
-    docstring), ``tokens`` read by ranges (through a read-through block cache of ``remote_cache`` bytes when
-    given); ``verifier`` checks each chunk of them at its first read (its sums file, ``PREFIX.consumer.sums``, is
-    copied with the small files), None with a warning for a store packed before chunk sums.
+    starts, lengths, verifier)`` in store order, the small files copied under ``storage.cache_dir`` (see the
+    module docstring), ``tokens`` read by ranges with ``storage.options`` (through a read-through block cache of
+    ``storage.remote_cache`` bytes when given); ``verifier`` checks each chunk of them at its first read (its sums
+    file, ``PREFIX.consumer.sums``, is copied with the small files), None with a warning for a store packed before
+    chunk sums.
 
     InputError naming the URL when there is no store at ``prefix`` (no sidecar); FormatError naming the
     file for a missing or inconsistent store file, as for a local store.
     """
     if not isinstance(prefix, str) or prefix.endswith("/") or not prefix.rsplit("/", 1)[-1]:
         raise InputError(f"prefix must name files (a URL prefix + base name), got {short_repr(prefix)}")
-    root = check_cache_dir(cache_dir)
+    root = storage.cache_dir
     if root is None:
         raise InputError(f"cache_dir: a store in object storage ({prefix!r}) needs a local cache_dir for its index "
                          "files, got cache_dir=False")
+    storage_options = storage.options
     reader = RemoteReader(storage_options)
-    tokens_reader = reader if remote_cache is None else RemoteReader(
-        storage_options, cache_dir=os.path.join(root, "remote"), cache_bytes=remote_cache)
+    tokens_reader = reader if storage.remote_cache is None else reader_of(storage)
     side_url = prefix + SIDECAR_SUFFIX
     try:
         listed = _stat([side_url], storage_options)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
+from ..storage import Storage
 from ..util.validate import check_choice
 from .open import Store, load_store
 
@@ -44,7 +45,7 @@ def verify_packed(prefix: Any, *, errors: str = "raise", **remote: Any) -> dict:
     :func:`~consumer.packed.open.load_store`; its token data is read once by ranges)."""
     check_choice("errors", errors, ["raise", "report"])
     t0 = time.perf_counter()
-    store = prefix if isinstance(prefix, Store) else load_store(prefix, **remote)
+    store = prefix if isinstance(prefix, Store) else load_store(prefix, Storage.from_kwargs(remote, "verify_packed"))
     side, tokens, verifier = store.sidecar, store.tokens, store.verifier
     size = int(side["vocab_size"])
     width = int(tokens.itemsize)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..catalog.catalog import CATALOG_NAME, Catalog, display_path, path_key
 from ..catalog.duplicates import DuplicateGroup, catalog_sha256s, find_duplicates
-from ..errors import InputError, QueryError, SelectionError, short_repr
+from ..errors import QueryError, SelectionError, short_repr
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from .engine import DatasetSQL, Rows, content_completer
@@ -36,15 +36,6 @@ def _view_rows(docs: DocumentTable, index: SampleIndex, classes: list[str], clas
             yield (i, path_key(path), display_path(path), name, class_to_id[name], docs.header_text(i), t, n)
 
     return rows
-
-
-def _remote_describer(docs: DocumentTable):
-    """libmagic from byte ranges for documents whose paths are URLs (None for local files)."""
-    if docs.remote is None:
-        return None
-    from ..sources.object_magic import describer  # noqa: PLC0415  (fsspec loads only for URLs)
-
-    return describer(docs.remote.reader, docs.paths, docs.doc_size, docs.remote.etags)
 
 
 class SQLSession:
@@ -74,7 +65,8 @@ class SQLSession:
         """Run one read-only statement over the ``files`` view (``timeout`` seconds, ``max_rows`` rows at most)."""
         if self._sql is None:
             docs = self.documents
-            if docs.packed is not None:
+            source = docs.source
+            if not source.durable:  # a packed store: rows from its file table and headers
                 if self._catalog is not None:
                     self._catalog.release()
                 self._catalog = Catalog(None).retain()
@@ -85,9 +77,9 @@ class SQLSession:
                 ensure = None  # a store's content columns stay NULL: its source files are never read
             else:
                 self.catalog.sync(docs.paths, docs.doc_size, docs.doc_mtime, want=("description", "mime"),
-                                  verbose=self.verbose, describe=_remote_describer(docs))
-                # the content pass reads whole files: local ones only (remote objects keep NULL content columns)
-                ensure = None if docs.remote is not None else content_completer(
+                                  verbose=self.verbose, describe=source.describe)
+                # the content pass reads whole files: where the source offers them (else NULL content columns)
+                ensure = None if not source.whole_files else content_completer(
                     self.catalog, docs.paths, docs.doc_size, docs.doc_mtime, verbose=self.verbose)
             catalog = self.catalog
             self._sql = DatasetSQL(catalog.path, None if catalog.path else catalog.connection,
@@ -98,9 +90,7 @@ class SQLSession:
     def duplicates(self) -> list[DuplicateGroup]:
         """Groups of files with equal content (sha256 from the catalog's content pass, run once per file)."""
         docs = self.documents
-        if docs.remote is not None or docs.packed is not None:
-            raise InputError("duplicates(): the content pass reads local source files; this dataset's files are "
-                             + ("URLs" if docs.remote is not None else "in a packed store"))
+        docs.source.refuse_whole_files("duplicates() (the content pass)")
         sha = catalog_sha256s(self.catalog, docs.paths, docs.doc_size, docs.doc_mtime, verbose=self.verbose)
         return find_duplicates(docs.paths, [self.classes[c] for c in docs.doc_class.tolist()], sha, docs.doc_size)
 

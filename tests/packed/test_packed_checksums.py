@@ -121,7 +121,7 @@ def test_a_chunk_is_checked_once_then_served_from_the_map(tmp_path, corpus) -> N
     prefix = tmp_path / "store"
     corpus.pack(prefix, format="modalities", checksum_chunk_bytes=CHUNK)
     ds = _open(prefix)
-    verifier = ds.documents.packed.verifier
+    verifier = ds.documents.source.tokens.verifier
     assert verifier.verified == 0 and verifier.sums.chunks == 30  # nothing is read at open
     start = packed_runs(ds.index, ds.documents)
     s = int(np.argmax(start > 5 * CHUNK))
@@ -139,7 +139,7 @@ def test_a_store_packed_before_chunk_sums_opens_with_a_warning_and_todays_checks
     _without_chunk_sums(prefix)
     with pytest.warns(ConsumerWarning, match=r"store: this store was packed before per-chunk checksums existed"):
         ds = _open(prefix)
-    assert ds.documents.packed.verifier is None
+    assert ds.documents.source.tokens.verifier is None
     assert np.array_equal(ds.fetch_numpy(np.arange(len(ds)))["input_array"], rows)
     report = verify_packed(prefix)
     assert report["ok"] and report["chunks"] == 0 and report["checksum"] == "ok"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 import subprocess
 import time
 from pathlib import Path
@@ -262,21 +261,6 @@ def test_a_catalog_claiming_a_schema_it_lacks_is_rebuilt(tmp_path):
     again = Consumer(fps, cache_dir=cache, metadata="mime", **{k: v for k, v in KW.items()})
     assert again.build_info["cache"] == "miss" and again.build_info["libmagic_calls"] == len(ds.files)
     assert [n for n in os.listdir(cache) if n.startswith("catalog.sqlite.corrupt-")]
-
-
-def test_a_full_disk_names_the_cache_dir_and_the_bytes_needed(tmp_path):
-    """A tiny tmpfs would need privileges; RLIMIT_FSIZE makes every write past a few bytes fail with EFBIG,
-    so ENOSPC is simulated where the kernel reports it: /dev/full."""
-    import errno
-
-    from consumer.dataset.cache import _write_error  # the policy shared by every cache write
-
-    with pytest.raises(Exception) as info:
-        _write_error("/data/cache", 12345, OSError(errno.ENOSPC, "No space left on device"))
-    assert "cache_dir '/data/cache': no space left" in str(info.value) and "12345 bytes needed" in str(info.value)
-    with pytest.warns(ConsumerWarning, match="is not writable"):
-        assert _write_error("/data/cache", 1, OSError(errno.EROFS, "Read-only file system")) is None
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 
 def test_a_fetch_over_the_memory_budget_is_refused_before_allocating(tmp_path, monkeypatch):

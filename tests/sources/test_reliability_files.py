@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from consumer.errors import FormatError, InputError
 from consumer.sources.corpus import stat_files
-from consumer.util.fileio import _json_depth, check_path, ensure_directory, load_json_bounded
+from consumer.util.fileio import check_path, ensure_directory, json_depth, load_json_bounded
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
@@ -33,10 +33,10 @@ def nesting(obj: object) -> int:
 
 @settings(max_examples=400, deadline=None)
 @given(obj=json_values, indent=st.sampled_from([None, 1]))
-def test_json_depth_matches_the_structure(obj: object, indent: int | None) -> None:
+def testjson_depth_matches_the_structure(obj: object, indent: int | None) -> None:
     """Brackets and quotes inside strings (escaped or not) never count: the scan agrees with the parsed value."""
     text = json.dumps(obj, indent=indent)
-    assert _json_depth(text.encode()) == nesting(obj)
+    assert json_depth(text.encode()) == nesting(obj)
     assert load_json_bounded(text, "x.json") == obj
 
 

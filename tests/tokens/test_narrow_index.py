@@ -10,11 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from consumer import Consumer, InputError
-from consumer.dataset.build import _INDEX_ARRAYS
 from consumer.dataset.cache import file_table_sha256
 from consumer.fetch.reader import packed_runs, read_rows
-from consumer.sources.paths import _CHUNK, PathList
-from consumer.tokens.index import SampleIndex, build_index, index_dtype
+from consumer.sources.paths import ENCODE_CHUNK, PathList
+from consumer.tokens.index import INDEX_ARRAYS, SampleIndex, build_index, index_dtype
 from consumer.tokens.megatron_index import megatron_sample_index
 from consumer.util.fileio import pack_paths, unpack_paths
 
@@ -23,7 +22,7 @@ WIDE = ("seg_doc", "seg_len", "seg_col", "sample_class")
 
 def _widened(index: SampleIndex) -> SampleIndex:
     """The same index with every field int64 (what every index was before the narrow fields)."""
-    return dataclasses.replace(index, **{k: np.asarray(getattr(index, k), dtype=np.int64) for k in _INDEX_ARRAYS})
+    return dataclasses.replace(index, **{k: np.asarray(getattr(index, k), dtype=np.int64) for k in INDEX_ARRAYS})
 
 
 def test_index_dtype_bounds():
@@ -96,7 +95,7 @@ def test_cache_round_trips_the_narrow_fields(tmp_path, corpus_dir):
     first = Consumer(corpus_dir, style="concat", seqlen=64, cache_dir=tmp_path / "c")
     again = Consumer(corpus_dir, style="concat", seqlen=64, cache_dir=tmp_path / "c")
     assert first.build_info["cache"] == "miss" and again.build_info["cache"] == "hit"
-    for k in _INDEX_ARRAYS:
+    for k in INDEX_ARRAYS:
         a, b = getattr(first.index, k), getattr(again.index, k)
         assert a.dtype == b.dtype and np.array_equal(a, b), k
     assert again.index.seg_len.dtype == np.int32 and again.index.seg_doc.dtype == np.int32
@@ -138,10 +137,10 @@ def test_pathlist_reads_like_the_list(paths, a, b, step):
 
 
 def test_pathlist_across_chunks_and_out_of_range():
-    paths = [f"/d{i % 7}/f{i}" + ("é" if i % 5 == 0 else "") for i in range(_CHUNK + 1234)]
+    paths = [f"/d{i % 7}/f{i}" + ("é" if i % 5 == 0 else "") for i in range(ENCODE_CHUNK + 1234)]
     pl = PathList.of(paths)
-    assert list(pl) == paths and pl[_CHUNK] == paths[_CHUNK] and pl[-1] == paths[-1]
-    assert list(pl[_CHUNK - 3:_CHUNK + 3]) == paths[_CHUNK - 3:_CHUNK + 3]
+    assert list(pl) == paths and pl[ENCODE_CHUNK] == paths[ENCODE_CHUNK] and pl[-1] == paths[-1]
+    assert list(pl[ENCODE_CHUNK - 3:ENCODE_CHUNK + 3]) == paths[ENCODE_CHUNK - 3:ENCODE_CHUNK + 3]
     assert PathList.from_blob(pl.packed()) == pl
     for bad in (len(paths), -len(paths) - 1):
         try:
