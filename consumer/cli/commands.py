@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..dataset.display import human_bytes as _human
-from ..errors import InputError
+from ..errors import FormatError, InputError
 from ..sources.open import check_root
 from ..storage import Storage
 from ..tokens.index import padding_share
@@ -342,13 +342,20 @@ def _store_options(args: argparse.Namespace) -> dict:
 def verify(args: argparse.Namespace) -> int:
     from ..packed import verify_packed  # noqa: PLC0415
 
-    r = verify_packed(args.prefix, **_store_options(args))
+    r = verify_packed(args.prefix, errors="report", **_store_options(args))
     if args.json:
         print(json.dumps(r, indent=1))
-        return 0
+        return 0 if r["ok"] else 2
+    if not r["ok"]:  # every damaged chunk on its own line (stdout), then the one-line error (stderr, exit 2)
+        for b in r["bad_chunks"]:
+            print(f"{r['prefix']}: damaged chunk {b['chunk']}: bytes {b['bytes'][0]}..{b['bytes'][1]} of {b['file']}: "
+                  f"crc32c expected {b['expected']}, got {b['actual']}")
+        raise FormatError(r["error"])
     check = "sha256 ok" if r["checksum"] == "ok" else "no checksum recorded (packed by an older version)"
+    chunks = f"{r['chunks']} chunks of {r['chunk_bytes']} bytes ok" if r["chunks"] else \
+        "no chunk sums (packed by an older version)"
     print(f"{r['prefix']}: ok: {r['documents']} documents, {r['tokens']} tokens, ids in [0, {r['max_id']}], {check}, "
-          f"{r['seconds']:.2f} s")
+          f"{chunks}, {r['seconds']:.2f} s")
     return 0
 
 

@@ -59,7 +59,7 @@ def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
             if shift is not None:
                 start = start + shift
             lengths = index.sample_tokens()[sample_ids]
-            return _rows_from_runs(packed.tokens, docs.vocab.pad, L, start, lengths, dtype), None
+            return _rows_from_runs(packed, docs.vocab.pad, L, start, lengths, dtype), None
     segs, rows = index.segments_of(sample_ids)
     starts = index.seg_start[segs] if shift is None else index.seg_start[segs] + shift[rows]
     wide = np.int64  # the narrow index fields (int32) take part in flat-position arithmetic below
@@ -82,10 +82,10 @@ def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
     return np.where(broken == 0, src[index.seg_ptr[:-1]], -1)
 
 
-def _rows_from_runs(tokens: np.ndarray, pad: int, L: int, start: np.ndarray, length: np.ndarray,
+def _rows_from_runs(packed: TokenData, pad: int, L: int, start: np.ndarray, length: np.ndarray,
                     dtype: Any = np.int64) -> np.ndarray:
     out, padded = _rows(start.size, L, dtype, length, pad)
-    _copy_tokens(out.reshape(-1), tokens, start, length, np.arange(start.size, dtype=np.int64) * L)
+    _copy_tokens(out.reshape(-1), packed, start, length, np.arange(start.size, dtype=np.int64) * L, L)
     if not padded:
         _pad_tails(out, length, pad)
     return out
@@ -152,12 +152,18 @@ def _fill_packed(flat: np.ndarray, packed: TokenData, d: np.ndarray, a: np.ndarr
         joins = (src[1:] == src[:-1] + n[:-1]) & (dst[1:] == dst[:-1] + n[:-1])
         starts = np.flatnonzero(np.r_[True, ~joins])
         src, dst, n = src[starts], dst[starts], np.add.reduceat(n, starts)
-    _copy_tokens(flat, packed.tokens, src, n, dst)
+    _copy_tokens(flat, packed, src, n, dst)
 
 
-def _copy_tokens(out: np.ndarray, tokens: Any, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray) -> None:
+def _copy_tokens(out: np.ndarray, packed: TokenData, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray,
+                 longest: int | None = None) -> None:
     """``out[dst[r]:][:cnt[r]] = tokens[src[r]:][:cnt[r]]`` from a memory-mapped store, or through the token
-    source's own ``copy_ranges`` (a store in object storage: every range of the batch in flight at once)."""
+    source's own ``copy_ranges`` (a store in object storage: every range of the batch in flight at once). The
+    store's chunk verifier checks first every chunk of the ranges not checked yet in this process (a damaged
+    chunk raises FormatError: none of its bytes reaches ``out``); ``longest``, when known, bounds ``cnt``."""
+    tokens = packed.tokens
+    if packed.verifier is not None:
+        packed.verifier.check_ranges(tokens, src, cnt, longest)
     if isinstance(tokens, np.ndarray):
         copy_ranges(out, tokens, src, cnt, dst)
     else:

@@ -24,6 +24,7 @@ from ..tokens.documents import DocumentTable, tokenise_headers
 from ..tokens.vocab import Vocab, decode_ids
 from ..util.validate import check_int
 from .layout import FORMATS, as_prefix, check_file_sizes, read_sidecar_file, store_dtype
+from .sums import load_verifier
 from .table import read_table
 
 __all__ = ["open_packed", "open_store", "read_sidecar", "inspect_packed", "load_store", "Store"]
@@ -44,6 +45,7 @@ class Store:
     lengths: np.ndarray     # int64 [D] tokens per document, from the store's own index
     starts: np.ndarray      # int64 [D] first token of each document in ``tokens``
     tokens: Any             # np.ndarray (memory map), or RemoteTokens (read by ranges)
+    verifier: Any = None    # ChunkVerifier of the tokens (consumer.packed.sums), None for a store without sums
 
 
 def load_store(prefix: Any, storage: Storage | None = None) -> Store:
@@ -58,7 +60,8 @@ def load_store(prefix: Any, storage: Storage | None = None) -> Store:
     if local is None:  # the store's files are objects: its tokens are read by ranges, never memory-mapped
         from .remote import load_remote_store  # noqa: PLC0415  (fsspec loads only for URLs)
 
-        side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths = load_remote_store(prefix, storage)
+        side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths, verifier = load_remote_store(
+            prefix, storage)
         where: Any = prefix
     else:
         where = as_prefix(local)
@@ -68,11 +71,12 @@ def load_store(prefix: Any, storage: Storage | None = None) -> Store:
         tokens, starts, lengths = FORMATS[fmt].open(where, files, side, store_dtype(fmt, side["vocab_size"]),
                                                     side["documents"])
         paths, doc_class, doc_size, doc_header = read_table(files["table"], side)
+        verifier = load_verifier(where, side, tokens.itemsize, int(tokens.size) * tokens.itemsize)
     if int(lengths.sum()) != side["tokens"]:
         raise FormatError(f"{where}: token count expected {side['tokens']} (sidecar 'tokens'), got "
                           f"{int(lengths.sum())} in the store")
     return Store(where, side, side["store"], Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header,
-                 lengths, np.asarray(starts, dtype=np.int64), tokens)
+                 lengths, np.asarray(starts, dtype=np.int64), tokens, verifier)
 
 
 def _data_file(store: Store) -> str | None:
@@ -119,7 +123,7 @@ def _open(prefix: Any, storage: Storage | None) -> tuple[Store, Corpus, Document
     header_ptr, header_tok = tokenise_headers(side["headers"], store.vocab, side["with_header"])
     path_list = PathList.of(paths)
     tokens = TokenData(tokens=store.tokens, doc_ptr=store.starts[order], store=store.fmt, prefix=str(store.prefix),
-                       data_file=_data_file(store))
+                       data_file=_data_file(store), verifier=store.verifier)
     docs = DocumentTable(
         vocab=store.vocab, paths=path_list, doc_class=doc_class, doc_size=store.doc_size[order],
         doc_header=store.doc_header[order], headers=list(side["headers"]), header_ptr=header_ptr,
@@ -188,6 +192,8 @@ def inspect_packed(prefix, preview_tokens: int = 64, **remote: Any) -> dict:
     if packed is None:
         raise FormatError(f"{store.prefix}: opened without tokens")
     start = int(packed.doc_ptr[0])
+    if packed.verifier is not None:
+        packed.verifier.check(packed.tokens, start * packed.tokens.itemsize, (start + n) * packed.tokens.itemsize)
     ids = np.asarray(packed.tokens[start:start + n], dtype=np.int64)
     text = decode_ids(ids, docs.vocab, specials="tags").decode("utf-8", errors="backslashreplace")
     return {

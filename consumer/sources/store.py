@@ -32,6 +32,9 @@ class TokenData:
     ``copy_ranges`` method; ``doc_ptr[i]`` (int64) is the position in ``tokens`` of the first token of document
     ``i``. ``store`` (the format name) and ``prefix`` say where it came from; ``data_file`` is the local file holding
     ``tokens`` (None for a store at a URL, whose reads check the object's ETag instead).
+    ``verifier`` (a :class:`~consumer.formats.chunksums.ChunkVerifier`, None for a store packed before chunk
+    sums) checks each chunk of ``tokens`` the first time it is read: every read of ``tokens`` calls
+    ``verifier.check_ranges(tokens, src, cnt)`` (or ``check(tokens, byte_lo, byte_hi)``) first.
     """
 
     tokens: Any  # np.ndarray or RemoteTokens
@@ -39,6 +42,7 @@ class TokenData:
     store: str
     prefix: str
     data_file: str | None = None
+    verifier: Any = None  # ChunkVerifier or None (shared by subsets: one map of verified chunks per open store)
 
     def subset(self, ids: np.ndarray) -> TokenData:
         """The documents ``ids``, in that order (the same token data)."""

@@ -40,7 +40,7 @@ def assert_same_samples(raw: Consumer, packed: Consumer) -> None:
 
 
 def store_files(prefix: str) -> list[str]:
-    suffixes = (".bin", ".idx", ".pbin", ".consumer.json", ".consumer.npz")
+    suffixes = (".bin", ".idx", ".pbin", ".consumer.json", ".consumer.npz", ".consumer.sums")
     return [prefix + s for s in suffixes if os.path.exists(prefix + s)]
 
 
@@ -170,7 +170,8 @@ def test_pack_arguments_are_checked(tmp_path: Path, corpus) -> None:
     with pytest.raises(InputError, match="directory does not exist"):
         ds.pack(str(tmp_path / "afile" / "s"))
     ds.pack(str(tmp_path / "new" / "dir" / "s"))  # missing parent directories are created
-    assert sorted(os.listdir(tmp_path / "new" / "dir")) == ["s.bin", "s.consumer.json", "s.consumer.npz", "s.idx"]
+    assert sorted(os.listdir(tmp_path / "new" / "dir")) == ["s.bin", "s.consumer.json", "s.consumer.npz",
+                                                            "s.consumer.sums", "s.idx"]
 
 
 def test_overwrite_with_another_format(tmp_path: Path, corpus) -> None:
