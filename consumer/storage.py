@@ -4,7 +4,8 @@
 ``remote_cache`` (:meth:`Storage.of`, which validates them) beside :class:`~consumer.spec.Spec`, and passed whole
 to every part that needs one of them: the sources (fsspec options, the read-through cache), the catalog and the
 index cache (the cache directory), packed stores at URLs (their index files are copied under the cache
-directory). Nothing below the facade takes the three settings as loose arguments.
+directory). Only the user-facing entry points (``Consumer(...)``, ``Consumer.from_packed``, ``open_packed``,
+``inspect_packed``, ``verify_packed``) take the three settings as keywords; everything below takes a ``Storage``.
 
 - :func:`default_cache_dir` / :func:`check_cache_dir`: the cache directory (``cache_dir=None`` is the
   default place, ``False`` keeps everything in memory);

@@ -46,6 +46,7 @@ class Store:
     starts: np.ndarray      # int64 [D] first token of each document in ``tokens``
     tokens: Any             # np.ndarray (memory map), or RemoteTokens (read by ranges)
     verifier: Any = None    # ChunkVerifier of the tokens (consumer.packed.sums), None for a store without sums
+    data_file: str | None = None  # the local file holding ``tokens`` (None: a store at a URL, checked by ETag)
 
 
 def load_store(prefix: Any, storage: Storage | None = None) -> Store:
@@ -55,36 +56,40 @@ def load_store(prefix: Any, storage: Storage | None = None) -> Store:
     directory of ``storage`` (default: :meth:`Storage.of() <consumer.storage.Storage.of>`) and its tokens read by
     ranges with its fsspec options, through its read-through cache when set (see :mod:`consumer.packed.remote`)."""
     storage = Storage.of() if storage is None else storage
-    local = locate_store(prefix, storage)
-    tokens: Any
-    if local is None:  # the store's files are objects: its tokens are read by ranges, never memory-mapped
-        from .remote import load_remote_store  # noqa: PLC0415  (fsspec loads only for URLs)
-
-        side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths, verifier = load_remote_store(
-            prefix, storage)
-        where: Any = prefix
-    else:
-        where = as_prefix(local)
-        side = read_sidecar_file(where)
-        files = check_file_sizes(where, side)
-        fmt = side["store"]
-        tokens, starts, lengths = FORMATS[fmt].open(where, files, side, store_dtype(fmt, side["vocab_size"]),
-                                                    side["documents"])
-        paths, doc_class, doc_size, doc_header = read_table(files["table"], side)
-        verifier = load_verifier(where, side, tokens.itemsize, int(tokens.size) * tokens.itemsize)
-    if int(lengths.sum()) != side["tokens"]:
-        raise FormatError(f"{where}: token count expected {side['tokens']} (sidecar 'tokens'), got "
-                          f"{int(lengths.sum())} in the store")
-    return Store(where, side, side["store"], Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header,
-                 lengths, np.asarray(starts, dtype=np.int64), tokens, verifier)
+    location = locate_store(prefix, storage)
+    store = _LOADERS[location.kind](location.where, storage)
+    side = store.sidecar
+    if int(store.lengths.sum()) != side["tokens"]:
+        raise FormatError(f"{store.prefix}: token count expected {side['tokens']} (sidecar 'tokens'), got "
+                          f"{int(store.lengths.sum())} in the store")
+    return store
 
 
-def _data_file(store: Store) -> str | None:
-    """The local file holding a store's tokens (``.bin`` / ``.pbin``); None for a store at a URL."""
-    if not isinstance(store.prefix, Path):
-        return None
-    files = FORMATS[store.fmt].files
-    return str(store.prefix) + files["bin" if "bin" in files else "pbin"]
+def _load_local(local: Any, storage: Storage) -> Store:
+    """A store on a local file system: every file checked against the sidecar, tokens memory-mapped."""
+    where = as_prefix(local)
+    side = read_sidecar_file(where)
+    files = check_file_sizes(where, side)
+    fmt = side["store"]
+    tokens, starts, lengths = FORMATS[fmt].open(where, files, side, store_dtype(fmt, side["vocab_size"]),
+                                                side["documents"])
+    paths, doc_class, doc_size, doc_header = read_table(files["table"], side)
+    verifier = load_verifier(where, side, tokens.itemsize, int(tokens.size) * tokens.itemsize)
+    data_file = str(files["bin" if "bin" in files else "pbin"])
+    return Store(where, side, fmt, Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header, lengths,
+                 np.asarray(starts, dtype=np.int64), tokens, verifier, data_file)
+
+
+def _load_objects(url: str, storage: Storage) -> Store:
+    """A store in object storage: its small files copied under the cache directory, tokens read by ranges."""
+    from .remote import load_remote_store  # noqa: PLC0415  (fsspec loads only for URLs)
+
+    side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths, verifier = load_remote_store(url, storage)
+    return Store(url, side, side["store"], Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header, lengths,
+                 np.asarray(starts, dtype=np.int64), tokens, verifier)
+
+
+_LOADERS = {"local": _load_local, "objects": _load_objects}  # by StoreLocation.kind
 
 
 def _corpus_order(paths: list[str], doc_class: np.ndarray, classes: list[str], where: Path) -> np.ndarray:
@@ -123,12 +128,12 @@ def _open(prefix: Any, storage: Storage | None) -> tuple[Store, Corpus, Document
     header_ptr, header_tok = tokenise_headers(side["headers"], store.vocab, side["with_header"])
     path_list = PathList.of(paths)
     tokens = TokenData(tokens=store.tokens, doc_ptr=store.starts[order], store=store.fmt, prefix=str(store.prefix),
-                       data_file=_data_file(store), verifier=store.verifier)
+                       data_file=store.data_file, verifier=store.verifier)
+    source = StoreFiles(tokens, path_list, store.doc_size[order])
     docs = DocumentTable(
-        vocab=store.vocab, paths=path_list, doc_class=doc_class, doc_size=store.doc_size[order],
+        vocab=store.vocab, paths=path_list, doc_class=doc_class, doc_size=source.sizes,
         doc_header=store.doc_header[order], headers=list(side["headers"]), header_ptr=header_ptr,
-        header_tok=header_tok, with_header=side["with_header"],
-        source=StoreFiles(tokens, path_list, store.doc_size[order]))
+        header_tok=header_tok, with_header=side["with_header"], source=source)
     actual = store.lengths[order]
     bad = docs.doc_len != actual
     if bad.any():

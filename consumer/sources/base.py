@@ -1,7 +1,7 @@
 """The one interface for where a dataset's bytes come from: :class:`ByteSource`.
 
-A dataset reads the bytes of its files, describes them with libmagic, streams them for the content pass and the
-byte predicates of SQL, and hands them to other processes (DataLoader workers, ranks, cluster tasks) — whatever
+A dataset reads the bytes of its files, describes them with libmagic, streams them for the byte predicates of SQL,
+and hands them to other processes (DataLoader workers, ranks, cluster tasks) — whatever
 holds them: local files, objects behind URLs, or a packed store (whose documents are ready-made tokens, memory-
 mapped or read by ranges). Each of those is one implementation of :class:`ByteSource`, chosen once by
 :func:`consumer.sources.open.open_source` (or by the packed-store opener); nothing outside :mod:`consumer.sources` asks
@@ -43,9 +43,10 @@ CHUNK_BYTES = 1 << 20  # default chunk of iter_chunks
 class ByteSource(ABC):
     """Where the bytes of a dataset's files come from (see the module docstring).
 
-    ``kind`` says what it is in messages (``"local files"``, ``"URLs"``, ``"a packed store"``); code never branches
-    on it. ``tokens`` is a packed store's :class:`~consumer.sources.store.TokenData` (None for files and objects,
-    whose documents are built from their bytes); ``whole_files`` says whether reading whole files (the content pass,
+    ``kind`` says what it is in messages (``"local files"``, ``"URLs"``, ``"in a packed store"``: it completes
+    "this dataset's files are ..."); code never branches on it. ``tokens`` is a packed store's
+    :class:`~consumer.sources.store.TokenData` (None for files and objects, whose documents are built from their
+    bytes); ``whole_files`` says whether reading whole files (the content pass,
     ``dedupe="content"``) is offered; ``durable`` whether the files' catalog rows may be kept in the cache
     directory's catalog (a packed store's file table describes files that may not exist here).
     """

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from .local import LocalFiles
 from .paths import PathList
 from .urls import class_layout, is_url, list_objects, local_path_of
 
-__all__ = ["open_source", "reopen_source", "expand_fps", "locate_store", "check_root"]
+__all__ = ["open_source", "reopen_source", "expand_fps", "locate_store", "StoreLocation", "check_root"]
 
 
 def _may_hold_urls(paths: Sequence[str]) -> bool:
@@ -79,16 +80,26 @@ def reopen_source(paths: PathList, sizes: np.ndarray, stamps: np.ndarray, handof
     raise InputError(f"handoff: expected a source of local files or objects, got {short_repr(handoff)}")
 
 
-def locate_store(prefix: Any, storage: Storage) -> Any:
-    """Where a packed store's files are: the local prefix (a path, or a ``file://`` URL), or None for a store in
-    object storage (read by ranges with ``storage``). A local prefix takes no storage options."""
+@dataclass(frozen=True)
+class StoreLocation:
+    """Where a packed store's files are: ``kind`` ``"local"`` (``where`` a local prefix: files memory-mapped) or
+    ``"objects"`` (``where`` a URL prefix: files read by ranges). The packed-store opener keeps one loader per
+    kind in a registry."""
+
+    kind: str
+    where: Any
+
+
+def locate_store(prefix: Any, storage: Storage) -> StoreLocation:
+    """Where the packed store at ``prefix`` is: a local prefix (a path, or a ``file://`` URL), or objects (read by
+    ranges with ``storage``). A local prefix takes no storage options."""
     local = local_path_of(prefix) if is_url(prefix) else prefix
     if local is None:
-        return None
+        return StoreLocation("objects", prefix)
     if not storage.local_only:
         raise InputError(f"storage_options / remote_cache are for stores at URLs (s3://, https://, ...); prefix "
                          f"is the local path {short_repr(prefix)}")
-    return local
+    return StoreLocation("local", local)
 
 
 def check_root(path: str, name: str = "DIR", *, urls: bool = True) -> str:

@@ -20,9 +20,9 @@ import numpy as np
 
 from ..errors import InputError, short_repr
 
-__all__ = ["PathList", "ENCODE_CHUNK"]
+__all__ = ["PathList"]
 
-ENCODE_CHUNK = 1 << 16  # paths encoded or decoded at a time
+_CHUNK = 1 << 16  # paths encoded or decoded at a time
 _WINDOW = 1 << 24  # bytes of the blob searched for separators at a time
 _ENC, _ERR = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()  # os.fsdecode's codec
 
@@ -57,8 +57,8 @@ class PathList(Sequence[str]):
         at = np.zeros(n + 1, dtype=np.int64)
         k = 1
         for part in parts:
-            for i in range(0, len(part), ENCODE_CHUNK):
-                chunk = part[i:i + ENCODE_CHUNK]
+            for i in range(0, len(part), _CHUNK):
+                chunk = part[i:i + _CHUNK]
                 data = np.frombuffer(os.fsencode("\0".join(chunk) + "\0"), dtype=np.uint8)
                 ends = np.flatnonzero(data == 0)  # where each path's separator sits
                 if ends.size != len(chunk):
@@ -70,8 +70,8 @@ class PathList(Sequence[str]):
         blob = np.empty(max(int(at[-1]) - 1, 0), dtype=np.uint8)
         k = 0
         for part in parts:
-            for i in range(0, len(part), ENCODE_CHUNK):
-                chunk = part[i:i + ENCODE_CHUNK]
+            for i in range(0, len(part), _CHUNK):
+                chunk = part[i:i + _CHUNK]
                 encoded = os.fsencode("\0".join(chunk))
                 lo = int(at[k])
                 blob[lo:lo + len(encoded)] = np.frombuffer(encoded, dtype=np.uint8)
@@ -130,8 +130,8 @@ class PathList(Sequence[str]):
         return [view[a:b].tobytes().decode(_ENC, _ERR) for a, b in zip(at[j].tolist(), (at[j + 1] - 1).tolist())]
 
     def __iter__(self) -> Iterator[str]:
-        for a in range(self._lo, self._hi, ENCODE_CHUNK):
-            b = min(a + ENCODE_CHUNK, self._hi)
+        for a in range(self._lo, self._hi, _CHUNK):
+            b = min(a + _CHUNK, self._hi)
             yield from os.fsdecode(self._blob[int(self._at[a]):int(self._at[b]) - 1].tobytes()).split("\0")
 
     def same_blob(self, other: PathList) -> bool:

@@ -128,12 +128,12 @@ class DocumentTable:
 
     def subset(self, ids: np.ndarray, new_class: np.ndarray) -> DocumentTable:
         """The documents ``ids`` (sorted), classes renumbered through ``new_class`` (old index -> new)."""
-        mtime = self.doc_mtime
-        source = self.source.subset(ids)
+        source = self.source.subset(ids)  # sizes and stamps: one copy, shared with the source
         return DocumentTable(vocab=self.vocab, paths=source.paths,
-                             doc_class=new_class[self.doc_class[ids]], doc_size=self.doc_size[ids],
+                             doc_class=new_class[self.doc_class[ids]], doc_size=source.sizes,
                              doc_header=self.doc_header[ids], headers=self.headers, header_ptr=self.header_ptr,
-                             header_tok=self.header_tok, with_header=self.with_header, doc_mtime=mtime[ids],
+                             header_tok=self.header_tok, with_header=self.with_header,
+                             doc_mtime=source.stamps,
                              source=source)
 
     def header_text(self, doc: int) -> str:

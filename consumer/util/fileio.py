@@ -37,7 +37,6 @@ __all__ = [
     "check_path",
     "ensure_directory",
     "fsync_dir",
-    "json_depth",
     "load_json_bounded",
     "sha256_file",
     "stat_regular",
@@ -233,7 +232,7 @@ def _first_non_directory(path: str) -> str:
     return path
 
 
-def json_depth(raw: bytes) -> int:
+def _json_depth(raw: bytes) -> int:
     """Deepest nesting of ``[``/``{`` outside JSON strings, computed with numpy (no recursion, no loop per byte)."""
     a = np.frombuffer(raw, dtype=np.uint8)
     if a.size == 0:
@@ -264,7 +263,7 @@ def load_json_bounded(text: str | bytes, what: str, *, max_bytes: int = MAX_JSON
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
     if len(raw) > max_bytes:
         raise FormatError(f"{what}: JSON of {len(raw)} bytes, more than the cap of {max_bytes} bytes")
-    depth = json_depth(raw)
+    depth = _json_depth(raw)
     if depth > max_depth:
         raise FormatError(f"{what}: JSON nested {depth} levels deep, more than the cap of {max_depth}")
     try:

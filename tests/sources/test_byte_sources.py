@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from consumer import Consumer
 from consumer.errors import FileChangedError, InputError
 from consumer.sources.local import LocalFiles
-from consumer.sources.open import check_root, locate_store, open_source, reopen_source
+from consumer.sources.open import StoreLocation, check_root, locate_store, open_source, reopen_source
 from consumer.sources.store import StoreFiles
 from consumer.storage import Storage
 
@@ -139,8 +139,9 @@ def test_open_source_chooses_once_and_refuses_what_a_kind_cannot_do(files) -> No
 
 
 def test_locate_store_and_check_root(tmp_path) -> None:
-    assert locate_store(str(tmp_path / "s"), Storage.of(cache_dir=False)) == str(tmp_path / "s")
-    assert locate_store("s3://bucket/s", Storage.of(cache_dir=False)) is None
+    assert locate_store(str(tmp_path / "s"), Storage.of(cache_dir=False)) == StoreLocation("local", str(tmp_path / "s"))
+    assert locate_store(f"file://{tmp_path}/s", Storage.of(cache_dir=False)) == StoreLocation("local", f"{tmp_path}/s")
+    assert locate_store("s3://bucket/s", Storage.of(cache_dir=False)) == StoreLocation("objects", "s3://bucket/s")
     with pytest.raises(InputError, match="are for stores at URLs"):
         locate_store(str(tmp_path / "s"), Storage.of({"anon": True}, cache_dir=False))
     assert check_root("s3://bucket/data") == "s3://bucket/data"
