@@ -228,7 +228,12 @@ def _line(row: dict) -> str:
 
 
 def measure(n_objects: int, n_delay: int, delay_ms: float, reps: int, work: str, log=print) -> dict:
-    """Every figure of the module docstring, as a dict (the ``remote`` section of the benchmark results)."""
+    """Every figure of the module docstring, as a dict (the ``remote`` section of the benchmark results).
+    Raises ImportError at once when moto (the S3 server every setting starts first) is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("moto") is None:
+        raise ImportError("moto is not installed (pip install 'moto[server]'): no local S3 server to measure against")
     blobs = make_objects(n_objects)
     results: dict = {"objects": n_objects, "bytes": sum(map(len, blobs.values())), "batch": BATCH,
                      "concurrency": CONCURRENCY, "delay_ms": delay_ms, "reps": reps, "cores": os.cpu_count(),

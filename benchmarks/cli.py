@@ -18,7 +18,8 @@ from .peers import PEERS, ROOT
 
 __all__ = ["main"]
 
-SECTIONS = ("workloads", "limits", "loader", "filesize", "grid", "scale", "remote", "query")
+SECTIONS = ("workloads", "limits", "loader", "filesize", "grid", "scale", "content", "cold", "remote", "gpu",
+            "query")
 
 
 def _peer_python(values: list[str]) -> dict[str, str]:
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="interpreter of one peer (repeatable); see benchmarks/peers/__init__.py")
     r.add_argument("--peers", default="all", help="all, none, or a comma list of " + ",".join(PEERS))
     r.add_argument("--sections", default=",".join(SECTIONS), help="comma list of " + ",".join(SECTIONS))
+    r.add_argument("--retry-pause", type=float, default=5.0,
+                   help="seconds before a failed section is tried again (once)")
     rep = sub.add_parser("report", help="re-render the report from a saved results JSON")
     rep.add_argument("results")
     rep.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
@@ -82,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         _write_report(res, args.out, img, res.get("command", ""))
         return 0
 
+    from .sections import run_sections
     from .suite import FULL, QUICK, Run
 
     sections = [s for s in args.sections.split(",") if s]
@@ -103,11 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         order = [s for s in SECTIONS if s in sections]
         if "workloads" not in order:  # limits and loader read the stores the workloads write
             order = [s for s in order if s not in ("limits", "loader")]
-        for name in order:
-            t = time.perf_counter()
-            getattr(run, name)()
-            run.results.setdefault("section_s", {})[name] = time.perf_counter() - t
-            print(f"[{time.perf_counter() - t0:.0f} s] {name} done", file=sys.stderr, flush=True)
+        # a failing section is retried or skipped with its reason; the rest of the run goes on
+        run_sections(run, order, retry_pause_s=args.retry_pause,
+                     log=lambda *a: print(*a, file=sys.stderr, flush=True),
+                     done=lambda name: print(f"[{time.perf_counter() - t0:.0f} s] {name} done", file=sys.stderr,
+                                             flush=True))
     finally:
         run.close()
     run.results["duration_s"] = time.perf_counter() - t0

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import math
 
+from .bench_cold_build import render_section as render_cold
+from .bench_content import render_section as render_content
+from .bench_gpu_feed import render_section as render_gpu
 from .bench_query_engine import render_section as render_query
 from .bench_remote import render_section as render_remote
+from .sections import render_failed
 
 __all__ = ["render", "verdicts"]
 
@@ -528,9 +532,10 @@ and reused; scratch files go to `benchmarks/.work`.
 
 def render(res: dict, command: str, plots: list[str], plot_note: str = "") -> str:
     """The whole report as markdown."""
-    parts = (_head(res, command) + _verdict_section(res) + _wins_section(res)
+    parts = (_head(res, command) + render_failed(res) + _verdict_section(res) + _wins_section(res)
              + _plots_section(plots, plot_note) + _workload_section(res)
              + _limits_section(res) + _loader_section(res) + _filesize_section(res) + _grid_section(res)
-             + _scale_section(res) + render_remote(res.get("remote"))
+             + _scale_section(res) + render_content(res.get("content")) + render_cold(res.get("cold"))
+             + render_remote(res.get("remote")) + render_gpu(res.get("gpu"))
              + render_query(res.get("query")) + [_REPRO])
     return "\n".join(parts).rstrip() + "\n"

@@ -46,12 +46,13 @@ def synthetic_fps(n: int) -> dict[str, list[str]]:
 def main(n: int, cache_dir: str | None) -> dict:
     """Run the stages on ``n`` synthetic files; the figures as a dict."""
     from consumer.catalog.headers import headers_from
-    from consumer.dataset.build import _DOC_ARRAYS, _INDEX_ARRAYS
     from consumer.dataset.cache import cache_key, file_table_sha256, load_entry, save_entry
     from consumer.sources.corpus import Corpus, corpus_of_walk
+    from consumer.sources.local import LocalFiles
     from consumer.sources.paths import PathList
     from consumer.spec import Spec
-    from consumer.tokens.documents import build_documents
+    from consumer.tokens.documents import DOC_ARRAYS, build_documents
+    from consumer.tokens.index import INDEX_ARRAYS
     from consumer.tokens.vocab import Vocab
 
     stages: dict[str, dict] = {}
@@ -84,13 +85,13 @@ def main(n: int, cache_dir: str | None) -> dict:
     stage("file-table hash")
     headers = headers_from(None, paths, [], [])
     documents = build_documents(paths, cls, sizes, headers, Vocab(1), with_header=False, mtimes=mtimes,
-                                identity=identity)
+                                source=LocalFiles(paths, sizes, mtimes, identity))
     del headers
     stage("documents")
     index = spec.sampling.build(documents.doc_len, documents.doc_class, len(corpus.classes), style=spec.style,
                                 seqlen=spec.seqlen, long_files=spec.long_files, seed=spec.seed)
     stage("index")
-    arrays = {**{k: getattr(documents, k) for k in _DOC_ARRAYS}, **{k: getattr(index, k) for k in _INDEX_ARRAYS},
+    arrays = {**{k: getattr(documents, k) for k in DOC_ARRAYS}, **{k: getattr(index, k) for k in INDEX_ARRAYS},
               "paths": PathList.of(paths).packed()}
     stage("cache arrays")
     out: dict = {"files": n, "samples": len(index), "import_rss_mb": base, "input_list_mb": input_mb}

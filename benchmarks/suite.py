@@ -11,9 +11,18 @@ Sections (each a method of :class:`Run`, each filling ``results[section]``):
 - ``filesize``: fetch throughput against file size (corpora of one size band each).
 - ``loader``: batches/s delivered to the loop with 0/1/2 workers: torch's transport ceiling (memcpy-only
   dataset), ``ds.dataloader`` (when this version has it), ``ds.fetch`` through torch's DataLoader, the peers.
-- ``query``: the query engine (``ds.sql``) against DuckDB on an Arrow table of the same rows, up to 10^7 rows.
 - ``scale``: cold build (with and without libmagic), warm reopen and peak RSS against corpus size, each in a
   fresh process; gperc's build for the sizes it can do.
+- ``remote``: object storage and HTTP servers on 127.0.0.1 (:mod:`benchmarks.bench_remote`).
+- ``content``: the content pass against a plain read (:mod:`benchmarks.bench_content`).
+- ``cold``: cold build with libmagic headers against gperc 0.7, and libmagic's per-file costs
+  (:mod:`benchmarks.bench_cold_build`).
+- ``query``: the query engine (``ds.sql``) against DuckDB on an Arrow table of the same rows, up to 10^7 rows
+  (:mod:`benchmarks.bench_query_engine`).
+- ``gpu``: training a byte-level model from ``ds.dataloader`` (:mod:`benchmarks.bench_gpu_feed`); skipped with the
+  reason when there is no CUDA device (quick mode runs its CPU smoke loop instead).
+
+A section that fails is retried once or skipped with its reason (:mod:`benchmarks.sections`).
 """
 
 from __future__ import annotations
@@ -75,6 +84,11 @@ class Settings:
     remote_objects: int = 256  # small objects read from each local server (see benchmarks/bench_remote.py)
     remote_delay_objects: int = 64  # read in the settings with an injected per-request delay
     remote_reps: int = 1
+    gpu_feed: str = "smoke"  # "smoke": tiny, on the CPU when there is no GPU; "full": benchmarks.bench_gpu_feed
+    content_small: int = 2000  # content pass (benchmarks.bench_content): small files, large files x MB
+    content_large: tuple[int, int] = (2, 2)
+    cold_files: int = 1000  # cold build with headers against gperc (benchmarks.bench_cold_build)
+    cold_reps: int = 2
 
 
 QUICK = Settings("quick", reps=3, batches=4, batch_sizes=(4, 20, 64), small_files=2000, lognormal_files=150,
@@ -87,7 +101,8 @@ FULL = Settings("full", reps=5, batches=10, batch_sizes=(1, 4, 20, 64, 256), sma
                 grid_batches=5, grid_reps=2, gperc_batches=2, loader_batches=150, loader_reps=2,
                 scale_sizes=(1000, 10000, 100000, 1000000), scale_magic_max=100000, gperc_scale_max=10000,
                 table_sizes=(100_000, 1_000_000, 10_000_000), remote_objects=2000, remote_delay_objects=512,
-                remote_reps=3)
+                remote_reps=3, gpu_feed="full", content_small=20000, content_large=(8, 8), cold_files=10000,
+                cold_reps=3)
 
 
 def _summary(per_rep: list[float]) -> dict:
@@ -503,6 +518,40 @@ class Run:
         s = self.s
         self.results["remote"] = measure_remote(s.remote_objects, s.remote_delay_objects, 20.0, s.remote_reps,
                                                 os.path.join(self.work, "remote"), log=self.log)
+
+    # ------------------------------------------------------------------ content pass and cold build
+    def content(self) -> None:
+        """The content pass against a plain read (:mod:`benchmarks.bench_content`)."""
+        from .bench_content import measure as measure_content
+
+        s = self.s
+        root = os.path.join(self.work, "content")
+        shutil.rmtree(root, ignore_errors=True)
+        try:
+            self.results["content"] = measure_content(s.content_small, s.content_large[0], s.content_large[1],
+                                                      os.cpu_count() or 1, s.reps, root, build=False, log=self.log)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def cold(self) -> None:
+        """Cold build with libmagic headers against gperc 0.7 (:mod:`benchmarks.bench_cold_build`)."""
+        from .bench_cold_build import measure as measure_cold
+
+        s = self.s
+        self.results["cold"] = measure_cold(s.cold_files, s.cold_reps, min(2000, s.cold_files), self.data,
+                                            os.path.join(self.work, "cold"), log=self.log,
+                                            gperc="gperc" in self.wanted, peer_python=self.peer_python)
+
+    # ------------------------------------------------------------------ GPU feed
+    def gpu(self) -> None:
+        """Training a byte-level model from ``ds.dataloader`` (:mod:`benchmarks.bench_gpu_feed`): the full
+        measurement in full mode (skipped with the reason without a CUDA device), the CPU smoke run in quick mode."""
+        from .bench_gpu_feed import FULL_GPU, SMOKE
+        from .bench_gpu_feed import measure as measure_gpu
+
+        settings = FULL_GPU if self.s.gpu_feed == "full" else SMOKE
+        self.log(f"gpu feed ({self.s.gpu_feed})")
+        self.results["gpu"] = measure_gpu(settings, self.data, os.path.join(self.work, "gpu"), log=self.log)
 
     # ------------------------------------------------------------------ query
     def query(self) -> None:

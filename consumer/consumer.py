@@ -20,6 +20,7 @@ from .query.engine import Rows
 from .query.frames import files_table
 from .query.session import SQLSession
 from .spec import Metadata, Spec, metadata_name
+from .storage import Storage
 from .tokens.split import split_file_ids
 from .tokens.vocab import decode_ids
 from .training.sampler import BatchCursor
@@ -55,8 +56,8 @@ class Consumer:
                  distributed: bool = True):
         spec = Spec(style=style, n_bytes=n_bytes, seqlen=seqlen, metadata=metadata, long_files=long_files,
                     sampling=sampling, class_to_id=class_to_id, seed=seed, dedupe=dedupe)
-        self._attach(build(fps, spec, cache_dir=cache_dir, verbose=check_bool("verbose", verbose),
-                           storage_options=storage_options, remote_cache=remote_cache, distributed=distributed),
+        storage = Storage.of(storage_options, cache_dir, remote_cache)
+        self._attach(build(fps, spec, storage, verbose=check_bool("verbose", verbose), distributed=distributed),
                      verbose)
 
     @classmethod
@@ -91,7 +92,7 @@ class Consumer:
         prefix (index copied once, tokens read by ranges) takes ``storage_options``, ``cache_dir``, ``remote_cache``."""
         return cls._from_built(build_packed(prefix, Spec(style=style, seqlen=seqlen, long_files=long_files,
                                                          sampling=sampling, class_to_id=class_to_id, seed=seed),
-                                            check_bool("verify", verify), **remote))
+                                            Storage.from_kwargs(remote, "from_packed"), check_bool("verify", verify)))
 
     @classmethod
     def from_dict(cls, d: Any, *, cache_dir: Any = None, verbose: bool = False,

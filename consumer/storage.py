@@ -4,7 +4,8 @@
 ``remote_cache`` (:meth:`Storage.of`, which validates them) beside :class:`~consumer.spec.Spec`, and passed whole
 to every part that needs one of them: the sources (fsspec options, the read-through cache), the catalog and the
 index cache (the cache directory), packed stores at URLs (their index files are copied under the cache
-directory). Nothing below the facade takes the three settings as loose arguments.
+directory). Only the user-facing entry points (``Consumer(...)``, ``Consumer.from_packed``, ``open_packed``,
+``inspect_packed``, ``verify_packed``) take the three settings as keywords; everything below takes a ``Storage``.
 
 - :func:`default_cache_dir` / :func:`check_cache_dir`: the cache directory (``cache_dir=None`` is the
   default place, ``False`` keeps everything in memory);
@@ -112,6 +113,16 @@ class Storage:
         if size is not None and root is None:
             raise InputError("remote_cache needs a cache_dir (it lives there); got cache_dir=False")
         return cls(dict(storage_options or {}), root, size, storage_options is not None)
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any], what: str) -> Storage:
+        """:meth:`of` from the keyword arguments a public function took (``storage_options``, ``cache_dir``,
+        ``remote_cache``; ``what`` names the function); InputError naming any other keyword."""
+        unknown = sorted(set(kwargs) - {"storage_options", "cache_dir", "remote_cache"})
+        if unknown:
+            raise InputError(f"{what} got unexpected options {unknown}; a store at a URL takes storage_options, "
+                             "cache_dir and remote_cache")
+        return cls.of(**kwargs)
 
     @property
     def local_only(self) -> bool:

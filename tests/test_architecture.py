@@ -142,3 +142,74 @@ def test_import_consumer_loads_neither_torch_nor_the_store_modules() -> None:
             "'consumer.formats.fairseq_batching') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# where bytes come from is decided once, in consumer/sources (open_source, locate_store): nothing else asks whether a
+# path is a URL, and the storage settings travel as one Storage value
+STORAGE_SETTINGS = {"storage_options", "cache_dir", "remote_cache"}
+LOOSE_SETTINGS_ALLOWED = {("consumer.py", "__init__"), ("storage.py", "of")}  # the user's own arguments, validated
+
+
+def source_kind_violations(root: Path) -> list[str]:
+    """Calls of ``is_url`` outside ``sources/``, and functions taking the three storage settings as loose
+    arguments (other than the user-facing constructor and :meth:`Storage.of`)."""
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and not rel.startswith("sources/"):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+                if name == "is_url":
+                    problems.append(f"{rel}:{node.lineno} calls is_url (only consumer/sources decides the kind)")
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = {a.arg for a in node.args.args + node.args.kwonlyargs + node.args.posonlyargs}
+                if STORAGE_SETTINGS <= args and (rel, node.name) not in LOOSE_SETTINGS_ALLOWED:
+                    problems.append(f"{rel}:{node.lineno} {node.name}() takes storage_options, cache_dir and "
+                                    "remote_cache loose (take a Storage)")
+    return problems
+
+
+def test_only_sources_decides_the_kind_of_source_and_storage_travels_whole() -> None:
+    problems = source_kind_violations(ROOT)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("module, text", [
+    ("fetch/reader.py", "\ndef _sabotage(p):\n    from ..sources.urls import is_url\n    return is_url(p)\n"),
+    ("packed/write.py", "\ndef _sabotage(prefix, storage_options=None, cache_dir=None, remote_cache=None):\n"
+                        "    return prefix\n"),
+])
+def test_a_kind_branch_or_loose_settings_are_caught(tmp_path: Path, module: str, text: str) -> None:
+    copy = tmp_path / "consumer"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / module).write_text((copy / module).read_text() + text)
+    assert any(p.startswith(module) for p in source_kind_violations(copy))
+
+
+def private_imports_of_other_subpackages(tests: Path) -> list[str]:
+    """``from consumer.X... import _name`` in a test outside ``tests/X/``: tests reach public names, or the private
+    helpers of the subpackage they test, never another subpackage's."""
+    problems = []
+    for path in sorted(tests.rglob("*.py")):
+        rel = path.relative_to(tests)
+        own = rel.parts[0] if len(rel.parts) > 1 else None
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("consumer."):
+                target = node.module.split(".")[1]
+                for alias in node.names:
+                    if alias.name.startswith("_") and target != own:
+                        problems.append(f"{rel.as_posix()}:{node.lineno} imports {node.module}.{alias.name}")
+    return problems
+
+
+def test_tests_reach_only_public_names_or_their_own_subpackage() -> None:
+    problems = private_imports_of_other_subpackages(Path(__file__).resolve().parent)
+    assert not problems, "\n".join(problems)
+
+
+def test_a_private_import_across_subpackages_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "fetch").mkdir()
+    (tmp_path / "fetch" / "test_x.py").write_text("from consumer.tokens.vocab import _TAIL as t\n"
+                                                  "from consumer.fetch.reader import _ranges as r\n")
+    assert private_imports_of_other_subpackages(tmp_path) == ["fetch/test_x.py:1 imports consumer.tokens.vocab._TAIL"]

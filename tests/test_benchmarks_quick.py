@@ -39,9 +39,11 @@ def test_report_has_every_section(quick_run) -> None:
                     "### small-diff", "### small-concat", "### lognormal-diff", "### lognormal-concat",
                     "### small-gpt", "## Packed fetch against the machine's limits", "## Loaders",
                     "## Fetch against file size", "## consumer across settings", "## Build and reopen",
-                    "## Remote sources"):
+                    "## Content pass", "## Cold build with headers against gperc", "## Remote sources",
+                    "## GPU feed: training from the loader"):
         assert heading in text, heading
     assert "python -m benchmarks run --quick --peers none" in text
+    assert "## Sections not measured in this run" not in text, text[:3000]  # every section ran
 
 
 def test_consumer_rows_measured_and_equal_to_naive(quick_run) -> None:
@@ -100,3 +102,32 @@ def test_scale_table_and_loader_transports_are_measured(quick_run) -> None:
     for label in ("consumer ds.dataloader, each batch copied out", "consumer ds.dataloader, transport='torch'"):
         assert {int(w) for w in systems[label] if int(w)} == workers, label
         assert all(v["batches_per_s"] > 0 for v in systems[label].values())
+
+
+def test_a_failing_section_is_skipped_with_its_reason_and_the_run_finishes(tmp_path) -> None:
+    """A section that fails for real (its corpus folder cannot be created: a file stands where it goes) is
+    retried once, then skipped with the reason in the results and the report; the sections after it run."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "band_1000_s0_256-4096").write_text("a file where the filesize corpus folder must go")
+    out = tmp_path / "docs" / "benchmarks.md"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "run", "--quick", "--peers", "none",
+                           "--sections", "filesize,gpu", "--retry-pause", "0.1", "--out", str(out),
+                           "--data", str(data), "--work", str(tmp_path / "work")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads((tmp_path / "docs" / "benchmarks.json").read_text(encoding="utf-8"))
+    failed = res["failed_sections"]
+    assert set(failed) == {"filesize"}
+    assert failed["filesize"]["attempts"] == 2
+    assert "band_1000_s0_256-4096" in failed["filesize"]["reason"], failed
+    assert "filesize" not in res  # no half section in the results
+    gpu = res["gpu"]  # the section after the failing one ran: the CPU smoke loop of the GPU feed benchmark
+    assert gpu["skipped"] is None and gpu["cuda"] in (True, False)
+    assert {(r["store"], r["workers"]) for r in gpu["rows"]} == {(s, w) for s in ("raw", "packed") for w in (0, 1)}
+    assert all(r["steps_per_s"] > 0 and 0 <= r["host_wait_fraction"] < 1 for r in gpu["rows"])
+    text = out.read_text(encoding="utf-8")
+    assert "## Sections not measured in this run" in text and "- **filesize**:" in text
+    assert "## GPU feed: training from the loader" in text
+    assert "section filesize failed" in proc.stderr and "retrying" in proc.stderr

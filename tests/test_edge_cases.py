@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import consumer.dataset.build as build_module
-import consumer.fetch.reader as reader_module
+import consumer.sources.local as local_files_module
 from consumer import Consumer, FileChangedError, FormatError, InputError, QueryError
 from consumer.catalog.headers import normalise_description
 from consumer.cli.main import main
@@ -124,7 +124,7 @@ def test_sql_and_where_on_a_packed_dataset_need_no_source_files(corpus_dir, tmp_
     rows = packed.sql("SELECT class, count(*) FROM files GROUP BY class ORDER BY class")
     assert list(rows) == [("cat", 9), ("dog", 6), ("eel", 2)]
     sub = packed.where("class = 'dog' AND size > 8")
-    assert sub.documents.packed is not None and sub.classes == ["dog"]
+    assert sub.documents.source.tokens is not None and sub.classes == ["dog"]
     assert np.array_equal(sub.fetch_numpy(np.arange(len(sub)))["input_array"], expected)
 
 
@@ -191,7 +191,7 @@ def test_split_reads_are_completed(corpus_dir, monkeypatch):
     def short(fd, buffers, offset):  # the kernel may return fewer bytes (reads over 2 GiB always do)
         return real(fd, [buffers[0][:7]], offset)
 
-    monkeypatch.setattr(reader_module.os, "preadv", short)
+    monkeypatch.setattr(local_files_module.os, "preadv", short)
     assert np.array_equal(ds.fetch_numpy(np.arange(len(ds)))["input_array"], expected)
 
 

@@ -40,11 +40,9 @@ def normalise_description(text: str, path: str | None = None) -> str:
     """Normalise a type description so it names the type, not the file (see the module docstring)."""
     text = _SPACE.sub(" ", str(text)).strip()
     if path:
-        name = os.path.basename(path)
         # the full path, then the bare name if it looks like a file name (has an extension), each as
         # a whole token only: files named "t" or "text" must not eat the word "text"
-        leaks = [path] + ([name] if len(name) >= _MIN_LEAK and "." in name.strip(".") else [])
-        for leak in leaks:
+        for leak in _leaks(path):
             if leak in text:  # a pattern per path is compiled only when it can match (it rarely does)
                 text = re.sub(rf"(?<![\w.]){re.escape(leak)}(?![\w.])", "", text)
     text = _LONG_LINES.sub(r"\1", text)
@@ -86,4 +84,31 @@ def headers_from(metadata, paths: Sequence[str], descriptions: Sequence[str | No
             out.append(normalise_description(text, path))
         return out
     raw = descriptions if metadata == "file" else mimes
-    return [normalise_description(text or "", path) for text, path in zip(raw, paths)]
+    return _normalise_many(raw, paths)
+
+
+def _leaks(path: str) -> list[str]:
+    """What :func:`normalise_description` removes from a description of ``path``: the path, and the bare
+    name when it looks like a file name (has an extension)."""
+    name = os.path.basename(path)
+    return [path] + ([name] if len(name) >= _MIN_LEAK and "." in name.strip(".") else [])
+
+
+def _normalise_many(texts: Sequence[str | None], paths: Sequence[str]) -> list[str]:
+    """``[normalise_description(text or "", path) ...]``, each distinct description normalised once: a
+    description in which neither the path nor the name occurs (after white space is folded, as
+    :func:`normalise_description` folds it first) normalises the same whatever the path, and a corpus has
+    few distinct descriptions."""
+    memo: dict[str, str] = {}
+    out = []
+    for text, path in zip(texts, paths):
+        text = text or ""
+        folded = _SPACE.sub(" ", text).strip()
+        if path and any(leak in folded for leak in _leaks(path)):
+            out.append(normalise_description(text, path))
+            continue
+        header = memo.get(folded)
+        if header is None:
+            header = memo[folded] = normalise_description(folded)
+        out.append(header)
+    return out

@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..dataset.display import human_bytes as _human
-from ..errors import InputError
+from ..errors import FormatError, InputError
+from ..sources.open import check_root
+from ..storage import Storage
 from ..tokens.index import padding_share
 
 __all__ = ["DEMO_TYPES", "stdlib_corpus", "content_summary", "demo", "index", "info", "sql", "cache", "pack",
@@ -72,7 +74,7 @@ def _printable(raw: bytes) -> str:
 def demo(args: argparse.Namespace) -> int:
     from ..consumer import Consumer  # noqa: PLC0415
 
-    fps = _check_dir(args.dir, "--dir") if args.dir else stdlib_corpus(args.max_files)
+    fps = check_root(args.dir, "--dir", urls=False) if args.dir else stdlib_corpus(args.max_files)
     t0 = time.perf_counter()
     ds = Consumer(fps, style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen, long_files=args.long_files,
                   verbose=args.verbose)
@@ -105,15 +107,6 @@ def demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_dir(path: str, name: str = "DIR") -> str:
-    """``path`` if it is a directory; otherwise an :class:`InputError` saying "not found" with the path."""
-    if not os.path.exists(path):
-        raise InputError(f"{name}: directory not found: {path}")
-    if not os.path.isdir(path):
-        raise InputError(f"{name}: not a directory: {path} (give a folder of files or of class folders)")
-    return path
-
-
 def _show_progress(args: argparse.Namespace) -> bool:
     """Progress bars: never with ``--quiet``, always with ``--verbose``, else only when stderr is a terminal."""
     if getattr(args, "quiet", False):
@@ -123,26 +116,26 @@ def _show_progress(args: argparse.Namespace) -> bool:
 
 def _open(args: argparse.Namespace):
     from ..consumer import Consumer  # noqa: PLC0415
-    from ..sources.urls import is_url  # noqa: PLC0415
 
-    fps: Any = args.dir if is_url(args.dir) else _check_dir(args.dir)
+    fps: Any = check_root(args.dir, "DIR")
+    cache_dir = False if args.cache_dir == "off" else args.cache_dir
     class_to_id = None
     if getattr(args, "shard", None):  # this machine's deterministic 1/N of the files, ids of the whole corpus
-        fps, class_to_id = _shard_of(fps, args.shard[0], args.shard[1], args.storage_options)
+        fps, class_to_id = _shard_of(fps, args.shard[0], args.shard[1],
+                                     Storage.of(args.storage_options, cache_dir))
     return Consumer(fps, style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen, class_to_id=class_to_id,
                     long_files=args.long_files, metadata=None if args.metadata == "none" else args.metadata,
-                    cache_dir=False if args.cache_dir == "off" else args.cache_dir, verbose=_show_progress(args),
-                    storage_options=args.storage_options)
+                    cache_dir=cache_dir, verbose=_show_progress(args), storage_options=args.storage_options)
 
 
-def _shard_of(root: str, i: int, n: int, storage_options: dict | None = None
-              ) -> tuple[dict[str, list[str]], dict[str, int]]:
+def _shard_of(root: str, i: int, n: int, storage: Storage) -> tuple[dict[str, list[str]], dict[str, int]]:
     """Shard ``i`` of ``n`` of a directory corpus or URL prefix (by a hash of each path: stable when files
     are added) and the ``class_to_id`` of the whole corpus, so every shard numbers classes alike."""
     from ..sources.corpus import normalise  # noqa: PLC0415
-    from ..sources.urls import class_layout, is_url, list_objects, shard_of  # noqa: PLC0415
+    from ..sources.open import expand_fps  # noqa: PLC0415
+    from ..sources.urls import shard_of  # noqa: PLC0415
 
-    corpus = normalise(class_layout(list_objects(root, storage_options)) if is_url(root) else root)
+    corpus = normalise(expand_fps(root, storage))
     paths, cls = corpus.flat()
     mine = shard_of(paths, n) == i
     out: dict[str, list[str]] = {}
@@ -162,7 +155,7 @@ def merge(args: argparse.Namespace) -> int:
 
         os.makedirs(args.out, exist_ok=True)
         target = Catalog(os.path.join(args.out, CATALOG_NAME))
-        rows = target.merge_from([os.path.join(_check_dir(d, "IN"), CATALOG_NAME) for d in args.inputs])
+        rows = target.merge_from([os.path.join(check_root(d, "IN", urls=False), CATALOG_NAME) for d in args.inputs])
         print(f"merged {rows} catalog rows from {len(args.inputs)} catalogs into {args.out} "
               f"({target.count()} rows), {time.perf_counter() - t0:.2f} s")
         target.close()
@@ -177,15 +170,14 @@ def merge(args: argparse.Namespace) -> int:
 
 def _describe_all(ds, args: argparse.Namespace) -> int:
     """Compute libmagic's description and MIME type of every file lacking one (what the first SQL query
-    needs), with a progress bar like the build's; returns the number of libmagic calls made. Objects at
-    URLs are described by the SQL session itself, from byte ranges."""
-    from ..sources.corpus import stat_files  # noqa: PLC0415
-
-    if ds.documents.packed is not None or ds.documents.remote is not None:
+    needs), with a progress bar like the build's; returns the number of libmagic calls made. A packed store's
+    files are not described (their headers were recorded at pack time)."""
+    source = ds.documents.source
+    if not source.durable:
         return 0
-    sizes, mtimes = stat_files(ds.files)
     before = ds.catalog.magic_calls
-    ds.catalog.sync(ds.files, sizes, mtimes, want=("description", "mime"), verbose=_show_progress(args))
+    ds.catalog.sync(ds.files, source.sizes, source.stamps, want=("description", "mime"), verbose=_show_progress(args),
+                    describe=source.describe)
     return ds.catalog.magic_calls - before
 
 
@@ -240,8 +232,9 @@ def info(args: argparse.Namespace) -> int:
     q = [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1]
     print("\nfile sizes\n" + _table(["min", "p10", "p25", "median", "p75", "p90", "p99", "max"],
                                      [tuple(_human(float(np.quantile(sizes, x))) for x in q)]))
-    if ds.documents.remote is not None:  # the content pass reads whole files: local ones only
-        print("\ncontent summary: skipped (the files are URLs; entropy, printable and duplicates need local files)")
+    if not ds.documents.source.whole_files:  # the content pass reads whole files: local ones only
+        print(f"\ncontent summary: skipped (the files are {ds.documents.source.kind}; entropy, printable and "
+              "duplicates need local files)")
     elif not args.no_content:
         print("\n" + content_summary(ds.sql("SELECT class, entropy, printable FROM files"), ds.duplicates()))
     _finish(ds, args, t0, calls)
@@ -364,13 +357,20 @@ def _store_options(args: argparse.Namespace) -> dict:
 def verify(args: argparse.Namespace) -> int:
     from ..packed import verify_packed  # noqa: PLC0415
 
-    r = verify_packed(args.prefix, **_store_options(args))
+    r = verify_packed(args.prefix, errors="report", **_store_options(args))
     if args.json:
         print(json.dumps(r, indent=1))
-        return 0
+        return 0 if r["ok"] else 2
+    if not r["ok"]:  # every damaged chunk on its own line (stdout), then the one-line error (stderr, exit 2)
+        for b in r["bad_chunks"]:
+            print(f"{r['prefix']}: damaged chunk {b['chunk']}: bytes {b['bytes'][0]}..{b['bytes'][1]} of {b['file']}: "
+                  f"crc32c expected {b['expected']}, got {b['actual']}")
+        raise FormatError(r["error"])
     check = "sha256 ok" if r["checksum"] == "ok" else "no checksum recorded (packed by an older version)"
+    chunks = f"{r['chunks']} chunks of {r['chunk_bytes']} bytes ok" if r["chunks"] else \
+        "no chunk sums (packed by an older version)"
     print(f"{r['prefix']}: ok: {r['documents']} documents, {r['tokens']} tokens, ids in [0, {r['max_id']}], {check}, "
-          f"{r['seconds']:.2f} s")
+          f"{chunks}, {r['seconds']:.2f} s")
     return 0
 
 

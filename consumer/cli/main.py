@@ -61,7 +61,8 @@ _EXAMPLES = {
     "inspect": ("consumer inspect packed/corpus --tokens 32",
                 "counts, dtype, classes and the first 32 tokens of the first document of the store"),
     "verify": ("consumer verify packed/corpus",
-               "re-reads every token: the sha256 recorded at pack time and every id < vocab size; exit 2 if not"),
+               "re-reads every token: each chunk's crc32c (every damaged chunk listed), the sha256 recorded at pack "
+               "time and every id < vocab size; exit 2 if not"),
     "cache": ("consumer cache list --cache-dir /data/cache",
               "the cached indexes (key, style, n_bytes, files, samples, size, date) and the catalog size"),
 }
@@ -215,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true", help="the summary as JSON (default: off)")
     _add_remote_store_options(t)
     t.set_defaults(func=commands.inspect)
-    v = _subparser(sub, "verify", "read every token of a packed store: checksum and id range")
+    v = _subparser(sub, "verify", "read every token of a packed store: chunk checksums, sha256 and id range")
     v.add_argument("prefix", help="the prefix given to 'consumer pack' (PREFIX.bin/.idx or PREFIX.pbin)")
     v.add_argument("--json", action="store_true", help="the report as JSON (default: off)")
     _add_remote_store_options(v)

@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,15 +26,16 @@ from .._version import __version__
 from ..catalog.catalog import CATALOG_NAME, Catalog
 from ..catalog.duplicates import catalog_sha256s, dedupe_plan
 from ..catalog.headers import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from
-from ..errors import ConsumerError, FileChangedError, InputError, RemoteError, short_repr
-from ..sources.corpus import Corpus, normalise, probe_files, stat_files
+from ..errors import FileChangedError, InputError, short_repr
+from ..sources.base import ByteSource
+from ..sources.corpus import Corpus, normalise
 from ..sources.magic import libmagic_version
+from ..sources.open import expand_fps, open_source, reopen_source
 from ..sources.paths import PathList
-from ..sources.urls import class_layout, is_url, list_objects, local_path_of, stat_objects
 from ..spec import Metadata, Spec, headers_already_made
-from ..storage import check_cache_dir
-from ..tokens.documents import DocumentTable, RemoteFiles, build_documents
-from ..tokens.index import AUTO_SEQLEN_CAP, SampleIndex, warn_if_padded
+from ..storage import Storage
+from ..tokens.documents import DOC_ARRAYS, DocumentTable, build_documents
+from ..tokens.index import AUTO_SEQLEN_CAP, INDEX_ARRAYS, SampleIndex, warn_if_padded
 from ..tokens.vocab import Vocab
 from ..util.validate import check_bool, check_class_to_id, int_vector
 from .cache import cache_key, file_table_sha256, load_entry, save_entry
@@ -44,8 +44,6 @@ from .shared import build_once, fingerprint
 
 __all__ = ["Built", "build", "build_packed", "build_subset", "build_from_dict", "restore", "files_listing"]
 
-_DOC_ARRAYS = ("doc_class", "doc_size", "doc_header", "header_ptr", "header_tok", "doc_mtime")
-_INDEX_ARRAYS = ("seg_ptr", "seg_doc", "seg_start", "seg_len", "seg_col", "sample_class", "class_ptr")
 
 
 @dataclass
@@ -79,44 +77,40 @@ def _info(cache: str, key: str | None, magic_calls: int, t0: float) -> dict:
     return {"cache": cache, "key": key, "libmagic_calls": magic_calls, "seconds": time.perf_counter() - t0}
 
 
-def build(fps: Any, spec: Spec, *, cache_dir: Any = None, verbose: bool = False,
-          storage_options: dict | None = None, remote_cache: Any = None, distributed: bool = True) -> Built:
-    """Normalise ``fps``, stat every file, then load the sample index from the cache or build it (catalog,
+def build(fps: Any, spec: Spec, storage: Storage, *, verbose: bool = False, distributed: bool = True) -> Built:
+    """Normalise ``fps``, list every file, then load the sample index from the cache or build it (catalog,
     libmagic on new or changed files only, documents, index) and cache it. Warns (``ConsumerWarning``)
-    when ``seqlen="auto"`` pads most of every row. URLs (``s3://``, ``https://``, ...) are listed, described
-    from byte ranges and read through fsspec with ``storage_options``; ``remote_cache`` (e.g. ``"20GB"``)
-    keeps a bounded read-through copy of their bytes under the cache directory. With ``distributed`` and
-    ``torch.distributed`` initialised, rank 0 alone builds; the other ranks open what it cached
-    (:mod:`consumer.dataset.shared`; ``build_info["cache"]`` is ``"shared"`` there)."""
-    root = check_cache_dir(cache_dir)
+    when ``seqlen="auto"`` pads most of every row. Where the bytes come from is the source
+    :func:`~consumer.sources.open.open_source` picks (local files, or URLs listed, described from byte ranges and
+    read through fsspec with ``storage``). With ``distributed`` and ``torch.distributed`` initialised, rank 0 alone
+    builds; the other ranks open what it cached (:mod:`consumer.dataset.shared`; ``build_info["cache"]`` is
+    ``"shared"`` there)."""
+    root = storage.cache_dir
     # nothing to share without an index cache (cache_dir=False, a callable metadata): every rank decides alike
     shareable = check_bool("distributed", distributed) and root is not None and not callable(spec.metadata)
     group = torch_group() if shareable else None
     if group is None:
-        built = _build(fps, spec, cache_dir, verbose, storage_options, remote_cache)
+        built = _build(fps, spec, storage, verbose)
     else:
         request = fingerprint(fps, spec.to_dict(), __version__)  # the dataset asked for (not where it is cached)
-        built = build_once(group, request, root, lambda: _build(fps, spec, cache_dir, verbose, storage_options,
-                                                                 remote_cache),
-                           _publish, lambda handoff: _open_shared(handoff, spec, root, storage_options, remote_cache))
+        built = build_once(group, request, root, lambda: _build(fps, spec, storage, verbose),
+                           _publish, lambda handoff: _open_shared(handoff, spec, storage))
     warn_if_padded(spec.seqlen, spec.style, built.index)
     return built
 
 
 def _publish(built: Built) -> dict | None:
-    """What other ranks need to open ``built`` from the index cache: its key, the ETags of URLs, the dedupe report."""
+    """What other ranks need to open ``built`` from the index cache: its key, the source's handoff (e.g. the ETags
+    of URLs), the dedupe report."""
     if built.info["cache"] not in ("hit", "miss") or not built.info["key"]:
         return None
-    remote = built.documents.remote
-    return {"key": built.info["key"], "etags": None if remote is None else list(remote.etags),
-            "dedupe": built.info.get("dedupe")}
+    return {"key": built.info["key"], "source": built.documents.source.handoff(), "dedupe": built.info.get("dedupe")}
 
 
-def _open_shared(handoff: dict, spec: Spec, root: str | None, storage_options: dict | None,
-                 remote_cache: Any) -> Built | None:
+def _open_shared(handoff: dict, spec: Spec, storage: Storage) -> Built | None:
     """The dataset rank 0 built and cached (a warm reopen: no listing, no stat), or None if its entry is not here."""
     t0 = time.perf_counter()
-    key = handoff.get("key")
+    key, root = handoff.get("key"), storage.cache_dir
     entry = load_entry(root, key) if root and isinstance(key, str) else None
     if entry is None or not root or not isinstance(key, str):
         return None
@@ -126,29 +120,23 @@ def _open_shared(handoff: dict, spec: Spec, root: str | None, storage_options: d
     spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, desc["classes"]))
     built = _from_entry(entry, spec, corpus, paths, root, key, t0)
     built.info.update(cache="shared", dedupe=handoff.get("dedupe"))
-    etags = handoff.get("etags")
-    return built if etags is None else _with_remote(built, _reader(storage_options, root, remote_cache), etags)
+    docs = built.documents
+    source = reopen_source(paths, docs.doc_size, docs.doc_mtime, handoff.get("source"), storage)
+    return _with_source(built, source)
 
 
-def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options: dict | None,
-           remote_cache: Any) -> Built:
+def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool) -> Built:
     t0 = time.perf_counter()
-    cache_root = check_cache_dir(cache_dir)
-    if is_url(fps) and local_path_of(fps) is None:  # a bucket prefix: sub-prefixes are classes, one listing
-        fps = class_layout(list_objects(fps, storage_options))
-    corpus = normalise(fps)
+    cache_root = storage.cache_dir
+    corpus = normalise(expand_fps(fps, storage))
     classes = corpus.class_names
     spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, classes))
     paths, cls_list = corpus.flat()
     cls = np.asarray(cls_list, dtype=np.int64)
-    if spec.dedupe == "content" and any(is_url(p) for p in paths):
-        raise InputError("dedupe='content' reads every byte of local files; fps holds URLs (dedupe them locally "
-                         "or drop the setting)")
-    remote = _remote(paths, storage_options, cache_root, remote_cache)
-    identity = None if remote else np.zeros((len(paths), 2), dtype=np.int64)
-    # no open per file yet (size-0 files excepted): a cache hit needs none, a miss probes them below
-    sizes, mtimes = (remote[1].sizes, remote[1].mtimes_ns) if remote else stat_files(
-        paths, [classes[c] for c in cls_list], identity=identity, check_open=np.zeros(len(paths), dtype=bool))
+    # no open per file yet (size-0 files excepted): a cache hit needs none, a miss checks them below
+    source = open_source(paths, storage, classes=[classes[c] for c in cls_list],
+                         whole_files_for="dedupe='content'" if spec.dedupe == "content" else None)
+    sizes, mtimes = source.sizes, source.stamps
     catalog = None
     report = None
     if spec.dedupe == "content":
@@ -156,8 +144,8 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
         plan = dedupe_plan(paths, [classes[c] for c in cls_list],
                            catalog_sha256s(catalog, paths, sizes, mtimes, verbose=verbose), sizes)
         keep = plan.keep
-        paths, cls, sizes, mtimes = PathList.of([paths[i] for i in keep.tolist()]), cls[keep], sizes[keep], mtimes[keep]
-        identity = None if identity is None else identity[keep]
+        source = source.subset(keep)
+        paths, cls, sizes, mtimes = source.paths, cls[keep], source.sizes, source.stamps
         kept = np.unique(cls)
         corpus = Corpus.of(corpus.class_names, paths, cls, corpus.form)  # shares the blob of paths
         cls = np.searchsorted(kept, cls).astype(np.int64)
@@ -175,84 +163,44 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
     if entry is not None and cache_root and key:
         built = _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
         built.info["dedupe"], built.catalog = report, catalog
-        if identity is not None:
-            built.documents = replace(built.documents, doc_ident=identity)
-        return _with_remote(built, remote[0], remote[1].etags) if remote else built
-    if not remote:
-        probe_files(paths, sizes)  # readability proven by opening each file once (root included)
+        return _with_source(built, source)
+    source.check_readable()  # readability proven by opening each file once (root included)
     if catalog is None:
         catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
     want = {"file": ("description",), "mime": ("mime",)}.get(spec.metadata, ()) \
         if isinstance(spec.metadata, str) else ()
-    descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose,
-                                       describe=remote[2] if remote else None)
+    descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose, describe=source.describe)
     headers = headers_from(spec.metadata, paths, descriptions, mimes)
     documents = build_documents(paths, cls, sizes, headers, vocab, with_header=spec.with_header, mtimes=mtimes,
-                                identity=identity)
+                                source=source)
     index = _index(spec, documents, len(classes))
     spec = _resolved(spec, index, classes)
     built = Built(spec, corpus, documents, index, cache_root, _info("miss" if key else "off", key,
                                                                      catalog.magic_calls, t0), catalog)
     built.info["dedupe"] = report
-    arrays = {**{k: getattr(documents, k) for k in _DOC_ARRAYS}, **{k: getattr(index, k) for k in _INDEX_ARRAYS},
+    arrays = {**{k: getattr(documents, k) for k in DOC_ARRAYS}, **{k: getattr(index, k) for k in INDEX_ARRAYS},
               "paths": PathList.of(paths).packed()}  # the blob the paths are kept in (no copy)
     saved = cache_root and key and save_entry(
         cache_root, key, arrays,
         {"spec": spec.key_dict(), "seqlen": index.seqlen, "headers": documents.headers, "classes": classes,
          "form": corpus.form, "files": len(documents), "samples": len(index)})
-    built.recipe = ("cached", cache_root, key, spec, corpus.form) if saved else (
-        "arrays", _picklable(spec), corpus, documents, index)
-    return _with_remote(built, remote[0], remote[1].etags) if remote else built
-
-
-def _may_hold_urls(paths: Sequence[str]) -> bool:
-    """False when no path can be a URL: a packed path list without "://" in its bytes (searched a window at
-    a time, no copy of the whole blob), saving a per-path check on large local corpora."""
-    if not isinstance(paths, PathList):
-        return True
-    blob, step = paths.packed(), 1 << 24
-    return any(b"://" in blob[i:i + step + 2].tobytes() for i in range(0, blob.size, step))
-
-
-def _remote(paths: Sequence[str], storage_options: dict | None, cache_root: str | None, remote_cache: Any):
-    """``(reader, listing, describe)`` when ``paths`` are URLs (None for local files): one listing gives sizes,
-    mtimes and ETags; ``describe`` runs libmagic on byte ranges of the objects."""
-    urls = [is_url(p) for p in paths] if _may_hold_urls(paths) else []
-    if not any(urls):
-        if storage_options is not None or remote_cache is not None:
-            raise InputError("storage_options / remote_cache are for URLs (s3://, https://, ...); fps holds local "
-                             "paths")
-        return None
-    if not all(urls):
-        local = paths[urls.index(False)]
-        raise InputError(f"fps mixes URLs and local paths (e.g. {local!r}); build one dataset per kind")
-    from ..sources.object_magic import describer  # noqa: PLC0415  (fsspec loads only for URLs)
-
-    reader = _reader(storage_options, cache_root, remote_cache)
-    try:
-        listing = stat_objects(paths, storage_options)
-    except ConsumerError:
-        raise
-    except OSError as e:  # connection refused, DNS, TLS: the backend's own exception types are OSErrors
-        raise RemoteError(f"fps: cannot list the objects (e.g. {paths[0]!r}): {type(e).__name__}: {e}") from e
-    return reader, listing, describer(reader, listing.urls, listing.sizes, listing.etags)
-
-
-def _reader(storage_options: dict | None, cache_root: str | None, remote_cache: Any) -> Any:
-    """The range reader of a dataset over URLs (read-through cache under ``cache_root`` with ``remote_cache``)."""
-    from ..sources.range_reader import RemoteReader  # noqa: PLC0415  (fsspec loads only for URLs)
-
-    if remote_cache is not None and cache_root is None:
-        raise InputError("remote_cache needs a cache_dir (it lives there); got cache_dir=False")
-    return RemoteReader(storage_options, cache_dir=os.path.join(cache_root, "remote") if remote_cache and cache_root
-                        else None, cache_bytes=remote_cache)
-
-
-def _with_remote(built: Built, reader: Any, etags: list) -> Built:
-    """Attach the remote reader (and the ETags read at indexing time) to a dataset over URLs."""
-    built.documents = replace(built.documents, remote=RemoteFiles(reader, list(etags)))
-    built.recipe = ("arrays", _picklable(built.spec), built.corpus, built.documents, built.index)
+    built.recipe = _recipe(built, ("cached", cache_root, key, spec, corpus.form) if saved else None)
     return built
+
+
+def _with_source(built: Built, source: ByteSource) -> Built:
+    """``built`` reading its bytes from ``source`` (the files as listed now: device and inode, ETags)."""
+    built.documents = replace(built.documents, source=source.with_paths(built.documents.paths))
+    built.recipe = _recipe(built, built.recipe if built.recipe and built.recipe[0] == "cached" else None)
+    return built
+
+
+def _recipe(built: Built, cached: tuple | None) -> tuple:
+    """How another process makes ``built`` again: from the index cache entry when there is one and its source
+    reopens from it (local files), else the pickled arrays (with the source: e.g. the objects' ETags)."""
+    if cached is not None and built.documents.source.handoff() is None:
+        return cached
+    return ("arrays", _picklable(built.spec), built.corpus, built.documents, built.index)
 
 
 def _picklable(spec: Spec) -> Spec:
@@ -267,7 +215,7 @@ def _from_entry(entry: tuple[dict, dict], spec: Spec, corpus: Corpus, paths: Pat
         vocab=Vocab(spec.n_bytes), paths=paths, doc_class=arrays["doc_class"], doc_size=arrays["doc_size"],
         doc_header=arrays["doc_header"], headers=desc["headers"], header_ptr=arrays["header_ptr"],
         header_tok=arrays["header_tok"], with_header=spec.with_header, doc_mtime=arrays["doc_mtime"])
-    index = SampleIndex(seqlen=int(desc["seqlen"]), **{k: arrays[k] for k in _INDEX_ARRAYS})
+    index = SampleIndex(seqlen=int(desc["seqlen"]), **{k: arrays[k] for k in INDEX_ARRAYS})
     spec = _resolved(spec, index, corpus.class_names)
     return Built(spec, corpus, documents, index, cache_root, _info("hit", key, 0, t0),
                  recipe=("cached", cache_root, key, spec, corpus.form))
@@ -290,8 +238,10 @@ def restore(recipe: tuple) -> Built:
         corpus = Corpus.of(desc["classes"], paths, arrays["doc_class"], form)
         return _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
     if kind == "packed":
-        prefix, requested, stamp, remote = args
-        built = build_packed(prefix, requested, **remote)
+        prefix, requested, stamp, storage = args
+        if not isinstance(storage, Storage):  # a recipe pickled before 0.3: the loose settings
+            storage = Storage.from_kwargs(storage, "from_packed")
+        built = build_packed(prefix, requested, storage)
         if built.recipe[3] != stamp:  # re-packed since: never serve other tokens under the same sample ids
             raise FileChangedError(f"{prefix}: the packed store changed since this dataset was opened (its sidecar "
                                    "records other files or another token checksum); open it again")
@@ -303,21 +253,16 @@ def restore(recipe: tuple) -> Built:
     return Built(spec, corpus, documents, index, None, _info("off", None, 0, t0), recipe=recipe)
 
 
-def build_packed(prefix: Any, spec: Spec, verify: bool = False, **remote: Any) -> Built:
+def build_packed(prefix: Any, spec: Spec, storage: Storage, verify: bool = False) -> Built:
     """A dataset over the packed store at ``prefix``: its documents (tokens memory-mapped, or read by ranges
-    from a store at a URL: ``remote`` holds ``storage_options``, ``cache_dir``, ``remote_cache``), the store's
-    ``n_bytes`` and header mode, ``spec.class_to_id`` or the store's. ``verify`` first checks every token
-    (checksum and id range, see :func:`~consumer.packed.verify.verify_packed`)."""
+    from a store at a URL with ``storage``), the store's ``n_bytes`` and header mode, ``spec.class_to_id`` or the
+    store's. ``verify`` first checks every token (checksum and id range, see
+    :func:`~consumer.packed.verify.verify_packed`)."""
     from ..packed.open import load_store, open_store  # noqa: PLC0415  (the store modules load only when used)
     from ..packed.verify import verify_packed  # noqa: PLC0415
 
     t0 = time.perf_counter()
-    unknown = sorted(set(remote) - {"storage_options", "cache_dir", "remote_cache"})
-    if unknown:
-        raise InputError(f"from_packed got unexpected options {unknown}; a store at a URL takes storage_options, "
-                         "cache_dir and remote_cache")
-    remote = {k: v for k, v in remote.items() if v is not None}
-    loaded = load_store(prefix, **remote)
+    loaded = load_store(prefix, storage)
     if verify:
         verify_packed(loaded)
     store, corpus, documents, metadata = open_store(loaded)
@@ -330,7 +275,7 @@ def build_packed(prefix: Any, spec: Spec, verify: bool = False, **remote: Any) -
     return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, None,
                  _info("packed", None, 0, t0), recipe=("packed", str(store.prefix), requested,
                                                        (store.sidecar.get("tokens_sha256"), store.sidecar["files"]),
-                                                       remote))
+                                                       storage))
 
 
 def build_subset(parent: Built, file_ids: Any, catalog: Catalog | None = None) -> Built:
@@ -376,7 +321,7 @@ def build_from_dict(d: dict, *, cache_dir: Any = None, verbose: bool = False,
         if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[2], str)):
             raise InputError(f"d['files'][{i}] must be [path, size, class], got {short_repr(item)}")
         grouped.setdefault(item[2], []).append(item[0])
-    built = build(grouped, Spec.from_dict(d, metadata), cache_dir=cache_dir, verbose=verbose)
+    built = build(grouped, Spec.from_dict(d, metadata), Storage.of(cache_dir=cache_dir), verbose=verbose)
     sizes = {p: s for p, s, _ in d["files"]}
     docs = built.documents
     for p, s in zip(docs.paths, docs.doc_size.tolist()):

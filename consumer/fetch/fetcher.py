@@ -53,8 +53,7 @@ class Fetcher:
         self.crop = crop  # long_files="crop": each long file's window moves per (seed, epoch, sample)
         self._runs: np.ndarray | None = None  # packed stores: per-sample contiguous ranges, made on first use
         self._checked: np.ndarray | None = None  # packed stores: per sample, its ids were found valid once
-        # a local store's data file: its stat resets _checked
-        self._store_file = None if documents.packed is None else documents.packed.data_file
+        self._tokens = documents.source.tokens  # a packed store's token data, else None
         self._stamp: tuple[int, ...] | None = None
 
     def fetch(self, sample_ids: np.ndarray, query=None, *, mask: MaskConfig, epoch: int = 0,
@@ -79,7 +78,7 @@ class Fetcher:
             raise InputError(f"sample_ids: a batch of {rows} rows x {width_} tokens needs about {need} bytes, over the "
                              f"fetch budget of {batch_budget()} bytes (${_BUDGET_ENV}); fetch fewer samples at a "
                              "time or choose a smaller seqlen")
-        if self.documents.packed is not None and self._runs is None:
+        if self._tokens is not None and self._runs is None:
             self._runs = packed_runs(self.index, self.documents)
             self._checked = np.zeros(len(self.index), dtype=bool)
         first_seg = self.index.seg_ptr[sample_ids]
@@ -90,7 +89,7 @@ class Fetcher:
             shift = crop_offsets(self.seed, epoch, sample_ids, room)
         tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking, runs=self._runs,
                                     width=width, shift=shift, dtype=dtype)
-        if self.documents.packed is not None:
+        if self._tokens is not None:
             self._check_ids(tokens, sample_ids, shift)
         return build_columns(
             cols, tokens, content, vocab=self.documents.vocab, cfg=mask,
@@ -107,9 +106,9 @@ class Fetcher:
         to it moves its change time and every sample is checked afresh); a store at a URL is read with its
         ETag checked instead."""
         checked = self._checked if shift is None else None
-        if checked is not None and self._store_file is not None:  # the store changed in place: check afresh
-            st = os.stat(self._store_file)
-            stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        tokens_data = self._tokens
+        if checked is not None and tokens_data is not None and tokens_data.data_file is not None:  # changed in place?
+            stamp = tokens_data.stamp()
             if stamp != self._stamp:
                 checked[:] = False
                 self._stamp = stamp
@@ -124,9 +123,8 @@ class Fetcher:
         if rows.size and int(rows.reshape(-1).view(np.dtype(f"u{tokens.itemsize}")).max()) >= size:
             row = int(np.argmax(((tokens < 0) | (tokens >= size)).any(axis=1)))
             bad = tokens[row][(tokens[row] < 0) | (tokens[row] >= size)]
-            packed = self.documents.packed
-            raise FormatError(f"{packed.prefix if packed else '?'}: sample {int(sample_ids[row])}: token ids must be "
-                              f"in [0, {size}), got {short_repr(bad[:4].tolist())}; the store is damaged "
+            raise FormatError(f"{getattr(tokens_data, 'prefix', '?')}: sample {int(sample_ids[row])}: token ids "
+                              f"must be in [0, {size}), got {short_repr(bad[:4].tolist())}; the store is damaged "
                               "(consumer verify PREFIX checks all of it)")
         if checked is not None:
             checked[sample_ids] = True

@@ -1,38 +1,35 @@
-"""The raw reader: token rows for a batch of sample ids, read straight from the source files.
+"""The reader: token rows for a batch of sample ids, from the files' bytes or a packed store's tokens.
 
 One call reads a whole batch into a preallocated ``[B, seqlen]`` array (int64, or int32 on request):
 
 1. the batch's segments are gathered from the index (vectorised; whether the index tiles its rows is
    checked once per index, not per batch);
-2. content bytes are read with one ``os.preadv`` per segment straight into a staging buffer laid out
-   like the rows (no per-file allocation), and converted to ids with one slice per row;
+2. content bytes are read with one :meth:`~consumer.sources.base.ByteSource.read_ranges` call for the whole
+   batch (local files: one ``preadv`` per segment; objects: every range in flight at once) straight into a
+   staging buffer laid out like the rows (no per-file allocation), and converted to ids with one slice per row
+   (a packed store's tokens are copied instead: one slice per contiguous run);
 3. header tokens, SEP, TAIL markers, the padded tail tokens and EOF are scattered over the positions
    they own with a few numpy operations for all segments at once (no Python per segment), and each
    row is padded after its last token.
 
-Files are opened read-only (``O_RDONLY | O_CLOEXEC``) for the duration of one read and never
-written. A file that became shorter than at build time raises :class:`FileChangedError`.
+The source checks every file is the version indexed: one that changed raises :class:`~consumer.errors.FileChangedError`
+(see :mod:`consumer.sources.local`); no byte of it is served.
 """
 
 from __future__ import annotations
 
-import os
-import stat
 from typing import Any
 
 import numpy as np
 
-from ..errors import FileChangedError, InputError
+from ..errors import InputError
 from ..formats.mmidx import copy_ranges
-from ..sources.paths import PathList
-from ..tokens.documents import DocumentTable, PackedTokens
+from ..sources.store import TokenData
+from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from ..tokens.vocab import bytes_to_ids
 
 __all__ = ["read_rows", "read_segments", "packed_runs"]
-
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
-
 
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Flattened ``arange(s, s+n)`` for every (s, n), and the owner (position in ``starts``) of each."""
@@ -55,13 +52,14 @@ def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
     ``long_files="crop"``) moves each sample's window that many tokens further into its document.
     """
     L = index.seqlen if width is None else int(width)
-    if runs is not None and not content_mask and docs.packed is not None:
+    packed = docs.source.tokens
+    if runs is not None and not content_mask and packed is not None:
         start = runs[sample_ids]
         if start.size == 0 or start.min() >= 0:
             if shift is not None:
                 start = start + shift
             lengths = index.sample_tokens()[sample_ids]
-            return _rows_from_runs(docs.packed.tokens, docs.vocab.pad, L, start, lengths, dtype), None
+            return _rows_from_runs(packed, docs.vocab.pad, L, start, lengths, dtype), None
     segs, rows = index.segments_of(sample_ids)
     starts = index.seg_start[segs] if shift is None else index.seg_start[segs] + shift[rows]
     wide = np.int64  # the narrow index fields (int32) take part in flat-position arithmetic below
@@ -74,19 +72,20 @@ def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
     """Per sample of a packed store: the store position of its first token, or -1 when its segments
     are not one contiguous range of the store. In a store written in
     corpus order every concat window and every diff sample is one range."""
-    if docs.packed is None:
+    packed = docs.source.tokens
+    if packed is None:
         raise InputError("docs: packed_runs needs documents served from a packed store, got source files")
-    src = docs.packed.doc_ptr[index.seg_doc] + index.seg_start
+    src = packed.doc_ptr[index.seg_doc] + index.seg_start
     follows = np.r_[False, src[1:] == src[:-1] + index.seg_len[:-1].astype(np.int64)]
     follows[index.seg_ptr[:-1]] = True  # a sample's first segment needs no predecessor
     broken = np.add.reduceat(~follows, index.seg_ptr[:-1]) if src.size else np.zeros(0, dtype=np.int64)
     return np.where(broken == 0, src[index.seg_ptr[:-1]], -1)
 
 
-def _rows_from_runs(tokens: np.ndarray, pad: int, L: int, start: np.ndarray, length: np.ndarray,
+def _rows_from_runs(packed: TokenData, pad: int, L: int, start: np.ndarray, length: np.ndarray,
                     dtype: Any = np.int64) -> np.ndarray:
     out, padded = _rows(start.size, L, dtype, length, pad)
-    _copy_tokens(out.reshape(-1), tokens, start, length, np.arange(start.size, dtype=np.int64) * L)
+    _copy_tokens(out.reshape(-1), packed, start, length, np.arange(start.size, dtype=np.int64) * L, L)
     if not padded:
         _pad_tails(out, length, pad)
     return out
@@ -130,8 +129,9 @@ def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray,
     out, padded = _rows(B, L, dtype, row_len, docs.vocab.pad) if tiled else \
         (np.full((B, L), docs.vocab.pad, dtype=dtype), True)
     flat = out.reshape(-1)
-    if docs.packed is not None:
-        _fill_packed(flat, docs.packed, d, a, n, base)
+    packed = docs.source.tokens
+    if packed is not None:
+        _fill_packed(flat, packed, d, a, n, base)
     elif tiled:  # content is converted row by row: one slice per row, whatever the number of files in it
         _fill_raw(flat, docs, d, a, b, base, np.arange(B, dtype=np.int64) * L, row_len)
     else:
@@ -141,7 +141,7 @@ def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray,
     return out, (_content_mask(docs, B * L, d, a, b, base).reshape(B, L) if content_mask else None)
 
 
-def _fill_packed(flat: np.ndarray, packed: PackedTokens, d: np.ndarray, a: np.ndarray, n: np.ndarray,
+def _fill_packed(flat: np.ndarray, packed: TokenData, d: np.ndarray, a: np.ndarray, n: np.ndarray,
                  base: np.ndarray) -> None:
     """Copy token ranges out of a packed store. Neighbouring segments that are contiguous both in the
     store and in the output (a concat window over consecutive documents) are merged into one run, so a
@@ -152,12 +152,18 @@ def _fill_packed(flat: np.ndarray, packed: PackedTokens, d: np.ndarray, a: np.nd
         joins = (src[1:] == src[:-1] + n[:-1]) & (dst[1:] == dst[:-1] + n[:-1])
         starts = np.flatnonzero(np.r_[True, ~joins])
         src, dst, n = src[starts], dst[starts], np.add.reduceat(n, starts)
-    _copy_tokens(flat, packed.tokens, src, n, dst)
+    _copy_tokens(flat, packed, src, n, dst)
 
 
-def _copy_tokens(out: np.ndarray, tokens: Any, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray) -> None:
+def _copy_tokens(out: np.ndarray, packed: TokenData, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray,
+                 longest: int | None = None) -> None:
     """``out[dst[r]:][:cnt[r]] = tokens[src[r]:][:cnt[r]]`` from a memory-mapped store, or through the token
-    source's own ``copy_ranges`` (a store in object storage: every range of the batch in flight at once)."""
+    source's own ``copy_ranges`` (a store in object storage: every range of the batch in flight at once). The
+    store's chunk verifier checks first every chunk of the ranges not checked yet in this process (a damaged
+    chunk raises FormatError: none of its bytes reaches ``out``); ``longest``, when known, bounds ``cnt``."""
+    tokens = packed.tokens
+    if packed.verifier is not None:
+        packed.verifier.check_ranges(tokens, src, cnt, longest)
     if isinstance(tokens, np.ndarray):
         copy_ranges(out, tokens, src, cnt, dst)
     else:
@@ -181,10 +187,10 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarra
               base: np.ndarray, run_start: np.ndarray, run_len: np.ndarray) -> None:
     """Build document tokens from the source files.
 
-    Content bytes are read (one ``preadv`` per segment) into a staging buffer laid out like ``flat`` (token
-    ``i`` of ``flat`` is bytes ``[i * n_bytes, (i + 1) * n_bytes)`` of it), converted to ids with one slice
-    per run (``run_start``/``run_len``: the rows, or the segments when they do not tile rows), then header,
-    SEP, TAIL markers, padded tail tokens and EOF are scattered over the positions they own.
+    Content bytes are read (one range per segment, all in one source call) into a staging buffer laid out like
+    ``flat`` (token ``i`` of ``flat`` is bytes ``[i * n_bytes, (i + 1) * n_bytes)`` of it), converted to ids with
+    one slice per run (``run_start``/``run_len``: the rows, or the segments when they do not tile rows), then
+    header, SEP, TAIL markers, padded tail tokens and EOF are scattered over the positions they own.
     """
     vocab = docs.vocab
     nb = vocab.n_bytes
@@ -206,13 +212,7 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarra
     if need.size:
         staging = np.empty(flat.size * nb, dtype=np.uint8)
         q = land[need] * nb
-        if docs.remote is not None:  # every range of the batch in flight at once
-            dn = d[need].tolist()
-            docs.remote.reader.read_ranges([docs.paths[i] for i in dn], lo[need], n_read[need], staging, q,
-                                           expected_etags=[docs.remote.etags[i] for i in dn],
-                                           expected_sizes=size[need])
-        else:
-            _read_local(docs, d[need], staging.data, q.tolist(), lo[need].tolist(), n_read[need].tolist())
+        docs.source.read_ranges(d[need], lo[need], n_read[need], staging, q)  # checked: the version indexed
         if nb < 3:
             ids = bytes_to_ids(staging, nb)  # a view
             for s, m in zip(run_start.tolist(), run_len.tolist()):
@@ -237,76 +237,6 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarra
             flat[base[own] + pos] = docs.header_tok[docs.header_ptr[docs.doc_header[d]][own] + pos]
         hit = (a <= h) & (h < b)
         flat[base[hit] + h[hit]] = vocab.sep
-
-
-def _read_local(docs: DocumentTable, d: np.ndarray, view: memoryview, q: list, lo: list, n: list) -> None:
-    """Read ``n[j]`` bytes of document ``d[j]``'s file from byte ``lo[j]`` into ``view[q[j]:]``: open, one
-    ``fstat`` checked against the catalog (size, change stamp, inode; :func:`_check_same` words the error),
-    one ``preadv`` (:func:`_read_rest` for reads the kernel splits or cuts short), close. The loop is the
-    per-file cost of a raw fetch, so it stays lean: locals, one comparison chain, no call per file."""
-    paths, open_, fstat, preadv, close, flags = docs.paths, os.open, os.fstat, os.preadv, os.close, _OPEN_FLAGS
-    sizes, stamps = docs.doc_size[d].tolist(), docs.doc_mtime[d].tolist()
-    ident = docs.doc_ident
-    inos = [-1] * d.size if ident is None else ident[d, 1].tolist()  # -1: unknown, _check_same decides
-    # the paths' bytes as stored (no decoding per file); decoded only to name a file in an error
-    names = paths.take(d, raw=True) if isinstance(paths, PathList) else [os.fsencode(paths[i]) for i in d.tolist()]
-    for j, (i, path) in enumerate(zip(d.tolist(), names)):
-        try:
-            fd = open_(path, flags)  # O_NONBLOCK: a FIFO put in a file's place must not hang us
-        except OSError as e:
-            raise FileChangedError(f"cannot open {os.fsdecode(path)!r} (it was readable at build time): "
-                                   f"{e.strerror}") from None
-        try:
-            st = fstat(fd)
-            mt, ct = st.st_mtime_ns, st.st_ctime_ns
-            if st.st_size != sizes[j] or st.st_ino != inos[j] or (mt if mt > ct else ct) != stamps[j] or \
-                    not stat.S_ISREG(st.st_mode):
-                _check_same(os.fsdecode(path), st, sizes[j], stamps[j], None if ident is None else ident[i].tolist())
-            start, m = q[j], n[j]
-            try:
-                got = preadv(fd, [view[start:start + m]], lo[j])
-            except OSError as e:
-                raise FileChangedError(f"cannot read {os.fsdecode(path)!r} (a regular file at build time): "
-                                       f"{e.strerror}") from None
-            if got != m:
-                _read_rest(fd, os.fsdecode(path), view[start:start + m], lo[j], got)
-        finally:
-            close(fd)
-
-
-def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list | None) -> None:
-    """The opened file must be the one indexed: a regular file of the same size, change stamp
-    (``max(mtime, ctime)``: users cannot set the ctime back) and, when known, device and inode."""
-    mode = st.st_mode
-    if not stat.S_ISREG(mode):
-        kind = "Is a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
-            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
-        raise FileChangedError(f"cannot read {path!r}: {kind} now; it was a regular file at build time "
-                               "(replaced, or swapped for a link?)")
-    if st.st_size != size:
-        how = "shorter than at build time" if st.st_size < size else "longer than at build time (appended to?)"
-        raise FileChangedError(f"{path!r} is {how}: size {st.st_size} bytes, indexed {size}")
-    if ident is not None and ident[1] and (st.st_dev, st.st_ino) != tuple(ident):
-        raise FileChangedError(f"{path!r} changed since the build: it is another file now (device/inode "
-                               f"{st.st_dev}/{st.st_ino}, indexed {ident[0]}/{ident[1]}): replaced or swapped")
-    if stamp and max(st.st_mtime_ns, st.st_ctime_ns) != stamp:
-        raise FileChangedError(f"{path!r} changed since the build: modified at {max(st.st_mtime_ns, st.st_ctime_ns)} "
-                               f"ns, indexed {stamp} ns (rewritten in place?); rebuild the dataset")
-
-
-def _read_rest(fd: int, path: str, into: memoryview, offset: int, done: int) -> None:
-    """Finish a read the kernel returned short after ``done`` bytes (reads over 2 GiB come in parts); a file
-    that ends early raises FileChangedError."""
-    n, got = len(into), done
-    while done < n:
-        if got == 0:
-            raise FileChangedError(
-                f"{path!r} is shorter than at build time: wanted bytes {offset}..{offset + n}, got {done}")
-        try:
-            got = os.preadv(fd, [into[done:]], offset + done)
-        except OSError as e:
-            raise FileChangedError(f"cannot read {path!r} (a regular file at build time): {e.strerror}") from None
-        done += got
 
 
 def _content_mask(docs: DocumentTable, size: int, d: np.ndarray, a: np.ndarray, b: np.ndarray,

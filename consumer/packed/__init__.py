@@ -3,7 +3,8 @@
 Split by job: :mod:`~consumer.packed.layout` (the on-disk format: files, sidecar, file table, each
 read and written there), :mod:`~consumer.packed.write` (:func:`pack`, :func:`merge_packed`, one commit
 path) and :mod:`~consumer.packed.open` (:func:`open_packed`, :func:`inspect_packed`, :func:`read_sidecar`) and
-:mod:`~consumer.packed.verify` (:func:`verify_packed`: every byte).
+:mod:`~consumer.packed.verify` (:func:`verify_packed`: every byte); :mod:`~consumer.packed.sums` ties the
+per-chunk checksums (``PREFIX.consumer.sums``) to a store.
 """
 
 from __future__ import annotations

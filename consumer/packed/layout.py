@@ -1,6 +1,6 @@
 """Packed token stores, the on-disk format: file layout, sidecar and file table, each read and written here.
 
-A packed store at ``prefix`` (for example ``/data/run1/corpus``) is three or four files side by side::
+A packed store at ``prefix`` (for example ``/data/run1/corpus``) is four or five files side by side::
 
     prefix.bin + prefix.idx   format "megatron": Megatron-LM MMIDIDX (consumer.formats.mmidx), Megatron
                               flavour, one sequence per document (document_indices == 0..D), token dtype
@@ -38,6 +38,11 @@ A packed store at ``prefix`` (for example ``/data/run1/corpus``) is three or fou
                                 files             {"bin"|"idx"|"pbin"|"table": {"name": file name when
                                                   written (informational: a store may be renamed as a
                                                   whole), "size": exact bytes (checked at open)}}
+                                chunksums         the chunk sums file (optional: stores packed before it
+                                                  existed have none): {"name", "size", "algorithm":
+                                                  "crc32c", "chunk_bytes"} (consumer.packed.sums)
+    prefix.consumer.sums      one CRC-32C per chunk of the token data (consumer.formats.chunksums), checked
+                              at each chunk's first read; not in "files", so older versions still open the store
 
 Document ``i`` of the store holds exactly the tokens ``Consumer.document_tokens`` gives for its file:
 ``[header tokens] SEP [content tokens] EOF`` (``[content] EOF`` without headers). Documents are stored

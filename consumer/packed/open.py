@@ -1,27 +1,30 @@
 """Opening packed stores: validate every file against the sidecar, serve the tokens from memory maps.
 
-:func:`open_packed` returns the corpus and a :class:`~consumer.tokens.documents.DocumentTable` whose ``packed``
-field holds the memory-mapped tokens (:class:`~consumer.tokens.documents.PackedTokens`); :func:`inspect_packed`
+:func:`open_packed` returns the corpus and a :class:`~consumer.tokens.documents.DocumentTable` whose ``source``
+is the store (:class:`~consumer.sources.store.StoreFiles`, holding the memory-mapped tokens); :func:`inspect_packed`
 summarises a store for ``consumer inspect``. The byte layout is in :mod:`consumer.packed.layout`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError, InputError, short_repr
+from ..errors import FormatError
 from ..sources.corpus import Corpus
-from ..sources.urls import is_url, local_path_of
+from ..sources.open import locate_store
+from ..sources.paths import PathList
+from ..sources.store import StoreFiles, TokenData
 from ..spec import headers_already_made
-from ..tokens.documents import DocumentTable, PackedTokens, tokenise_headers
+from ..storage import Storage
+from ..tokens.documents import DocumentTable, tokenise_headers
 from ..tokens.vocab import Vocab, decode_ids
 from ..util.validate import check_int
 from .layout import FORMATS, as_prefix, check_file_sizes, read_sidecar_file, store_dtype
+from .sums import load_verifier
 from .table import read_table
 
 __all__ = ["open_packed", "open_store", "read_sidecar", "inspect_packed", "load_store", "Store"]
@@ -42,47 +45,51 @@ class Store:
     lengths: np.ndarray     # int64 [D] tokens per document, from the store's own index
     starts: np.ndarray      # int64 [D] first token of each document in ``tokens``
     tokens: Any             # np.ndarray (memory map), or RemoteTokens (read by ranges)
+    verifier: Any = None    # ChunkVerifier of the tokens (consumer.packed.sums), None for a store without sums
+    data_file: str | None = None  # the local file holding ``tokens`` (None: a store at a URL, checked by ETag)
 
 
-def load_store(prefix: Any, *, storage_options: Mapping[str, Any] | None = None, cache_dir: Any = None,
-               remote_cache: Any = None) -> Store:
+def load_store(prefix: Any, storage: Storage | None = None) -> Store:
     """Open and check the store at ``prefix``: sidecar, file sizes, the format's index, the file table.
 
-    ``prefix`` may be a URL (``s3://``, ``https://``, ...): its index files are copied once under ``cache_dir``
-    (None: the default cache directory) and its tokens read by ranges with fsspec ``storage_options``, through a
-    read-through cache of ``remote_cache`` bytes when given (see :mod:`consumer.packed.remote`)."""
-    local = local_path_of(prefix) if is_url(prefix) else prefix
-    tokens: Any
-    if local is None:
-        from .remote import load_remote_store  # noqa: PLC0415  (fsspec loads only for URLs)
-
-        side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths = load_remote_store(
-            prefix, storage_options, cache_dir, remote_cache)
-        where: Any = prefix
-    else:
-        if storage_options is not None or remote_cache is not None:
-            raise InputError(f"storage_options / remote_cache are for stores at URLs (s3://, https://, ...); prefix "
-                             f"is the local path {short_repr(prefix)}")
-        where = as_prefix(local)
-        side = read_sidecar_file(where)
-        files = check_file_sizes(where, side)
-        fmt = side["store"]
-        tokens, starts, lengths = FORMATS[fmt].open(where, files, side, store_dtype(fmt, side["vocab_size"]),
-                                                    side["documents"])
-        paths, doc_class, doc_size, doc_header = read_table(files["table"], side)
-    if int(lengths.sum()) != side["tokens"]:
-        raise FormatError(f"{where}: token count expected {side['tokens']} (sidecar 'tokens'), got "
-                          f"{int(lengths.sum())} in the store")
-    return Store(where, side, side["store"], Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header,
-                 lengths, np.asarray(starts, dtype=np.int64), tokens)
+    ``prefix`` may be a URL (``s3://``, ``https://``, ...): its index files are copied once under the cache
+    directory of ``storage`` (default: :meth:`Storage.of() <consumer.storage.Storage.of>`) and its tokens read by
+    ranges with its fsspec options, through its read-through cache when set (see :mod:`consumer.packed.remote`)."""
+    storage = Storage.of() if storage is None else storage
+    location = locate_store(prefix, storage)
+    store = _LOADERS[location.kind](location.where, storage)
+    side = store.sidecar
+    if int(store.lengths.sum()) != side["tokens"]:
+        raise FormatError(f"{store.prefix}: token count expected {side['tokens']} (sidecar 'tokens'), got "
+                          f"{int(store.lengths.sum())} in the store")
+    return store
 
 
-def _data_file(store: Store) -> str | None:
-    """The local file holding a store's tokens (``.bin`` / ``.pbin``); None for a store at a URL."""
-    if not isinstance(store.prefix, Path):
-        return None
-    files = FORMATS[store.fmt].files
-    return str(store.prefix) + files["bin" if "bin" in files else "pbin"]
+def _load_local(local: Any, storage: Storage) -> Store:
+    """A store on a local file system: every file checked against the sidecar, tokens memory-mapped."""
+    where = as_prefix(local)
+    side = read_sidecar_file(where)
+    files = check_file_sizes(where, side)
+    fmt = side["store"]
+    tokens, starts, lengths = FORMATS[fmt].open(where, files, side, store_dtype(fmt, side["vocab_size"]),
+                                                side["documents"])
+    paths, doc_class, doc_size, doc_header = read_table(files["table"], side)
+    verifier = load_verifier(where, side, tokens.itemsize, int(tokens.size) * tokens.itemsize)
+    data_file = str(files["bin" if "bin" in files else "pbin"])
+    return Store(where, side, fmt, Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header, lengths,
+                 np.asarray(starts, dtype=np.int64), tokens, verifier, data_file)
+
+
+def _load_objects(url: str, storage: Storage) -> Store:
+    """A store in object storage: its small files copied under the cache directory, tokens read by ranges."""
+    from .remote import load_remote_store  # noqa: PLC0415  (fsspec loads only for URLs)
+
+    side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths, verifier = load_remote_store(url, storage)
+    return Store(url, side, side["store"], Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header, lengths,
+                 np.asarray(starts, dtype=np.int64), tokens, verifier)
+
+
+_LOADERS = {"local": _load_local, "objects": _load_objects}  # by StoreLocation.kind
 
 
 def _corpus_order(paths: list[str], doc_class: np.ndarray, classes: list[str], where: Path) -> np.ndarray:
@@ -109,22 +116,24 @@ def _corpus_order(paths: list[str], doc_class: np.ndarray, classes: list[str], w
     return order
 
 
-def _open(prefix: Any, remote: dict) -> tuple[Store, Corpus, DocumentTable]:
+def _open(prefix: Any, storage: Storage | None) -> tuple[Store, Corpus, DocumentTable]:
     """The store (``prefix``, or a loaded :class:`Store`), its corpus and its documents (corpus order; tokens
     memory-mapped, or read by ranges for a store at a URL)."""
-    store = prefix if isinstance(prefix, Store) else load_store(prefix, **remote)
+    store = prefix if isinstance(prefix, Store) else load_store(prefix, storage)
     side = store.sidecar
     classes: list[str] = side["classes"]
     order = _corpus_order(store.paths, store.doc_class, classes, store.prefix)
     paths = [store.paths[i] for i in order.tolist()]
     doc_class = store.doc_class[order]
     header_ptr, header_tok = tokenise_headers(side["headers"], store.vocab, side["with_header"])
+    path_list = PathList.of(paths)
+    tokens = TokenData(tokens=store.tokens, doc_ptr=store.starts[order], store=store.fmt, prefix=str(store.prefix),
+                       data_file=store.data_file, verifier=store.verifier)
+    source = StoreFiles(tokens, path_list, store.doc_size[order])
     docs = DocumentTable(
-        vocab=store.vocab, paths=paths, doc_class=doc_class, doc_size=store.doc_size[order],
+        vocab=store.vocab, paths=path_list, doc_class=doc_class, doc_size=source.sizes,
         doc_header=store.doc_header[order], headers=list(side["headers"]), header_ptr=header_ptr,
-        header_tok=header_tok, with_header=side["with_header"],
-        packed=PackedTokens(tokens=store.tokens, doc_ptr=store.starts[order], store=store.fmt,
-                            prefix=str(store.prefix), data_file=_data_file(store)))
+        header_tok=header_tok, with_header=side["with_header"], source=source)
     actual = store.lengths[order]
     bad = docs.doc_len != actual
     if bad.any():
@@ -145,20 +154,21 @@ def open_packed(prefix, **remote: Any) -> tuple[Corpus, DocumentTable, str | Non
     document, the file table, and every document's length against the ``DocumentTable``'s ``doc_len``
     (FormatError naming the first bad document, expected vs actual). ``corpus`` and ``documents`` are
     in corpus order (classes by name, paths sorted) whatever the store order (merged stores), and
-    ``documents.packed`` holds zero-copy memory-mapped tokens (:class:`PackedTokens`). ``metadata`` is
-    the header mode recorded at pack time (``"file"``, ``"mime"``, ``None`` or ``"callable"``).
+    ``documents.source.tokens`` holds zero-copy memory-mapped tokens
+    (:class:`~consumer.sources.store.TokenData`). ``metadata`` is the header mode recorded at pack time
+    (``"file"``, ``"mime"``, ``None`` or ``"callable"``).
     Source files are never opened. InputError if there is no store at ``prefix`` at all. A URL ``prefix``
     takes ``storage_options``, ``cache_dir`` and ``remote_cache`` (see :func:`load_store`).
     """
-    store, corpus, docs = _open(prefix, remote)
+    store, corpus, docs = _open(prefix, Storage.from_kwargs(remote, "open_packed"))
     return corpus, docs, store.sidecar["metadata"]
 
 
-def open_store(prefix: Any, **remote: Any) -> tuple[Store, Corpus, DocumentTable, Any]:
+def open_store(prefix: Any, storage: Storage | None = None) -> tuple[Store, Corpus, DocumentTable, Any]:
     """:func:`open_packed` plus the validated store (sidecar included), with the header mode as a
     ``Spec`` accepts it (a store packed with a callable gets :func:`~consumer.spec.headers_already_made`).
     ``prefix`` may be a :class:`Store` already loaded."""
-    store, corpus, docs = _open(prefix, remote)
+    store, corpus, docs = _open(prefix, storage)
     metadata = store.sidecar["metadata"]
     return store, corpus, docs, headers_already_made if metadata == "callable" else metadata
 
@@ -180,13 +190,15 @@ def inspect_packed(prefix, preview_tokens: int = 64, **remote: Any) -> dict:
     takes ``storage_options`` and ``cache_dir`` (see :func:`load_store`).
     """
     check_int("preview_tokens", preview_tokens, 0)
-    store, corpus, docs = _open(prefix, remote)
+    store, corpus, docs = _open(prefix, Storage.from_kwargs(remote, "inspect_packed"))
     side = store.sidecar
     n = min(int(docs.doc_len[0]), int(preview_tokens))
-    packed = docs.packed
+    packed = docs.source.tokens
     if packed is None:
         raise FormatError(f"{store.prefix}: opened without tokens")
     start = int(packed.doc_ptr[0])
+    if packed.verifier is not None:
+        packed.verifier.check(packed.tokens, start * packed.tokens.itemsize, (start + n) * packed.tokens.itemsize)
     ids = np.asarray(packed.tokens[start:start + n], dtype=np.int64)
     text = decode_ids(ids, docs.vocab, specials="tags").decode("utf-8", errors="backslashreplace")
     return {

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,21 +29,25 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConsumerError, FormatError, InputError, RemoteError, short_repr
+from ..formats.chunksums import ChunkVerifier
 from ..formats.mmidx import read_index
 from ..formats.pbin import HEADER_SIZE, pbin_header, pbin_index
+from ..sources.objects import reader_of
 from ..sources.range_reader import RemoteReader
 from ..sources.remote_tokens import RemoteTokens
 from ..sources.urls import stat_objects
-from ..storage import check_cache_dir
+from ..storage import Storage
 from ..util.fileio import MAX_JSON_BYTES, atomic_write_bytes, ensure_directory, load_json_bounded, sha256_file
 from .layout import SIDECAR_SUFFIX, megatron_index, modalities_index, parse_sidecar, store_dtype, store_suffixes
+from .sums import SUMS_SUFFIX, check_entry, verifier_from_bytes, warn_unchecked
 from .table import read_table
 
 __all__ = ["MIRROR_DIR", "load_remote_store"]
 
 MIRROR_DIR = "packed-remote-v1"
 _NAME = "store"  # base name of the local copies: store.idx, store.consumer.npz, store.pbin-index
-_LOCAL_SUFFIX = {"idx": ".idx", "table": ".consumer.npz", "pbin": ".pbin-index"}  # what is copied, per file kind
+_LOCAL_SUFFIX = {"idx": ".idx", "table": ".consumer.npz", "pbin": ".pbin-index",  # what is copied, per file kind
+                 "sums": SUMS_SUFFIX}
 
 
 def _stat(urls: list[str], storage_options: Mapping[str, Any] | None):
@@ -99,7 +102,7 @@ def _download(mirror: Path, reader: RemoteReader, files: dict[str, tuple[str, st
     """Copy the small files (the table, the ``.idx`` or the ends of the ``.pbin``) into ``mirror``, manifest last."""
     ensure_directory(mirror, "cache_dir")
     manifest = {}
-    for kind in [k for k in ("table", "idx", "pbin") if k in files]:
+    for kind in [k for k in ("table", "idx", "pbin", "sums") if k in files]:
         url, etag, size = files[kind]
         if kind == "pbin":  # its header, then the index pickle after the data section: never the tokens
             head = _fetch(reader, url, etag, size, [(0, min(HEADER_SIZE, size))])
@@ -113,25 +116,27 @@ def _download(mirror: Path, reader: RemoteReader, files: dict[str, tuple[str, st
     atomic_write_bytes(mirror / "manifest.json", json.dumps(manifest, indent=1).encode())
 
 
-def load_remote_store(prefix: str, storage_options: Mapping[str, Any] | None, cache_dir: Any,
-                      remote_cache: Any) -> tuple[dict, list[str], np.ndarray, np.ndarray, np.ndarray,
-                                                  RemoteTokens, np.ndarray, np.ndarray]:
+def load_remote_store(prefix: str, storage: Storage) -> tuple[dict, list[str], np.ndarray, np.ndarray, np.ndarray,
+                                                  RemoteTokens, np.ndarray, np.ndarray, ChunkVerifier | None]:
     """Open the store at the URL ``prefix``: ``(sidecar, paths, doc_class, doc_size, doc_header, tokens,
-    starts, lengths)`` in store order, the small files copied under ``cache_dir`` (see the module docstring),
-    ``tokens`` read by ranges (through a read-through block cache of ``remote_cache`` bytes when given).
+    starts, lengths, verifier)`` in store order, the small files copied under ``storage.cache_dir`` (see the
+    module docstring), ``tokens`` read by ranges with ``storage.options`` (through a read-through block cache of
+    ``storage.remote_cache`` bytes when given); ``verifier`` checks each chunk of them at its first read (its sums
+    file, ``PREFIX.consumer.sums``, is copied with the small files), None with a warning for a store packed before
+    chunk sums.
 
     InputError naming the URL when there is no store at ``prefix`` (no sidecar); FormatError naming the
     file for a missing or inconsistent store file, as for a local store.
     """
     if not isinstance(prefix, str) or prefix.endswith("/") or not prefix.rsplit("/", 1)[-1]:
         raise InputError(f"prefix must name files (a URL prefix + base name), got {short_repr(prefix)}")
-    root = check_cache_dir(cache_dir)
+    root = storage.cache_dir
     if root is None:
         raise InputError(f"cache_dir: a store in object storage ({prefix!r}) needs a local cache_dir for its index "
                          "files, got cache_dir=False")
+    storage_options = storage.options
     reader = RemoteReader(storage_options)
-    tokens_reader = reader if remote_cache is None else RemoteReader(
-        storage_options, cache_dir=os.path.join(root, "remote"), cache_bytes=remote_cache)
+    tokens_reader = reader if storage.remote_cache is None else reader_of(storage)
     side_url = prefix + SIDECAR_SUFFIX
     try:
         listed = _stat([side_url], storage_options)
@@ -145,16 +150,22 @@ def load_remote_store(prefix: str, storage_options: Mapping[str, Any] | None, ca
     side = parse_sidecar(side_bytes, side_url)
     fmt, n = side["store"], side["documents"]
     urls = {kind: prefix + suffix for kind, suffix in store_suffixes(fmt).items()}
+    sums_entry = check_entry(side, prefix)
+    sizes = {kind: side["files"][kind]["size"] for kind in urls}
+    if sums_entry is not None:
+        urls["sums"], sizes["sums"] = prefix + SUMS_SUFFIX, sums_entry["size"]
+    else:
+        warn_unchecked(prefix)
     try:
         listing = _stat(list(urls.values()), storage_options)
     except InputError:
         have = {k: u for k, u in urls.items() if _exists(u, storage_options)}
         kind = next(k for k in urls if k not in have)
         raise FormatError(f"incomplete pack at prefix {prefix!r}: store file {urls[kind]!r} is missing: expected "
-                          f"{side['files'][kind]['size']} bytes (recorded in the sidecar), got no object") from None
+                          f"{sizes[kind]} bytes (recorded in the sidecar), got no object") from None
     files = {}
     for kind, size, etag in zip(urls, listing.sizes.tolist(), listing.etags):
-        expected = side["files"][kind]["size"]
+        expected = sizes[kind]
         if size != expected:
             what = "truncated" if size < expected else "inconsistent"
             raise FormatError(f"{urls[kind]}: {what} store file: size expected {expected} bytes (recorded in the "
@@ -165,7 +176,7 @@ def load_remote_store(prefix: str, storage_options: Mapping[str, Any] | None, ca
     key = hashlib.sha256(json.dumps([prefix, side_etag, side_size, hashlib.sha256(side_bytes).hexdigest(),
                                      sorted(files.items())]).encode()).hexdigest()
     mirror = Path(root) / MIRROR_DIR / key[:40]
-    small = [k for k in ("table", "idx", "pbin") if k in files]
+    small = [k for k in ("table", "idx", "pbin", "sums") if k in files]
     if not _copy_is_whole(mirror, small):
         _download(mirror, reader, files)
     dtype = store_dtype(fmt, side["vocab_size"])
@@ -185,7 +196,9 @@ def load_remote_store(prefix: str, storage_options: Mapping[str, Any] | None, ca
             starts, lengths = modalities_index(url, width, pbin_index(url, size, head, tail), side, dtype, n)
             tokens = RemoteTokens(tokens_reader, url, etag, size, HEADER_SIZE, dtype, data_len // width)
         paths, doc_class, doc_size, doc_header = read_table(mirror / (_NAME + ".consumer.npz"), side)
-    return side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths
+    verifier = None if sums_entry is None else verifier_from_bytes(
+        prefix, side, (mirror / (_NAME + SUMS_SUFFIX)).read_bytes(), dtype.itemsize, tokens.size * dtype.itemsize)
+    return side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths, verifier
 
 
 def _exists(url: str, storage_options: Mapping[str, Any] | None) -> bool:

@@ -20,6 +20,7 @@ import numpy as np
 from ..catalog.headers import MAX_HEADER_BYTES
 from ..errors import FormatError, InputError, short_repr
 from ..fetch.reader import read_segments
+from ..formats.chunksums import DEFAULT_CHUNK_BYTES, ChunkHasher, check_chunk_bytes, sums_of_file
 from ..formats.mmidx import merge
 from ..spec import Spec, metadata_name
 from ..tokens.documents import DocumentTable
@@ -37,6 +38,7 @@ from .layout import (
     with_suffix,
 )
 from .open import Store, load_store
+from .sums import SIDECAR_KEY, SUMS_SUFFIX, data_offset, sidecar_entry, write_sums_file
 from .table import write_table
 
 __all__ = ["pack", "merge_packed", "DEFAULT_CHUNK_TOKENS"]
@@ -102,10 +104,49 @@ class _BinReader:
                               f"{start * width}, got {len(data)}")
         return np.frombuffer(data, dtype=self.dtype)
 
+    def copy_ranges(self, out: np.ndarray, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray) -> None:
+        """``out[dst[r]:][:cnt[r]] = tokens[src[r]:][:cnt[r]]`` by plain reads (how the chunk verifier reads)."""
+        for s, c, d in zip(src.tolist(), cnt.tolist(), dst.tolist()):
+            out[d:d + c] = self(s, c)
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+class _Checked:
+    """``read(start, count)`` of an input store's tokens, after checking the chunks they lie in (when the store
+    has chunk sums), so a damaged input is never copied into a store with new, valid sums."""
+
+    def __init__(self, read, store: Store) -> None:
+        self.read, self.store = read, store
+
+    def __call__(self, start: int, count: int) -> np.ndarray:
+        s = self.store
+        if s.verifier is not None:  # a local store's chunks by plain reads too (no memory map kept resident)
+            s.verifier.check(self.read if isinstance(self.read, _BinReader) else s.tokens,
+                             start * s.tokens.itemsize, (start + count) * s.tokens.itemsize)
+        return self.read(start, count)
+
+    def close(self) -> None:
+        if isinstance(self.read, _BinReader):
+            self.read.close()
+
+
+def _check_all(store: Store, dtype: np.dtype) -> None:
+    """Check every chunk of an input store (when it has chunk sums), 4M tokens of plain reads at a time."""
+    if store.verifier is None:
+        return
+    source = _BinReader(with_suffix(store.prefix, ".bin"), dtype) if isinstance(store.prefix, Path) else store.tokens
+    n, w = int(store.tokens.size), dtype.itemsize
+    step = max(DEFAULT_CHUNK_TOKENS, store.verifier.sums.chunk_bytes // w)
+    try:
+        for lo in range(0, n, step):
+            store.verifier.check(source, lo * w, min(lo + step, n) * w)
+    finally:
+        if isinstance(source, _BinReader):
+            source.close()
 
 
 def _store_pieces(readers: list, owner: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
@@ -121,6 +162,17 @@ def _store_pieces(readers: list, owner: np.ndarray, starts: np.ndarray, lengths:
             first, done = False, done + m
 
 
+class _Both:
+    """Feeds every ``update`` to two digests (the sha256 and the chunk sums of the token data)."""
+
+    def __init__(self, a, b) -> None:
+        self.a, self.b = a, b
+
+    def update(self, data) -> None:
+        self.a.update(data)
+        self.b.update(data)
+
+
 def _commit(tmp: Path, prefix: Path, fmt: str, sidecar: dict) -> dict[str, dict]:
     """Rename the temporary store files into place, then write the sidecar (last); returns its ``files``."""
     kinds = store_suffixes(fmt)
@@ -128,6 +180,10 @@ def _commit(tmp: Path, prefix: Path, fmt: str, sidecar: dict) -> dict[str, dict]
     for kind, suffix in kinds.items():
         files[kind] = {"name": prefix.name + suffix, "size": os.stat(with_suffix(tmp, suffix)).st_size}
     sidecar = dict(sidecar, files=files)
+    if SIDECAR_KEY in sidecar:  # the chunk sums file, committed with the data files (see consumer.packed.sums)
+        kinds = dict(kinds, sums=SUMS_SUFFIX)
+        sidecar[SIDECAR_KEY] = dict(sidecar[SIDECAR_KEY], name=prefix.name + SUMS_SUFFIX,
+                                    size=os.stat(with_suffix(tmp, SUMS_SUFFIX)).st_size)
     text = json.dumps(sidecar, indent=1, sort_keys=False).encode("utf-8")
     with_suffix(prefix, SIDECAR_SUFFIX).unlink(missing_ok=True)  # an old sidecar never describes new data
     fsync_dir(prefix.parent)
@@ -146,13 +202,21 @@ def _write_store(final: Path, fmt: str, write, sidecar: dict) -> dict[str, dict]
         write(tmp)
         return _commit(tmp, final, fmt, sidecar)
     except BaseException:
-        for suffix in store_suffixes(fmt).values():
+        for suffix in [*store_suffixes(fmt).values(), SUMS_SUFFIX]:
             discard(with_suffix(tmp, suffix))
         raise
 
 
+def _write_sums(tmp: Path, sidecar: dict, sums) -> None:
+    """Write the chunk sums under the temporary prefix and record them in the sidecar (size set at commit)."""
+    write_sums_file(with_suffix(tmp, SUMS_SUFFIX), sums)
+    sidecar[SIDECAR_KEY] = sidecar_entry("", 0, sums)
+
+
 def _summary(prefix: Path, fmt: str, dtype: np.dtype, files: dict, documents: int, tokens: int,
              source_bytes: int, seconds: float) -> dict:
+    sums = with_suffix(prefix, SUMS_SUFFIX)
+    files = dict(files, sums={"name": sums.name, "size": sums.stat().st_size})  # the chunk sums, written with it
     return {
         "prefix": str(prefix),
         "format": fmt,
@@ -168,7 +232,8 @@ def _summary(prefix: Path, fmt: str, dtype: np.dtype, files: dict, documents: in
 
 
 def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, format: str = "megatron",
-         verbose: bool = False, *, chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> dict:
+         verbose: bool = False, *, chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+         checksum_chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> dict:
     """Write every document of ``documents`` to a packed store at ``prefix`` (``Consumer.pack`` calls this).
 
     One document per source file, in ``documents`` order (corpus order), with exactly the tokens the
@@ -183,6 +248,9 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
     store there stays valid; a kill leaves only hidden ``.tmp`` files). Only a failure during the final
     renames (microseconds) can leave a mix of old and new files, which ``open_packed`` refuses by their
     recorded sizes or the missing sidecar.
+    Every ``checksum_chunk_bytes`` bytes of token data (a power of two, 4 KiB to 1 GiB; 1 MiB by default) get a
+    CRC-32C, written to ``prefix.consumer.sums`` (:mod:`consumer.packed.sums`): each chunk is checked the first
+    time a process reads it.
     ``verbose`` reports the packed size and shows a progress bar (bytes); otherwise nothing is
     printed. Returns a summary: prefix, format, dtype, documents, tokens, source and store bytes, the
     files written and the wall time.
@@ -190,6 +258,7 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
     check_choice("format", format, sorted(FORMATS))
     check_bool("verbose", verbose)
     chunk_tokens = check_int("chunk_tokens", chunk_tokens, 1)
+    sum_bytes = check_chunk_bytes(checksum_chunk_bytes, "checksum_chunk_bytes")
     if len(documents) == 0:
         raise InputError("documents: the dataset has no documents to pack")
     final = as_prefix(prefix, create=True)
@@ -211,9 +280,10 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
                            tokens, spec=spec)
 
     def write(tmp: Path) -> None:
-        digest = hashlib.sha256()
-        FORMATS[format].write(tmp, _pieces(documents, dtype, chunk_tokens, bar, digest), dtype)
+        digest, hasher = hashlib.sha256(), ChunkHasher(sum_bytes, data_offset(format))
+        FORMATS[format].write(tmp, _pieces(documents, dtype, chunk_tokens, bar, _Both(digest, hasher)), dtype)
         sidecar["tokens_sha256"] = digest.hexdigest()
+        _write_sums(tmp, sidecar, hasher.finish())
         write_table(with_suffix(tmp, TABLE_SUFFIX), documents.paths, documents.doc_class, documents.doc_size,
                     documents.doc_header)
 
@@ -319,19 +389,21 @@ def merge_packed(prefixes: Sequence, out_prefix, order_by: str = "corpus") -> di
 
     def write(tmp: Path) -> None:
         if order_by == "inputs":
+            for s in stores:  # a damaged input must not be copied under new, valid chunk sums
+                _check_all(s, dtype)
             merge([str(s.prefix) for s in stores], str(tmp), atomic=False)
         else:
             # local stores by plain reads of their .bin; a store at a URL by range requests of its tokens
-            readers = [_BinReader(with_suffix(s.prefix, ".bin"), dtype) if isinstance(s.prefix, Path)
-                       else (lambda a, m, t=s.tokens: np.asarray(t[a:a + m])) for s in stores]
+            readers = [_Checked(_BinReader(with_suffix(s.prefix, ".bin"), dtype) if isinstance(s.prefix, Path)
+                                else (lambda a, m, t=s.tokens: np.asarray(t[a:a + m])), s) for s in stores]
             try:
                 FORMATS["megatron"].write(tmp, _store_pieces(readers, owner_of[order], starts[order], lengths[order],
                                                              DEFAULT_CHUNK_TOKENS), dtype)
             finally:
                 for r in readers:
-                    if isinstance(r, _BinReader):
-                        r.close()
+                    r.close()
         sidecar["tokens_sha256"] = sha256_file(with_suffix(tmp, ".bin"))
+        _write_sums(tmp, sidecar, sums_of_file(with_suffix(tmp, ".bin"), 0, tokens * dtype.itemsize))
         write_table(with_suffix(tmp, TABLE_SUFFIX), [paths[i] for i in order.tolist()], doc_class[order],
                     doc_size[order], doc_header[order])
 

@@ -24,7 +24,7 @@ import pyarrow as pa
 from ..catalog.catalog import CATALOG_NAME, Catalog, display_path, path_key
 from ..catalog.content import CONTENT_COLUMNS
 from ..catalog.duplicates import DuplicateGroup, catalog_sha256s, find_duplicates
-from ..errors import InputError, QueryError, SelectionError, short_repr
+from ..errors import QueryError, SelectionError, short_repr
 from ..sources.paths import PathList
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
@@ -60,15 +60,6 @@ def _alive(ref: weakref.ref) -> SQLSession:
     if session is None:
         raise QueryError("statement: this dataset's SQL session was closed")
     return session
-
-
-def _remote_describer(docs: DocumentTable):
-    """libmagic from byte ranges for documents whose paths are URLs (None for local files)."""
-    if docs.remote is None:
-        return None
-    from ..sources.object_magic import describer  # noqa: PLC0415  (fsspec loads only for URLs)
-
-    return describer(docs.remote.reader, docs.paths, docs.doc_size, docs.remote.etags)
 
 
 class SQLSession:
@@ -138,13 +129,14 @@ class SQLSession:
             columns = dataset_columns(docs.paths, docs.doc_class, self.classes, class_ids, docs.doc_size,
                                       docs.doc_mtime, docs.doc_header, docs.headers, docs.doc_len, samples,
                                       with_path=False)
-            local = docs.packed is None and docs.remote is None
+            source = docs.source
+            local = source.whole_files  # local files: the content pass and the byte predicates read them
             paths = docs.paths
             me = weakref.ref(self)  # the engine is ours: a strong reference back would make a cycle, and the
             # catalog would then close only when the cyclic GC runs, not when the dataset goes away
             lazy = [LazyGroup(("path", "extension"), lambda: {"path": path_array(paths)}, star=True),
                     LazyGroup(MAGIC_COLUMNS, lambda ids=None: _alive(me)._magic_columns(ids), star=True,
-                              partial=docs.packed is None)]
+                              partial=source.durable)]
             if local:  # the content pass reads whole local files (objects and stores keep NULL content columns)
                 lazy.append(LazyGroup(CONTENT_COLUMNS, lambda ids=None: _alive(me)._content_columns(ids),
                                       partial=True))
@@ -157,7 +149,7 @@ class SQLSession:
         (None: all); the arrays cover every file, NULL where not computed yet. A packed store's come from its
         headers."""
         docs = self.documents
-        if docs.packed is not None:
+        if not docs.source.durable:  # a packed store: its headers
             text = pa.DictionaryArray.from_arrays(pa.array(np.asarray(docs.doc_header, dtype=np.int32)),
                                                   pa.array(list(docs.headers), type=pa.string()))
             text = text.cast(pa.large_string())
@@ -169,7 +161,7 @@ class SQLSession:
             self._magic_values = ([None] * n, [None] * n)
         ids = np.arange(n) if ids is None else ids
         desc, mime = self.catalog.sync(_take(docs.paths, ids), docs.doc_size[ids], docs.doc_mtime[ids],
-                                       want=MAGIC_COLUMNS, verbose=self.verbose, describe=_remote_describer(docs))
+                                       want=MAGIC_COLUMNS, verbose=self.verbose, describe=docs.source.describe)
         all_desc, all_mime = self._magic_values
         for i, d, m in zip(ids.tolist(), desc, mime):
             all_desc[i], all_mime[i] = d, m
@@ -195,7 +187,8 @@ class SQLSession:
         """The SQLite view of 0.2 (``dialect="sqlite"``)."""
         if self._sql is None:
             docs = self.documents
-            if docs.packed is not None:
+            source = docs.source
+            if not source.durable:  # a packed store: rows from its file table and headers
                 if self._catalog is not None:
                     self._catalog.release()
                 self._catalog = Catalog(None).retain()
@@ -206,9 +199,9 @@ class SQLSession:
                 ensure = None  # a store's content columns stay NULL: its source files are never read
             else:
                 self.catalog.sync(docs.paths, docs.doc_size, docs.doc_mtime, want=("description", "mime"),
-                                  verbose=self.verbose, describe=_remote_describer(docs))
-                # the content pass reads whole files: local ones only (remote objects keep NULL content columns)
-                ensure = None if docs.remote is not None else content_completer(
+                                  verbose=self.verbose, describe=source.describe)
+                # the content pass reads whole files: where the source offers them (else NULL content columns)
+                ensure = None if not source.whole_files else content_completer(
                     self.catalog, docs.paths, docs.doc_size, docs.doc_mtime, verbose=self.verbose)
             catalog = self.catalog
             self._sql = DatasetSQL(catalog.path, None if catalog.path else catalog.connection,
@@ -219,9 +212,7 @@ class SQLSession:
     def duplicates(self) -> list[DuplicateGroup]:
         """Groups of files with equal content (sha256 from the catalog's content pass, run once per file)."""
         docs = self.documents
-        if docs.remote is not None or docs.packed is not None:
-            raise InputError("duplicates(): the content pass reads local source files; this dataset's files are "
-                             + ("URLs" if docs.remote is not None else "in a packed store"))
+        docs.source.refuse_whole_files("duplicates() (the content pass)")
         sha = catalog_sha256s(self.catalog, docs.paths, docs.doc_size, docs.doc_mtime, verbose=self.verbose)
         return find_duplicates(docs.paths, [self.classes[c] for c in docs.doc_class.tolist()], sha, docs.doc_size)
 

@@ -1,10 +1,10 @@
 """The one interface for where a dataset's bytes come from: :class:`ByteSource`.
 
-A dataset reads the bytes of its files, describes them with libmagic, streams them for the content pass and the
-byte predicates of SQL, and hands them to other processes (DataLoader workers, ranks, cluster tasks) — whatever
+A dataset reads the bytes of its files, describes them with libmagic, streams them for the byte predicates of SQL,
+and hands them to other processes (DataLoader workers, ranks, cluster tasks) — whatever
 holds them: local files, objects behind URLs, or a packed store (whose documents are ready-made tokens, memory-
 mapped or read by ranges). Each of those is one implementation of :class:`ByteSource`, chosen once by
-:func:`consumer.sources.open_source` (or by the packed-store opener); nothing outside :mod:`consumer.sources` asks
+:func:`consumer.sources.open.open_source` (or by the packed-store opener); nothing outside :mod:`consumer.sources` asks
 which kind it holds. The models are webdataset's ``gopen`` (one opener chosen by the URL's scheme) and httpx's
 transports (one interface, one implementation per way of moving bytes).
 
@@ -43,9 +43,10 @@ CHUNK_BYTES = 1 << 20  # default chunk of iter_chunks
 class ByteSource(ABC):
     """Where the bytes of a dataset's files come from (see the module docstring).
 
-    ``kind`` says what it is in messages (``"local files"``, ``"URLs"``, ``"a packed store"``); code never branches
-    on it. ``tokens`` is a packed store's :class:`~consumer.sources.store.TokenData` (None for files and objects,
-    whose documents are built from their bytes); ``whole_files`` says whether reading whole files (the content pass,
+    ``kind`` says what it is in messages (``"local files"``, ``"URLs"``, ``"in a packed store"``: it completes
+    "this dataset's files are ..."); code never branches on it. ``tokens`` is a packed store's
+    :class:`~consumer.sources.store.TokenData` (None for files and objects, whose documents are built from their
+    bytes); ``whole_files`` says whether reading whole files (the content pass,
     ``dedupe="content"``) is offered; ``durable`` whether the files' catalog rows may be kept in the cache
     directory's catalog (a packed store's file table describes files that may not exist here).
     """
@@ -78,14 +79,14 @@ class ByteSource(ABC):
         """The bytes of file ``i`` in pieces of at most ``chunk`` bytes (one buffer reused: consume each piece
         before asking for the next), checked to be the version listed before the first and after the last."""
         size = int(self.sizes[i])
-        buf = np.empty(min(max(int(chunk), 1), max(size, 1)), dtype=np.uint8)
+        buf: np.ndarray = np.empty(min(max(int(chunk), 1), max(size, 1)), dtype=np.uint8)
         ids = np.array([i], dtype=np.int64)
         zero = np.zeros(1, dtype=np.int64)
         for start in range(0, size, buf.size):
             n = min(buf.size, size - start)
             self.read_ranges(ids, np.array([start], dtype=np.int64), np.array([n], dtype=np.int64), buf, zero,
                              verify_after=start + n >= size)
-            yield memoryview(buf)[:n]
+            yield buf.data[:n]
 
     @abstractmethod
     def describe(self, paths: Sequence[str], *, kinds: Sequence[str], verbose: bool = False,
@@ -93,10 +94,20 @@ class ByteSource(ABC):
         """Raw libmagic ``(description, MIME type)`` of each of ``paths`` (paths of this source), in order; a kind
         not in ``kinds`` comes back as None. This is the ``describe`` :meth:`Catalog.sync` calls."""
 
-    def handoff(self) -> dict:
+    @abstractmethod
+    def with_paths(self, paths: Sequence[str]) -> ByteSource:
+        """The same files under ``paths`` (equal strings; e.g. a list sharing the blob of a corpus's paths)."""
+
+    def check_readable(self) -> None:
+        """Prove every file can be read (a build calls it before spending time on the files); by default the
+        listing proved it."""
+        return None
+
+    def handoff(self) -> dict | None:
         """What another process needs, beside the paths, sizes and stamps of an index cache entry, to reopen this
-        source without listing its files (:func:`consumer.sources.reopen_source`); JSON-able."""
-        return {"kind": self.kind}
+        source without listing its files (:func:`consumer.sources.open.reopen_source`; JSON-able), or None when it
+        needs nothing more."""
+        return None
 
     def refuse_whole_files(self, what: str) -> None:
         """InputError saying ``what`` (e.g. ``"duplicates()"``) reads whole local files and this source has

@@ -1,7 +1,7 @@
 """The token data of a packed store held in object storage, read by concurrent range requests.
 
 :class:`RemoteTokens` stands where a local store has its memory-mapped token array
-(``PackedTokens.tokens``): it has the array's ``dtype``, ``size`` and ``itemsize``, slicing
+(``TokenData.tokens``, :mod:`consumer.sources.store`): it has the array's ``dtype``, ``size`` and ``itemsize``, slicing
 (``tokens[a:b]``, ``tokens[i]``) returns numpy arrays, and :meth:`RemoteTokens.copy_ranges` fills many
 ranges of a batch at once, exactly like :func:`~consumer.formats.mmidx.copy_ranges` does from a memory map.
 Every range of one call is in flight at once through a :class:`~consumer.sources.range_reader.RemoteReader`

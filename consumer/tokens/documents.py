@@ -9,52 +9,42 @@ small CSR table (``header_ptr`` / ``header_tok``) and every file points at one (
 Everything is a flat numpy array; paths are kept in one :class:`~consumer.sources.paths.PathList` (a packed
 blob, not 10^7 ``str`` objects).
 
-Where the tokens come from: the source files (``packed is None``: the reader builds documents from
-their bytes) or a packed store (:class:`PackedTokens`: the documents' tokens, ready-made, memory-mapped).
+Where the bytes come from is ``source``, one :class:`~consumer.sources.base.ByteSource` (local files, objects
+behind URLs, a packed store): the reader builds documents from the files' bytes, or copies a packed store's
+ready-made tokens (``source.tokens``, a :class:`~consumer.sources.store.TokenData`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
+from ..sources.base import ByteSource
+from ..sources.local import LocalFiles
 from ..sources.paths import PathList
+from ..sources.store import StoreFiles, TokenData
 from .vocab import Vocab, encode_bytes, n_content_tokens
 
-__all__ = ["DocumentTable", "PackedTokens", "RemoteFiles", "build_documents", "tokenise_headers"]
+__all__ = ["DOC_ARRAYS", "DocumentTable", "build_documents", "tokenise_headers"]
+
+# the per-document arrays of a DocumentTable that the index cache stores (beside the paths and header texts)
+DOC_ARRAYS = ("doc_class", "doc_size", "doc_header", "header_ptr", "header_tok", "doc_mtime")
 
 
 _NO_MTIMES = np.zeros(0, dtype=np.int64)  # "not given": replaced by zeros, one per document
 
 
-@dataclass(frozen=True, eq=False)
-class PackedTokens:
-    """The documents' tokens in a packed store (``DocumentTable.packed``).
-
-    ``tokens`` is the whole store as one read-only 1-D memory-mapped array in the store's dtype, or, for a
-    store in object storage, a :class:`~consumer.sources.remote_tokens.RemoteTokens` with the same slicing and a
-    ``copy_ranges`` method (the reader copies a batch's ranges through it); ``doc_ptr[i]`` (int64) is the
-    position in ``tokens`` of the first token of document ``i`` of the ``DocumentTable``.
-    ``store`` (the format name) and ``prefix`` say where it came from; ``data_file`` is the local file holding
-    ``tokens`` (its ``stat`` tells a fetch the store changed in place), None for a store at a URL.
-    """
-
-    tokens: Any  # np.ndarray or RemoteTokens
-    doc_ptr: np.ndarray
-    store: str
-    prefix: str
-    data_file: str | None = None
+PackedTokens = TokenData  # the name before 0.3 (pickles of packed datasets made by 0.2 name it)
 
 
 @dataclass(frozen=True, eq=False)
 class RemoteFiles:
-    """How the reader fetches documents whose paths are URLs: a :class:`~consumer.sources.range_reader.RemoteReader`
-    (concurrent range requests, retries, optional read-through cache) and each document's ETag at indexing
-    time (None when the backend has none), checked on every read."""
+    """Only for unpickling datasets over URLs pickled before 0.3 (now
+    :class:`~consumer.sources.objects.ObjectFiles`)."""
 
     reader: Any
     etags: list
@@ -86,15 +76,32 @@ class DocumentTable:
     header_tok: np.ndarray    # [sum of header lengths]
     with_header: bool
     doc_mtime: np.ndarray = field(default_factory=lambda: _NO_MTIMES)  # [D] mtime (ns) at build; zeros when unknown
-    packed: PackedTokens | None = None   # a packed store's tokens, or None: read the source files
-    remote: RemoteFiles | None = None    # source files in object storage / over HTTP: read through fsspec
-    doc_ident: np.ndarray | None = None  # [D, 2] (device, inode) at build time, checked on every read; None: unknown
+    source: ByteSource = None  # type: ignore[assignment]  # where the bytes come from; None: the local files named
 
     def __post_init__(self) -> None:
         if not isinstance(self.paths, PathList):
             object.__setattr__(self, "paths", PathList.of(list(self.paths)))
         if self.doc_mtime is _NO_MTIMES or self.doc_mtime is None:
             object.__setattr__(self, "doc_mtime", np.zeros(len(self.paths), dtype=np.int64))
+        if self.source is None:
+            object.__setattr__(self, "source", LocalFiles(self.paths, self.doc_size, self.doc_mtime))
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickle, also a table pickled before 0.3 (its ``packed`` / ``remote`` / ``doc_ident`` fields become
+        its ``source``)."""
+        if "source" not in state:
+            state = dict(state)
+            packed, remote, ident = state.pop("packed", None), state.pop("remote", None), state.pop("doc_ident", None)
+            paths, sizes, stamps = state["paths"], state["doc_size"], state["doc_mtime"]
+            if packed is not None:
+                state["source"] = StoreFiles(packed, paths, sizes)
+            elif remote is not None:
+                from ..sources.objects import ObjectFiles  # noqa: PLC0415  (fsspec loads only for URLs)
+
+                state["source"] = ObjectFiles(remote.reader, paths, sizes, stamps, remote.etags)
+            else:
+                state["source"] = LocalFiles(paths, sizes, stamps, ident)
+        self.__dict__.update(state)
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -121,16 +128,13 @@ class DocumentTable:
 
     def subset(self, ids: np.ndarray, new_class: np.ndarray) -> DocumentTable:
         """The documents ``ids`` (sorted), classes renumbered through ``new_class`` (old index -> new)."""
-        packed = None if self.packed is None else replace(self.packed, doc_ptr=self.packed.doc_ptr[ids])
-        remote = None if self.remote is None else replace(self.remote,
-                                                          etags=[self.remote.etags[i] for i in ids.tolist()])
-        mtime = self.doc_mtime
-        return DocumentTable(vocab=self.vocab, paths=PathList.of([self.paths[i] for i in ids.tolist()]),
-                             doc_class=new_class[self.doc_class[ids]], doc_size=self.doc_size[ids],
+        source = self.source.subset(ids)  # sizes and stamps: one copy, shared with the source
+        return DocumentTable(vocab=self.vocab, paths=source.paths,
+                             doc_class=new_class[self.doc_class[ids]], doc_size=source.sizes,
                              doc_header=self.doc_header[ids], headers=self.headers, header_ptr=self.header_ptr,
-                             header_tok=self.header_tok, with_header=self.with_header, doc_mtime=mtime[ids],
-                             packed=packed, remote=remote,
-                             doc_ident=None if self.doc_ident is None else self.doc_ident[ids])
+                             header_tok=self.header_tok, with_header=self.with_header,
+                             doc_mtime=source.stamps,
+                             source=source)
 
     def header_text(self, doc: int) -> str:
         """The normalised header text of one document."""
@@ -139,7 +143,7 @@ class DocumentTable:
 
 def build_documents(paths: Sequence[str], doc_class, sizes, header_texts: list[str], vocab: Vocab,
                     with_header: bool, mtimes: np.ndarray | None = None,
-                    identity: np.ndarray | None = None) -> DocumentTable:
+                    source: ByteSource | None = None) -> DocumentTable:  # None: the local files named
     """Assemble a :class:`DocumentTable`: tokenise each distinct header once, point files at them."""
     headers = sorted(set(header_texts)) if with_header else [""]
     lookup = {h: i for i, h in enumerate(headers)}
@@ -150,4 +154,4 @@ def build_documents(paths: Sequence[str], doc_class, sizes, header_texts: list[s
                          doc_size=np.asarray(sizes, dtype=np.int64), doc_header=doc_header, headers=headers,
                          header_ptr=header_ptr, header_tok=header_tok, with_header=with_header,
                          doc_mtime=_NO_MTIMES if mtimes is None else np.asarray(mtimes, dtype=np.int64),
-                         doc_ident=identity)
+                         source=source)  # type: ignore[arg-type]

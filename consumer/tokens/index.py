@@ -30,11 +30,14 @@ import numpy as np
 from ..errors import ConsumerWarning, InputError, short_repr
 from ..util.validate import check_int, int_vector
 
-__all__ = ["AUTO_SEQLEN_CAP", "LONG_FILES", "MAX_SEQLEN", "STYLES", "SampleIndex", "auto_seqlen", "build_index",
-           "check_seqlen", "index_dtype", "resolve_seqlen", "warn_if_padded"]
+__all__ = ["AUTO_SEQLEN_CAP", "INDEX_ARRAYS", "LONG_FILES", "MAX_SEQLEN", "STYLES", "SampleIndex", "auto_seqlen",
+           "build_index", "check_seqlen", "index_dtype", "resolve_seqlen", "warn_if_padded"]
 
 LONG_FILES = ("truncate", "windows", "crop")  # crop: like truncate, the window moved per epoch at fetch time
 _CHUNK = 1 << 20  # elements per step of the once-per-index checks (bounded temporaries at 10^7 files)
+
+# the flat arrays that make a SampleIndex (beside its seqlen): what the index cache stores
+INDEX_ARRAYS = ("seg_ptr", "seg_doc", "seg_start", "seg_len", "seg_col", "sample_class", "class_ptr")
 
 
 @dataclass(frozen=True)

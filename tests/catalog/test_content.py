@@ -301,3 +301,63 @@ def test_non_utf8_file_names(tmp_path):
     assert cat.ensure_content([p], sizes, mtimes) == 1
     assert cat.content_rows([p], sizes, mtimes)[0][0] == hashlib.sha256(b"bytes of a badly named file").hexdigest()
     assert cat.connection.execute("SELECT path FROM files").fetchone()[0].endswith("caf\\xe9-\\xff.bin")
+
+
+# ------------------------------------------------------------------ the batched pass against a plain reference
+def reference(path: str) -> tuple[int, str, list[int]]:
+    """Size, sha256 and byte counts of a file, straightforwardly: read it whole, hash it, count each byte."""
+    with open(path, "rb") as f:
+        data = f.read()
+    counts = [0] * 256
+    for b in data:
+        counts[b] += 1
+    return len(data), hashlib.sha256(data).hexdigest(), counts
+
+
+@settings(max_examples=25, deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 1, 2, 255, 1023, 1024, 1025, 4095, 4096, 4097, 5000, 16383, 16384, 40000]),
+                      min_size=1, max_size=40),
+       seed=st.integers(0, 2**32 - 1), chunk=st.sampled_from([4096, 8192, 65536]),
+       mode=st.sampled_from(["serial", "threads", "processes"]), per_task=st.sampled_from([None, 1, 3, 7]))
+def test_batched_pass_equals_a_plain_reference(sizes, seed, chunk, mode, per_task):
+    """Small files read back to back into one buffer and counted together, files streamed chunk by chunk
+    (larger than a quarter of ``chunk``), in any mix and order, serially, in threads or in processes:
+    every file's size, sha256 and counts equal a plain whole-file read, and the columns equal the
+    one-histogram functions."""
+    rng = np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for i, n in enumerate(sizes):
+            data = rng.integers(0, int(rng.integers(1, 257)), n, dtype=np.uint8)  # few or many distinct values
+            paths.append(write(os.path.join(d, f"f{i:02d}"), data.tobytes()))
+        workers = 1 if mode == "serial" else 2
+        got = list(compute_content(paths, workers=workers, chunk=chunk, files_per_task=per_task,
+                                   processes=True if mode == "processes" else False))
+        assert [s.path for s in got] == paths
+        for s, p in zip(got, paths):
+            size, digest, counts = reference(p)
+            assert (s.size, s.sha256, s.histogram.tolist()) == (size, digest, counts)
+            assert s.histogram.dtype == np.uint64 and s.mtime_ns == os.stat(p).st_mtime_ns
+            assert (s.entropy, s.printable, s.zeros) == (entropy_bits(s.histogram), printable_fraction(s.histogram),
+                                                         zeros_fraction(s.histogram))
+
+
+def test_processes_and_threads_give_the_same_results_and_errors(tmp_path):
+    rng = np.random.default_rng(9)
+    paths = [write(tmp_path / f"f{i:03d}", rng.integers(0, 256, int(rng.integers(0, 9000)), dtype=np.uint8).tobytes())
+             for i in range(300)]
+    by_threads = list(compute_content(paths, workers=2, processes=False))
+    by_processes = list(compute_content(paths, workers=2, processes=True))
+    auto = list(compute_content(paths, workers=2))  # the default: threads
+    for a, b, c in zip(by_threads, by_processes, auto):
+        assert (a.path, a.size, a.mtime_ns, a.sha256, a.entropy, a.printable, a.zeros) == \
+            (b.path, b.size, b.mtime_ns, b.sha256, b.entropy, b.printable, b.zeros) == \
+            (c.path, c.size, c.mtime_ns, c.sha256, c.entropy, c.printable, c.zeros)
+        assert a.histogram.tolist() == b.histogram.tolist() == c.histogram.tolist()
+    os.remove(paths[150])
+    for processes in (False, True):
+        with pytest.raises(InputError, match="f150"):
+            list(compute_content(paths, workers=2, processes=processes))
+    with pytest.raises(InputError, match="processes"):
+        list(compute_content(paths, processes="yes"))
+

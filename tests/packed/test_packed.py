@@ -40,7 +40,7 @@ def assert_same_samples(raw: Consumer, packed: Consumer) -> None:
 
 
 def store_files(prefix: str) -> list[str]:
-    suffixes = (".bin", ".idx", ".pbin", ".consumer.json", ".consumer.npz")
+    suffixes = (".bin", ".idx", ".pbin", ".consumer.json", ".consumer.npz", ".consumer.sums")
     return [prefix + s for s in suffixes if os.path.exists(prefix + s)]
 
 
@@ -59,7 +59,7 @@ def test_packed_equals_raw_for_every_sample(tmp_path: Path, n_bytes: int, metada
         raw = Consumer(fps, style=style, n_bytes=n_bytes, seqlen=seqlen, metadata=metadata, long_files=long_files,
                        seed=7)
         packed = Consumer.from_packed(prefix, style=style, seqlen=seqlen, long_files=long_files, seed=7)
-        assert packed.documents.packed is not None
+        assert packed.documents.source.tokens is not None
         assert packed.files == raw.files and packed.classes == raw.classes
         assert packed.metadata == metadata and packed.vocab == raw.vocab
         np.testing.assert_array_equal(packed.documents.doc_len, raw.documents.doc_len)
@@ -96,7 +96,7 @@ def test_dtypes_follow_the_vocabulary(tmp_path: Path) -> None:
         prefix = str(tmp_path / f"s{n_bytes}{fmt}")
         assert Consumer(fps, n_bytes=n_bytes, metadata=None).pack(prefix, format=fmt)["dtype"] == dtype
         assert inspect_packed(prefix)["dtype"] == dtype
-        assert Consumer.from_packed(prefix).documents.packed.tokens.dtype == np.dtype(dtype)
+        assert Consumer.from_packed(prefix).documents.source.tokens.tokens.dtype == np.dtype(dtype)
 
 
 def test_repack_of_a_packed_dataset_is_byte_identical(tmp_path: Path, corpus) -> None:
@@ -170,7 +170,8 @@ def test_pack_arguments_are_checked(tmp_path: Path, corpus) -> None:
     with pytest.raises(InputError, match="directory does not exist"):
         ds.pack(str(tmp_path / "afile" / "s"))
     ds.pack(str(tmp_path / "new" / "dir" / "s"))  # missing parent directories are created
-    assert sorted(os.listdir(tmp_path / "new" / "dir")) == ["s.bin", "s.consumer.json", "s.consumer.npz", "s.idx"]
+    assert sorted(os.listdir(tmp_path / "new" / "dir")) == ["s.bin", "s.consumer.json", "s.consumer.npz",
+                                                            "s.consumer.sums", "s.idx"]
 
 
 def test_overwrite_with_another_format(tmp_path: Path, corpus) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 import subprocess
 import time
 from pathlib import Path
@@ -107,6 +106,15 @@ def test_single_bit_flips_in_the_description_are_never_served(built, data):
 # ------------------------------------------------------------------------------------------ packed stores
 
 
+def _without_chunk_sums(prefix: Path) -> None:
+    """Make ``prefix`` a store as packed before per-chunk sums: no sidecar field, no sums file."""
+    side_path = Path(f"{prefix}.consumer.json")
+    side = json.loads(side_path.read_text())
+    del side["chunksums"]
+    side_path.write_text(json.dumps(side))
+    Path(f"{prefix}.consumer.sums").unlink()
+
+
 @pytest.mark.parametrize("fmt", ["megatron", "modalities"])
 def test_verify_detects_a_flipped_token_and_ids_outside_the_vocabulary(tmp_path, fmt):
     fps = write_corpus(tmp_path / "data", SMALL)
@@ -126,6 +134,10 @@ def test_verify_detects_a_flipped_token_and_ids_outside_the_vocabulary(tmp_path,
     with pytest.raises(FormatError, match="ids must be in"):
         Consumer.from_packed(prefix, verify=True, style="concat", seqlen=32)
     ds = Consumer.from_packed(prefix, style="concat", seqlen=32)  # opened without verify: the fetch refuses
+    with pytest.raises(FormatError, match=r"chunk 0 \(bytes \d+\.\.\d+ of .*\): crc32c expected"):
+        ds.fetch_numpy(np.arange(len(ds)))
+    _without_chunk_sums(prefix)  # a store packed before chunk sums: the fetch's id check still refuses
+    ds = Consumer.from_packed(prefix, style="concat", seqlen=32)
     with pytest.raises(FormatError, match=r"token ids must be in \[0, 65542\), got \[70000\]"):
         ds.fetch_numpy(np.arange(len(ds)))
     assert main(["verify", str(prefix)]) == 2
@@ -135,10 +147,12 @@ def test_verify_detects_a_flipped_token_and_ids_outside_the_vocabulary(tmp_path,
 def test_a_bad_id_is_refused_by_every_fetch_that_serves_it_and_only_those(tmp_path, bad):
     """The fetch does not check again a sample it found clean; a sample holding a bad id is never found clean, so
     every fetch serving it fails (the first and later ones, alone or with samples already served) while the
-    other samples are served."""
+    other samples are served. (A store without chunk sums: with them, the chunk's CRC refuses every sample of the
+    chunk first.)"""
     fps = write_corpus(tmp_path / "data", SMALL)
     prefix = tmp_path / "store"
     Consumer(fps, cache_dir=False, **KW).pack(prefix, format="megatron")
+    _without_chunk_sums(prefix)
     clean = Consumer.from_packed(prefix, style="concat", seqlen=32)
     rows = clean.fetch_numpy(np.arange(len(clean)))["input_array"]
     data = tmp_path / "store.bin"
@@ -247,21 +261,6 @@ def test_a_catalog_claiming_a_schema_it_lacks_is_rebuilt(tmp_path):
     again = Consumer(fps, cache_dir=cache, metadata="mime", **{k: v for k, v in KW.items()})
     assert again.build_info["cache"] == "miss" and again.build_info["libmagic_calls"] == len(ds.files)
     assert [n for n in os.listdir(cache) if n.startswith("catalog.sqlite.corrupt-")]
-
-
-def test_a_full_disk_names_the_cache_dir_and_the_bytes_needed(tmp_path):
-    """A tiny tmpfs would need privileges; RLIMIT_FSIZE makes every write past a few bytes fail with EFBIG,
-    so ENOSPC is simulated where the kernel reports it: /dev/full."""
-    import errno
-
-    from consumer.dataset.cache import _write_error  # the policy shared by every cache write
-
-    with pytest.raises(Exception) as info:
-        _write_error("/data/cache", 12345, OSError(errno.ENOSPC, "No space left on device"))
-    assert "cache_dir '/data/cache': no space left" in str(info.value) and "12345 bytes needed" in str(info.value)
-    with pytest.warns(ConsumerWarning, match="is not writable"):
-        assert _write_error("/data/cache", 1, OSError(errno.EROFS, "Read-only file system")) is None
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 
 def test_a_fetch_over_the_memory_budget_is_refused_before_allocating(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ import pytest
 
 from consumer import Consumer, FileChangedError, FormatError, InputError, RemoteError
 from consumer.cli.main import main
+from consumer.errors import ConsumerWarning
 from consumer.packed import inspect_packed, verify_packed
 
 from ..conftest import write_corpus
@@ -75,9 +76,9 @@ def test_s3_store_equals_local_store_for_every_sample(s3, stores, tmp_path, fmt,
     remote = Consumer.from_packed(url, style=style, seqlen=seqlen, storage_options=so, cache_dir=tmp_path / "c",
                                   verify=True)
     local = Consumer.from_packed(stores / fmt, style=style, seqlen=seqlen)
-    assert type(remote.documents.packed.tokens).__name__ == "RemoteTokens"  # read by ranges, not downloaded
+    assert type(remote.documents.source.tokens.tokens).__name__ == "RemoteTokens"  # read by ranges, not downloaded
     _all_queries(remote, local)
-    assert remote.documents.packed.prefix == url
+    assert remote.documents.source.tokens.prefix == url
     for key in ({"cat": 2, "eel": 1}, slice(0, 5), [3, 1, 4]):  # ds[...] selections: same rng, same samples
         x, y = remote[key, "supervised"], local[key, "supervised"]
         assert all(np.array_equal(x[k].numpy(), y[k].numpy()) for k in x)
@@ -89,7 +90,7 @@ def test_s3_store_equals_local_store_for_every_sample(s3, stores, tmp_path, fmt,
     _all_queries(remote.where("size > 50"), local.where("size > 50"))
     # only the index files were copied, never the token data
     copies = sorted(p.name for p in (tmp_path / "c" / "packed-remote-v1").rglob("*") if p.is_file())
-    assert copies == sorted(["manifest.json", "store.consumer.npz",
+    assert copies == sorted(["manifest.json", "store.consumer.npz", "store.consumer.sums",
                              "store.idx" if fmt == "megatron" else "store.pbin-index"])
     assert verify_packed(url, storage_options=so, cache_dir=tmp_path / "c")["checksum"] == "ok"
 
@@ -113,7 +114,9 @@ def test_reopen_uses_the_copy_and_a_changed_store_is_never_mixed_up(s3, stores, 
                 ds.fetch_numpy(np.arange(len(ds)))
         changed = Consumer.from_packed(url, style="concat", seqlen=32, storage_options=so, cache_dir=cache)
         assert len(list((cache / "packed-remote-v1").iterdir())) == 2  # the new version has its own copy
-        assert not np.array_equal(changed.fetch_numpy(np.arange(len(changed)))["input_array"], before)
+        with pytest.raises(FormatError, match=r"chunk 0 \(bytes 0\.\.\d+ of s3://packs/runs/megatron\.bin\): "
+                                              "crc32c expected"):  # its chunk sums refuse the other bytes
+            changed.fetch_numpy(np.arange(len(changed)))
         with pytest.raises(FormatError, match="sha256"):
             Consumer.from_packed(url, storage_options=so, cache_dir=cache, verify=True)
     finally:
@@ -127,7 +130,7 @@ def test_reopen_uses_the_copy_and_a_changed_store_is_never_mixed_up(s3, stores, 
 
 def test_missing_and_inconsistent_store_files_name_the_url(s3, stores, tmp_path):
     so, fs = s3
-    for name in ("megatron.consumer.json", "megatron.consumer.npz", "megatron.bin"):
+    for name in ("megatron.consumer.json", "megatron.consumer.npz", "megatron.consumer.sums", "megatron.bin"):
         fs.pipe(f"packs/broken/{name}", (stores / name).read_bytes())
     with pytest.raises(FormatError, match=r"store file 's3://packs/broken/megatron\.idx' is missing"):
         Consumer.from_packed("s3://packs/broken/megatron", storage_options=so, cache_dir=tmp_path)
@@ -155,7 +158,7 @@ def test_read_through_cache_serves_the_token_ranges(s3, stores, tmp_path):
     ds = Consumer.from_packed("s3://packs/runs/modalities", style="concat", seqlen=64, storage_options=so,
                               cache_dir=tmp_path, remote_cache="10MB")
     local = Consumer.from_packed(stores / "modalities", style="concat", seqlen=64)
-    reader = ds.documents.packed.tokens.reader
+    reader = ds.documents.source.tokens.tokens.reader
     _all_queries(ds, local)
     sent = reader.stats["requests"]
     assert sent > 0 and list((tmp_path / "remote").rglob("*.blk"))
@@ -237,3 +240,34 @@ def test_cli_cache_dir_off_for_a_store_at_a_url_is_refused(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     assert main(["inspect", "http://127.0.0.1:9/s", "--cache-dir", "off"]) == 2
     assert "needs a local cache_dir" in capsys.readouterr().err and not (tmp_path / "off").exists()
+
+
+def test_chunks_of_a_store_at_a_url_are_checked_at_first_read(s3, stores, tmp_path):
+    """A bit flipped in the token data of a store at a URL, with its sums file intact (a copy gone wrong): the
+    fetch of a sample in that chunk is refused naming the URL and chunk, verify lists the chunk; a store at a URL
+    packed before chunk sums opens with a warning and is served as before."""
+    so, fs = s3
+    data = bytearray((stores / "megatron.bin").read_bytes())
+    data[len(data) // 2] ^= 0x20
+    for name in ("megatron.consumer.json", "megatron.consumer.npz", "megatron.consumer.sums", "megatron.idx"):
+        fs.pipe(f"packs/flipped/{name}", (stores / name).read_bytes())
+    fs.pipe("packs/flipped/megatron.bin", bytes(data))
+    url = "s3://packs/flipped/megatron"
+    ds = Consumer.from_packed(url, style="concat", seqlen=48, storage_options=so, cache_dir=tmp_path / "c")
+    chunk = rf"chunk 0 \(bytes 0\.\.{len(data)} of s3://packs/flipped/megatron\.bin\): crc32c expected"
+    with pytest.raises(FormatError, match=rf"s3://packs/flipped/megatron: {chunk}"):
+        ds.fetch_numpy(np.arange(len(ds)))
+    report = verify_packed(url, storage_options=so, cache_dir=tmp_path / "c", errors="report")
+    assert [b["chunk"] for b in report["bad_chunks"]] == [0] and not report["ok"]
+    side = json.loads((stores / "megatron.consumer.json").read_bytes())
+    del side["chunksums"]
+    for name in ("megatron.consumer.npz", "megatron.idx", "megatron.bin"):
+        fs.pipe(f"packs/old/{name}", (stores / name).read_bytes())
+    fs.pipe("packs/old/megatron.consumer.json", json.dumps(side).encode())
+    with pytest.warns(ConsumerWarning, match="s3://packs/old/megatron: this store was packed before per-chunk"):
+        old = Consumer.from_packed("s3://packs/old/megatron", style="concat", seqlen=48, storage_options=so,
+                                   cache_dir=tmp_path / "c")
+    local = Consumer.from_packed(stores / "megatron", style="concat", seqlen=48)
+    assert old.documents.source.tokens.verifier is None
+    assert np.array_equal(old.fetch_numpy(np.arange(len(old)))["input_array"],
+                          local.fetch_numpy(np.arange(len(local)))["input_array"])

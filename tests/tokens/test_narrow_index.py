@@ -2,28 +2,24 @@
 
 import dataclasses
 import os
-import pickle
 import tempfile
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from consumer import Consumer, InputError
-from consumer.dataset.build import _INDEX_ARRAYS
-from consumer.dataset.cache import file_table_sha256
+from consumer import Consumer
 from consumer.fetch.reader import packed_runs, read_rows
-from consumer.sources.paths import _CHUNK, PathList
-from consumer.tokens.index import SampleIndex, build_index, index_dtype
+from consumer.sources.paths import PathList
+from consumer.tokens.index import INDEX_ARRAYS, SampleIndex, build_index, index_dtype
 from consumer.tokens.megatron_index import megatron_sample_index
-from consumer.util.fileio import pack_paths, unpack_paths
 
 WIDE = ("seg_doc", "seg_len", "seg_col", "sample_class")
 
 
 def _widened(index: SampleIndex) -> SampleIndex:
     """The same index with every field int64 (what every index was before the narrow fields)."""
-    return dataclasses.replace(index, **{k: np.asarray(getattr(index, k), dtype=np.int64) for k in _INDEX_ARRAYS})
+    return dataclasses.replace(index, **{k: np.asarray(getattr(index, k), dtype=np.int64) for k in INDEX_ARRAYS})
 
 
 def test_index_dtype_bounds():
@@ -96,7 +92,7 @@ def test_cache_round_trips_the_narrow_fields(tmp_path, corpus_dir):
     first = Consumer(corpus_dir, style="concat", seqlen=64, cache_dir=tmp_path / "c")
     again = Consumer(corpus_dir, style="concat", seqlen=64, cache_dir=tmp_path / "c")
     assert first.build_info["cache"] == "miss" and again.build_info["cache"] == "hit"
-    for k in _INDEX_ARRAYS:
+    for k in INDEX_ARRAYS:
         a, b = getattr(first.index, k), getattr(again.index, k)
         assert a.dtype == b.dtype and np.array_equal(a, b), k
     assert again.index.seg_len.dtype == np.int32 and again.index.seg_doc.dtype == np.int32
@@ -104,61 +100,6 @@ def test_cache_round_trips_the_narrow_fields(tmp_path, corpus_dir):
     ids = np.arange(len(first))
     for k, v in first.fetch_numpy(ids).items():
         np.testing.assert_array_equal(v, again.fetch_numpy(ids)[k])
-
-
-_paths = st.lists(st.text(alphabet=st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)))
-                  | st.sampled_from(["/a/\udcff.bin", "", "/é/ü"]), max_size=40)
-
-
-@settings(max_examples=200, deadline=None)
-@given(_paths, st.integers(-45, 45), st.integers(-45, 45), st.sampled_from([1, 1, 2, 3, -1]))
-def test_pathlist_reads_like_the_list(paths, a, b, step):
-    pl = PathList.of(paths)
-    assert len(pl) == len(paths) and list(pl) == paths and pl == paths and paths == pl and pl == tuple(paths)
-    assert [pl[i] for i in range(-len(paths), len(paths))] == [paths[i] for i in range(-len(paths), len(paths))]
-    assert list(pl[a:b:step]) == paths[a:b:step] and pl[a:b:step] == paths[a:b:step]
-    assert pickle.loads(pickle.dumps(pl)) == pl and pickle.loads(pickle.dumps(pl[a:b])) == paths[a:b]
-    if paths:
-        assert np.array_equal(pl.packed(), pack_paths(paths)) and PathList.from_blob(pack_paths(paths)) == paths
-        assert unpack_paths(pl.packed()) == paths
-        assert file_table_sha256(pl, np.zeros(len(paths)), np.zeros(len(paths)), np.zeros(len(paths))) == \
-            file_table_sha256(paths, np.zeros(len(paths)), np.zeros(len(paths)), np.zeros(len(paths)))
-    cut = len(paths) // 2
-    assert PathList.concat([paths[:cut], paths[cut:]]) == pl and hash(PathList.of(list(paths))) == hash(pl)
-    joined = pl[:cut].joined(pl[cut:])
-    assert joined is not None and joined == paths and pl[cut:].joined(pl[:cut]) is None or cut == 0
-    assert pl != [*paths, "x"] and (pl == 3) is False
-    ids = np.arange(len(paths))[::-1]
-    assert pl.take(ids) == paths[::-1] and pl.take(ids, raw=True) == [os.fsencode(p) for p in paths[::-1]]
-    assert pl[cut:].take(np.arange(len(paths) - cut)) == paths[cut:]
-    assert pl[:cut] + pl[cut:] == paths and paths[:cut] + pl[cut:] == paths and pl[:cut] + tuple(paths[cut:]) == paths
-    copied = pl.copy()
-    assert type(copied) is list and copied == paths and pl.count(paths[0] if paths else "") == paths.count(
-        paths[0] if paths else "")
-
-
-def test_pathlist_across_chunks_and_out_of_range():
-    paths = [f"/d{i % 7}/f{i}" + ("é" if i % 5 == 0 else "") for i in range(_CHUNK + 1234)]
-    pl = PathList.of(paths)
-    assert list(pl) == paths and pl[_CHUNK] == paths[_CHUNK] and pl[-1] == paths[-1]
-    assert list(pl[_CHUNK - 3:_CHUNK + 3]) == paths[_CHUNK - 3:_CHUNK + 3]
-    assert PathList.from_blob(pl.packed()) == pl
-    for bad in (len(paths), -len(paths) - 1):
-        try:
-            pl[bad]
-        except IndexError as e:
-            assert str(len(paths)) in str(e)
-        else:
-            raise AssertionError("no IndexError")
-
-
-def test_pathlist_refuses_a_nul_byte():
-    try:
-        PathList.of(["/a", "/b\0c"])
-    except InputError as e:
-        assert "NUL" in str(e) and "/b" in str(e)
-    else:
-        raise AssertionError("no InputError")
 
 
 def test_dataset_paths_are_one_shared_pathlist(corpus_dir):

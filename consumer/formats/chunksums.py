@@ -1,0 +1,374 @@
+"""Per-chunk checksums of a packed store's token data: the ``PREFIX.consumer.sums`` file, and its verifier.
+
+The token data of a store (the whole ``.bin`` of a Megatron store, the data section of a ``.pbin``) is cut
+into chunks of ``chunk_bytes`` bytes (the last one shorter); each chunk has a CRC-32C. The data files
+themselves are not changed, so Megatron / fairseq / Modalities readers read the store as before.
+
+Byte layout (all integers little-endian)
+==========================================================================
+
+::
+
+    offset     size  field
+    0          8     magic  b"CNSMSUMS"
+    8          4     version, u32, always 1
+    12         4     algorithm, u32: 1 = CRC-32C (Castagnoli, as google-crc32c computes it: reflected,
+                     init and final xor 0xFFFFFFFF; crc32c(b"123456789") == 0xE3069283)
+    16         8     chunk_bytes, u64: a power of two in [4096, 2**30]
+    24         8     data_offset, u64: byte of the data file where the token data starts (0 for a
+                     ``.bin``, 12 for a ``.pbin``); informational, for error messages and checks
+    32         8     data_bytes, u64: length of the token data in bytes
+    40         8     N = number of chunks, u64 = ceil(data_bytes / chunk_bytes)
+    48         4N    the CRC-32C of each chunk, u32; chunk i is bytes
+                     [i * chunk_bytes, min((i + 1) * chunk_bytes, data_bytes)) of the token data
+    48+4N      4     CRC-32C of bytes [0, 48 + 4N) of this file (the file checks itself)
+    file size = 52 + 4N
+
+:func:`encode_sums` and :func:`decode_sums` are symmetric; decoding checks the magic, version, algorithm,
+chunk size, chunk count, exact file size and the trailing CRC, and raises :class:`~consumer.errors.FormatError`
+naming the file, expected vs actual. Chunks are summed while a store is written (:class:`ChunkHasher`, fed the
+token bytes in order) or from a file (:func:`sums_of_file`).
+
+:class:`ChunkVerifier` checks chunks against the sums the first time a process touches them: a map of one
+byte per chunk records the chunks found intact (1 MiB chunks: 1 MB of map per TB of tokens); later reads of
+them cost a lookup. A mismatch raises ``FormatError`` naming the store, the chunk and its byte range in the
+data file, before any byte of the range is handed on.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import google_crc32c
+import numpy as np
+
+from ..errors import FormatError, InputError, short_repr
+
+__all__ = ["MAGIC", "VERSION", "ALGORITHMS", "DEFAULT_CHUNK_BYTES", "MIN_CHUNK_BYTES", "MAX_CHUNK_BYTES",
+           "ChunkSums", "ChunkHasher", "ChunkVerifier", "BadChunk", "crc32c", "check_chunk_bytes", "sums_of_bytes",
+           "sums_of_file", "encode_sums", "decode_sums", "read_sums", "sums_size"]
+
+MAGIC = b"CNSMSUMS"
+VERSION = 1
+ALGORITHMS = {1: "crc32c"}
+DEFAULT_CHUNK_BYTES = 1 << 20  # 1 MiB: 4 bytes of sums per MiB (4 MB per TB), ~65 us of CRC per first touch
+MIN_CHUNK_BYTES = 1 << 12
+MAX_CHUNK_BYTES = 1 << 30
+_HEAD = struct.Struct("<8sIIQQQQ")  # magic, version, algorithm, chunk_bytes, data_offset, data_bytes, N
+_TAIL = struct.Struct("<I")
+_FEW = 16  # check_ranges: up to this many ranges, plain ints; more, numpy (measured crossover)
+_READ_BYTES = 1 << 24  # bytes per read of sums_of_file (16 MiB, a multiple of every chunk size up to it)
+
+
+def crc32c(data: Any, crc: int = 0) -> int:
+    """CRC-32C of a contiguous buffer (bytes, or a numpy array's bytes), continuing ``crc`` when given."""
+    if isinstance(data, memoryview):  # google-crc32c takes numpy arrays and bytes, not memoryviews
+        data = np.frombuffer(data, dtype=np.uint8)
+    return int(google_crc32c.extend(crc, data)) if crc else int(google_crc32c.value(data))
+
+
+def check_chunk_bytes(chunk_bytes: Any, what: str = "chunk_bytes") -> int:
+    """``chunk_bytes`` as an int: a power of two in [MIN_CHUNK_BYTES, MAX_CHUNK_BYTES] (InputError otherwise)."""
+    ok = isinstance(chunk_bytes, (int, np.integer)) and not isinstance(chunk_bytes, bool) and \
+        MIN_CHUNK_BYTES <= int(chunk_bytes) <= MAX_CHUNK_BYTES and int(chunk_bytes) & (int(chunk_bytes) - 1) == 0
+    if not ok:
+        raise InputError(f"{what} must be a power of two in [{MIN_CHUNK_BYTES}, {MAX_CHUNK_BYTES}], got "
+                         f"{short_repr(chunk_bytes)}")
+    return int(chunk_bytes)
+
+
+def sums_size(data_bytes: int, chunk_bytes: int) -> int:
+    """Size in bytes of the sums file of ``data_bytes`` bytes of token data in chunks of ``chunk_bytes``."""
+    return _HEAD.size + 4 * (-(-int(data_bytes) // int(chunk_bytes))) + _TAIL.size
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkSums:
+    """The decoded sums file: chunk size, where the token data lies in its file, one CRC-32C per chunk."""
+
+    chunk_bytes: int
+    data_offset: int
+    data_bytes: int
+    sums: np.ndarray  # uint32 [N]
+    algorithm: str = "crc32c"
+
+    def __post_init__(self) -> None:
+        check_chunk_bytes(self.chunk_bytes)
+        if self.data_offset < 0 or self.data_bytes < 0:
+            raise InputError(f"data_offset and data_bytes must be >= 0, got {self.data_offset}, {self.data_bytes}")
+        n = -(-self.data_bytes // self.chunk_bytes)
+        if self.sums.shape != (n,):
+            raise InputError(f"sums: expected {n} chunk sums for {self.data_bytes} bytes in chunks of "
+                             f"{self.chunk_bytes}, got shape {self.sums.shape}")
+
+    @property
+    def chunks(self) -> int:
+        """The number of chunks."""
+        return int(self.sums.size)
+
+    def byte_range(self, chunk: int) -> tuple[int, int]:
+        """``(lo, hi)``: the bytes of the token data that chunk ``chunk`` covers (``hi`` exclusive)."""
+        lo = int(chunk) * self.chunk_bytes
+        return lo, min(lo + self.chunk_bytes, self.data_bytes)
+
+
+def encode_sums(sums: ChunkSums) -> bytes:
+    """The bytes of the sums file holding ``sums`` (layout in the module docstring)."""
+    body = _HEAD.pack(MAGIC, VERSION, 1, sums.chunk_bytes, sums.data_offset, sums.data_bytes, sums.chunks) + \
+        np.asarray(sums.sums, dtype="<u4").tobytes()
+    return body + _TAIL.pack(crc32c(body))
+
+
+def decode_sums(blob: bytes, where: Any) -> ChunkSums:
+    """Parse and check a sums file's bytes; FormatError naming ``where``, expected vs actual, on any mismatch."""
+    if len(blob) < _HEAD.size + _TAIL.size:
+        raise FormatError(f"{where}: chunk sums: expected at least {_HEAD.size + _TAIL.size} bytes, got {len(blob)}")
+    magic, version, algorithm, chunk_bytes, offset, data_bytes, n = _HEAD.unpack_from(blob)
+    if magic != MAGIC:
+        raise FormatError(f"{where}: chunk sums: magic expected {MAGIC!r}, got {magic!r}")
+    if version != VERSION:
+        raise FormatError(f"{where}: chunk sums: version expected {VERSION}, got {version}")
+    if algorithm not in ALGORITHMS:
+        raise FormatError(f"{where}: chunk sums: algorithm expected one of {sorted(ALGORITHMS)} (1 = crc32c), got "
+                          f"{algorithm}")
+    if not (MIN_CHUNK_BYTES <= chunk_bytes <= MAX_CHUNK_BYTES and chunk_bytes & (chunk_bytes - 1) == 0):
+        raise FormatError(f"{where}: chunk sums: chunk_bytes expected a power of two in [{MIN_CHUNK_BYTES}, "
+                          f"{MAX_CHUNK_BYTES}], got {chunk_bytes}")
+    want_n = -(-data_bytes // chunk_bytes)
+    if n != want_n:
+        raise FormatError(f"{where}: chunk sums: chunk count expected {want_n} for {data_bytes} bytes in chunks of "
+                          f"{chunk_bytes}, got {n}")
+    size = _HEAD.size + 4 * n + _TAIL.size
+    if len(blob) != size:
+        raise FormatError(f"{where}: chunk sums: file size expected {size} bytes for {n} chunks, got {len(blob)}")
+    (stored,) = _TAIL.unpack_from(blob, size - _TAIL.size)
+    actual = crc32c(blob[:size - _TAIL.size])
+    if stored != actual:
+        raise FormatError(f"{where}: chunk sums: the file's own crc32c expected {stored:08x}, got {actual:08x}: "
+                          "the sums file is damaged")
+    sums = np.frombuffer(blob, dtype="<u4", count=n, offset=_HEAD.size).astype(np.uint32)
+    return ChunkSums(chunk_bytes, offset, data_bytes, sums, ALGORITHMS[algorithm])
+
+
+def read_sums(path: Any, expected_size: int | None = None) -> ChunkSums:
+    """Read and decode the sums file at ``path`` (its size checked first when ``expected_size`` is given)."""
+    if expected_size is not None:
+        try:
+            size = os.stat(path).st_size
+        except FileNotFoundError:
+            raise FormatError(f"{path}: chunk sums file is missing: expected {expected_size} bytes (recorded in the "
+                              "sidecar), got no file") from None
+        if size != expected_size:
+            raise FormatError(f"{path}: chunk sums file: size expected {expected_size} bytes (recorded in the "
+                              f"sidecar), got {size}")
+    with open(path, "rb") as f:
+        return decode_sums(f.read(), path)
+
+
+class ChunkHasher:
+    """Chunk sums of a byte stream fed in order by :meth:`update` (pieces of any size); :meth:`finish` gives
+    the :class:`ChunkSums` of everything fed."""
+
+    def __init__(self, chunk_bytes: int = DEFAULT_CHUNK_BYTES, data_offset: int = 0) -> None:
+        self.chunk_bytes = check_chunk_bytes(chunk_bytes)
+        self.data_offset = int(data_offset)
+        self._sums: list[int] = []
+        self._crc = 0
+        self._filled = 0  # bytes of the current chunk fed so far
+        self._total = 0
+
+    def update(self, data: Any) -> None:
+        """Feed the next bytes of the token data (a bytes-like object or a contiguous numpy array)."""
+        view = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else \
+            np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        at, n = 0, int(view.size)
+        self._total += n
+        while at < n:
+            take = min(n - at, self.chunk_bytes - self._filled)
+            self._crc = crc32c(view[at:at + take], self._crc)
+            self._filled += take
+            at += take
+            if self._filled == self.chunk_bytes:
+                self._sums.append(self._crc)
+                self._crc, self._filled = 0, 0
+
+    def finish(self) -> ChunkSums:
+        """The sums of all bytes fed (the last chunk may be shorter)."""
+        sums = self._sums + ([self._crc] if self._filled else [])
+        return ChunkSums(self.chunk_bytes, self.data_offset, self._total, np.array(sums, dtype=np.uint32))
+
+
+def sums_of_bytes(data: Any, chunk_bytes: int = DEFAULT_CHUNK_BYTES, data_offset: int = 0) -> ChunkSums:
+    """The chunk sums of a whole buffer of token data."""
+    hasher = ChunkHasher(chunk_bytes, data_offset)
+    hasher.update(data)
+    return hasher.finish()
+
+
+def sums_of_file(path: Any, data_offset: int, data_bytes: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> ChunkSums:
+    """The chunk sums of ``data_bytes`` bytes of the file ``path`` from byte ``data_offset`` (plain reads)."""
+    hasher = ChunkHasher(chunk_bytes, data_offset)
+    step = max(_READ_BYTES, hasher.chunk_bytes)
+    with open(path, "rb", buffering=0) as f:
+        done = 0
+        while done < data_bytes:
+            want = min(step, data_bytes - done)
+            data = os.pread(f.fileno(), want, data_offset + done)
+            if len(data) != want:
+                raise FormatError(f"{path}: truncated: wanted {want} bytes at byte {data_offset + done}, "
+                                  f"got {len(data)}")
+            hasher.update(data)
+            done += want
+    return hasher.finish()
+
+
+@dataclass(frozen=True)
+class BadChunk:
+    """A chunk whose bytes do not match its recorded sum: its number, its bytes in the data file, both sums."""
+
+    chunk: int
+    file_lo: int
+    file_hi: int
+    expected: int
+    actual: int
+
+    def describe(self, data_file: Any) -> str:
+        """``chunk 3 (bytes 12..4108 of x.bin): crc32c expected 0x..., got 0x...``."""
+        return (f"chunk {self.chunk} (bytes {self.file_lo}..{self.file_hi} of {data_file}): crc32c expected "
+                f"{self.expected:08x}, got {self.actual:08x}")
+
+
+class ChunkVerifier:
+    """Checks a store's token data chunk by chunk, each chunk the first time it is read in this process.
+
+    ``store`` and ``data_file`` name the store and its data file in errors; ``itemsize`` is the token width.
+    The token data itself is passed to each call (``tokens``: the store's 1-D token array, a memory map, or an
+    object with ``copy_ranges(out, src, cnt, dst)`` like :class:`~consumer.sources.remote_tokens.RemoteTokens`),
+    so the verifier holds only the sums and the map of chunks found intact (one byte per chunk). Not locked:
+    two threads touching a new chunk at once may both check it, which is harmless.
+    """
+
+    def __init__(self, sums: ChunkSums, store: Any, data_file: Any, itemsize: int) -> None:
+        if itemsize not in (1, 2, 4, 8):
+            raise InputError(f"itemsize must be 1, 2, 4 or 8 bytes, got {short_repr(itemsize)}")
+        self.sums = sums
+        self.store, self.data_file, self.itemsize = store, data_file, int(itemsize)
+        self._shift = sums.chunk_bytes.bit_length() - 1  # byte -> chunk
+        self._tshift = self._shift - (self.itemsize.bit_length() - 1)  # token -> chunk
+        self._chunk_tokens = sums.chunk_bytes // self.itemsize
+        # 1: the chunk was found intact (plain ints index a bytearray fastest); one more entry, always 1, answers
+        # for the end of the data and for -1 (where an empty range may point), so lookups need no bounds checks
+        self._seen = bytearray(sums.chunks) + b"\x01"
+        self._map = np.frombuffer(self._seen, dtype=np.bool_)
+        self._left = sums.chunks  # chunks not yet found intact; 0: every check returns at once
+
+    def __getstate__(self) -> dict:  # the map is a view of the bytearray: rebuilt, not copied, on unpickling
+        return {k: v for k, v in self.__dict__.items() if k != "_map"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._map = np.frombuffer(self._seen, dtype=np.bool_)
+
+    @property
+    def verified(self) -> int:
+        """How many chunks were found intact so far."""
+        return self.sums.chunks - self._left
+
+    def check(self, tokens: Any, byte_lo: int, byte_hi: int) -> None:
+        """Bytes ``[byte_lo, byte_hi)`` of the token data are about to be read: check the chunks they lie in
+        that were not checked yet (FormatError naming the store, chunk and byte range on a mismatch)."""
+        if self._left and byte_hi > byte_lo:
+            lo, hi = int(byte_lo) >> self._shift, (int(byte_hi) - 1) >> self._shift
+            seen = self._seen
+            if not (seen[lo] and seen[hi]) or hi - lo > 1:
+                self._verify(tokens, [c for c in range(lo, hi + 1) if not seen[c]])
+
+    def check_ranges(self, tokens: Any, src: np.ndarray, cnt: np.ndarray, longest: int | None = None) -> None:
+        """Token ranges ``[src[r], src[r] + cnt[r])`` are about to be read: :meth:`check` for all of them.
+        ``longest``, when given, bounds every ``cnt[r]`` (it spares a pass over ``cnt``).
+
+        The cost after the first touch is the point: nothing once every chunk is verified; else, for a few
+        ranges, plain-int lookups in the map; for many, one gather from it (a range no longer than a chunk
+        lies in at most two chunks: its first and last token's)."""
+        if not self._left:
+            return
+        t = self._tshift
+        if src.size <= _FEW:  # few ranges: plain ints cost less than a round of numpy calls
+            seen, counts = self._seen, cnt.tolist()
+            if (max(counts, default=0) if longest is None else longest) <= self._chunk_tokens:
+                for a, c in zip(src.tolist(), counts):  # an empty range looks at a - 1 (-1: the sentinel)
+                    if not (seen[a >> t] and seen[(a + c - 1) >> t]):
+                        break
+                else:
+                    return
+        elif (int(cnt.max()) if longest is None else longest) <= self._chunk_tokens:
+            ends = np.concatenate((src, src + cnt - 1))  # an empty range looks at src - 1 (-1: the sentinel)
+            ends >>= t
+            look = self._map[ends]
+            if np.count_nonzero(look) == look.size:  # count_nonzero: the cheapest reduction numpy has
+                return
+        # some chunk not verified yet (or ranges longer than a chunk): exactly the chunks of the non-empty ranges
+        keep = cnt > 0
+        lo, hi = src[keep] >> t, (src[keep] + cnt[keep] - 1) >> t
+        k = hi - lo + 1
+        cand = np.repeat(lo - np.cumsum(k) + k, k) + np.arange(int(k.sum()))
+        todo = cand[~self._map[cand]]
+        if todo.size:
+            self._verify(tokens, np.unique(todo).tolist())
+
+    def _read(self, tokens: Any, chunks: list[int]) -> Iterator[tuple[int, np.ndarray]]:
+        """``(chunk, its bytes)`` for each chunk: slices of a memory map, or one concurrent read of all of them."""
+        w = self.itemsize
+        ranges = [self.sums.byte_range(c) for c in chunks]
+        if isinstance(tokens, np.ndarray):
+            for c, (lo, hi) in zip(chunks, ranges):
+                yield c, tokens[lo // w:hi // w]
+            return
+        cnt = np.array([(hi - lo) // w for lo, hi in ranges], dtype=np.int64)
+        dst = np.cumsum(cnt) - cnt
+        out = np.empty(int(cnt.sum()), dtype=tokens.dtype)
+        tokens.copy_ranges(out, np.array([lo // w for lo, _ in ranges], dtype=np.int64), cnt, dst)
+        for c, at, n in zip(chunks, dst.tolist(), cnt.tolist()):
+            yield c, out[at:at + n]
+
+    def _verify(self, tokens: Any, chunks: list[int]) -> None:
+        for c, data in self._read(tokens, chunks):
+            bad = self._compare(c, data)
+            if bad is not None:
+                raise FormatError(f"{self.store}: {bad.describe(self.data_file)}: the store is damaged and nothing "
+                                  "of this read was served (consumer verify PREFIX lists every damaged chunk)")
+            if not self._seen[c]:
+                self._seen[c] = 1
+                self._left -= 1
+
+    def _compare(self, chunk: int, data: np.ndarray) -> BadChunk | None:
+        lo, hi = self.sums.byte_range(chunk)
+        if data.nbytes != hi - lo:
+            raise FormatError(f"{self.store}: chunk {chunk}: expected {hi - lo} bytes of token data, got {data.nbytes}")
+        actual, expected = crc32c(data), int(self.sums.sums[chunk])
+        if actual == expected:
+            return None
+        off = self.sums.data_offset
+        return BadChunk(chunk, off + lo, off + hi, expected, actual)
+
+    def scan(self, block: np.ndarray, first_byte: int) -> list[BadChunk]:
+        """Every bad chunk among those ``block`` covers (``block``: token data from byte ``first_byte``, a chunk
+        boundary, to a chunk boundary or the end); intact ones are marked verified. For ``verify_packed``."""
+        if first_byte % self.sums.chunk_bytes:
+            raise InputError(f"first_byte must be a multiple of {self.sums.chunk_bytes}, got {first_byte}")
+        raw = block.reshape(-1).view(np.uint8)
+        out = []
+        c = first_byte >> self._shift
+        for at in range(0, raw.size, self.sums.chunk_bytes):
+            bad = self._compare(c, raw[at:at + self.sums.chunk_bytes])
+            if bad is not None:
+                out.append(bad)
+            elif not self._seen[c]:
+                self._seen[c] = 1
+                self._left -= 1
+            c += 1
+        return out
