@@ -16,22 +16,24 @@
 ``path`` must be a path of the dataset (the ``path`` column): a function never opens another file, so
 ``head('/etc/passwd', 10)`` is an error. A NULL argument gives NULL. Each function is a vectorised DuckDB UDF:
 it receives a batch of rows (Arrow arrays, up to 2,048 rows) and reads the batch's files in a thread pool.
-Every read goes through :mod:`consumer.sources.byte_reads`, which checks the file is the version the
-dataset indexed (size and change stamp): a file changed since raises
-:class:`~consumer.errors.FileChangedError`, never an answer from the new bytes.
+Every read goes through :mod:`consumer.sources.byte_reads`, i.e. the dataset's
+:class:`~consumer.sources.base.ByteSource`, which checks the file is the version the dataset indexed (size and
+change stamp): a file changed since raises :class:`~consumer.errors.FileChangedError`, never an answer from the new
+bytes.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
+from ..catalog.rows import display_path
 from ..errors import InputError, short_repr
+from ..sources.base import ByteSource
 from ..sources.byte_reads import STREAM_CHUNK, check_file, iter_file, read_span
 
 __all__ = ["BYTE_FUNCTIONS", "MAX_BYTES", "MAX_REGEXP_FILE", "ByteFunctions", "contains_file"]
@@ -59,39 +61,39 @@ def _count(v: Any, what: str, limit: int | None = MAX_BYTES) -> int:
     return v
 
 
-def contains_file(path: str, size: int, stamp: int, pattern: bytes, chunk: int = STREAM_CHUNK) -> bool:
-    """Whether ``pattern`` occurs in the file (the indexed version: ``size`` bytes, change stamp ``stamp``), read
-    ``chunk`` bytes at a time; consecutive chunks overlap by ``len(pattern) - 1`` bytes, so memory stays at
-    about ``chunk + 2 * len(pattern)`` bytes whatever the file's size."""
+def contains_file(source: ByteSource, i: int, pattern: bytes, chunk: int = STREAM_CHUNK) -> bool:
+    """Whether ``pattern`` occurs in file ``i`` of ``source`` (the indexed version), read ``chunk`` bytes at a
+    time; consecutive chunks overlap by ``len(pattern) - 1`` bytes, so memory stays at about
+    ``chunk + 2 * len(pattern)`` bytes whatever the file's size."""
     if not pattern:
-        check_file(path, size, stamp)
+        check_file(source, i)
         return True
     keep = len(pattern) - 1
     tail = b""
-    for piece in iter_file(path, size, stamp, chunk):
+    for piece in iter_file(source, i, chunk):
         window = tail + bytes(piece)
         if window.find(pattern) >= 0:
-            check_file(path, size, stamp)  # stopped early: the same version still, or no answer
+            check_file(source, i)  # stopped early: the same version still, or no answer
             return True
         tail = window[max(0, len(window) - keep):] if keep else b""
     return False
 
 
 class ByteFunctions:
-    """The byte functions of one dataset: its paths with their recorded sizes and change stamps, a thread pool
-    (made on first use) and the exception a function raised last (the engine re-raises it)."""
+    """The byte functions of one dataset: its :class:`~consumer.sources.base.ByteSource` (paths, recorded sizes and
+    change stamps, checked reads), a thread pool (made on first use) and the exception a function raised last
+    (the engine re-raises it)."""
 
-    def __init__(self, paths: Sequence[str], sizes: np.ndarray, stamps: np.ndarray, *, workers: int = 8):
-        self._paths, self._sizes, self._stamps = paths, sizes, stamps
-        self._lookup: dict[str, tuple[int, int]] | None = None
+    def __init__(self, source: ByteSource, *, workers: int = 8):
+        self._source = source
+        self._lookup: dict[str, int] | None = None
         self._workers = workers
         self._pool: ThreadPoolExecutor | None = None
         self.error: BaseException | None = None
 
-    def _where(self, path: str, name: str) -> tuple[int, int]:
-        if self._lookup is None:  # built on the first byte function call only
-            self._lookup = dict(zip(self._paths, zip(np.asarray(self._sizes).tolist(),
-                                                     np.asarray(self._stamps).tolist())))
+    def _where(self, path: str, name: str) -> int:
+        if self._lookup is None:  # built on the first byte function call only; keyed as the path column shows them
+            self._lookup = {display_path(p): k for k, p in enumerate(self._source.paths)}
         found = self._lookup.get(path)
         if found is None:
             raise InputError(f"{name}(path, ...): {path!r} is not a file of this dataset (use the path column)")
@@ -120,27 +122,28 @@ class ByteFunctions:
         return call
 
     def _head(self, path: str, n: int) -> bytes:
-        size, stamp = self._where(path, "head")
-        return read_span(path, 0, _count(n, "head(path, n): n"), size, stamp)
+        i = self._where(path, "head")
+        return read_span(self._source, i, 0, _count(n, "head(path, n): n"))
 
     def _tail(self, path: str, n: int) -> bytes:
-        size, stamp = self._where(path, "tail")
+        i = self._where(path, "tail")
         n = _count(n, "tail(path, n): n")
-        return read_span(path, max(0, size - n), n, size, stamp)
+        return read_span(self._source, i, int(self._source.sizes[i]) - n, n)
 
     def _bytes_at(self, path: str, offset: int, n: int) -> bytes:
-        size, stamp = self._where(path, "bytes_at")
+        i = self._where(path, "bytes_at")
         offset = _count(offset, "bytes_at(path, offset, n): offset", None)
-        return read_span(path, offset, _count(n, "bytes_at(path, offset, n): n"), size, stamp)
+        return read_span(self._source, i, offset, _count(n, "bytes_at(path, offset, n): n"))
 
     def _contains(self, path: str, pattern: bytes) -> bool:
-        size, stamp = self._where(path, "contains")
+        i = self._where(path, "contains")
         if len(pattern) > MAX_BYTES:
             raise InputError(f"contains(path, pattern): pattern must be 0..{MAX_BYTES} bytes, got {len(pattern)}")
-        return contains_file(path, size, stamp, bytes(pattern))
+        return contains_file(self._source, i, bytes(pattern))
 
     def _regexp(self, path: str, pattern: str) -> bool:
-        size, stamp = self._where(path, "regexp_bytes")
+        i = self._where(path, "regexp_bytes")
+        size = int(self._source.sizes[i])
         if size > MAX_REGEXP_FILE:
             raise InputError(f"regexp_bytes(path, pattern): {path!r} has {size} bytes, more than the "
                              f"{MAX_REGEXP_FILE} it reads into memory")
@@ -148,7 +151,7 @@ class ByteFunctions:
             rx = re.compile(pattern.encode("utf-8", "surrogateescape"))
         except re.error as e:
             raise InputError(f"regexp_bytes(path, pattern): bad pattern {pattern!r}: {e}") from None
-        data = b"".join(bytes(p) for p in iter_file(path, size, stamp))
+        data = b"".join(bytes(p) for p in iter_file(self._source, i))
         return rx.search(data) is not None
 
     def functions(self) -> dict[str, Callable[..., pa.Array]]:

@@ -140,8 +140,7 @@ class SQLSession:
             if local:  # the content pass reads whole local files (objects and stores keep NULL content columns)
                 lazy.append(LazyGroup(CONTENT_COLUMNS, lambda ids=None: _alive(me)._content_columns(ids),
                                       partial=True))
-            self._duck_sql = DuckSQL(columns, lazy, byte_functions=ByteFunctions(docs.paths, docs.doc_size,
-                                                                                 docs.doc_mtime) if local else None)
+            self._duck_sql = DuckSQL(columns, lazy, byte_functions=ByteFunctions(source) if local else None)
         return self._duck_sql
 
     def _magic_columns(self, ids: np.ndarray | None = None) -> dict:

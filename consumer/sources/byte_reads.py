@@ -1,87 +1,51 @@
-"""Checked reads of local files for the byte predicates of SQL (``head``, ``tail``, ``bytes_at``, ``contains``, ...).
+"""Checked reads for the byte predicates of SQL (``head``, ``tail``, ``bytes_at``, ``contains``, ...).
 
-Two functions, the one seam between SQL and the bytes (a :class:`~consumer.sources.base.ByteSource` can serve
-them later): :func:`read_span` returns up to ``n`` bytes of a file from ``offset``; :func:`iter_file` streams a
-whole file in chunks of bounded size through one reused buffer. Both open the file read-only and
-non-blocking, and check it is the version the dataset indexed, as the raw reader does
-(:mod:`consumer.fetch.reader`): a regular file of the recorded ``size`` whose change stamp
-``max(mtime_ns, ctime_ns)`` equals the recorded ``stamp`` (0: unknown, not checked), before the read and again
-after it; anything else raises :class:`~consumer.errors.FileChangedError` naming the file. A changed file is
-never served.
+Three functions over a dataset's :class:`~consumer.sources.base.ByteSource` (its ``source``), the one seam between
+SQL and the bytes: :func:`read_span` returns up to ``n`` bytes of file ``i`` from ``offset``; :func:`iter_file`
+streams a whole file in chunks of bounded size; :func:`check_file` proves a file is still the version listed (for
+a stream that stopped early). Every read is the source's :meth:`~consumer.sources.base.ByteSource.read_ranges`,
+which checks the file is the version the dataset indexed (for local files: a regular file of the recorded size
+and change stamp ``max(mtime_ns, ctime_ns)``, and device/inode when known) before reading, and again after the
+last read of a file here: anything else raises :class:`~consumer.errors.FileChangedError` naming the file. A
+changed file is never served.
 """
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Iterator
 
-from ..errors import FileChangedError
+import numpy as np
+
+from .base import ByteSource
 
 __all__ = ["STREAM_CHUNK", "check_file", "iter_file", "read_span"]
 
 STREAM_CHUNK = 1 << 20  # bytes per read of iter_file
-_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+_ONE = np.zeros(1, dtype=np.int64)
 
 
-def _check(path: str, st: os.stat_result, size: int, stamp: int) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        raise FileChangedError(f"{path!r} is not a regular file any more (it was one when indexed)")
-    if st.st_size != size:
-        raise FileChangedError(f"{path!r} changed since it was indexed: size {st.st_size} bytes, indexed {size}")
-    now = max(st.st_mtime_ns, st.st_ctime_ns)
-    if stamp and now != stamp:
-        raise FileChangedError(f"{path!r} changed since it was indexed: modified at {now} ns, indexed {stamp} ns "
-                               "(rewritten in place?); rebuild the dataset")
+def read_span(source: ByteSource, i: int, offset: int, n: int) -> bytes:
+    """Bytes ``[offset, offset + n)`` of file ``i`` (fewer at its end; none past it), checked to be the indexed
+    version before and after the read."""
+    size = int(source.sizes[i])
+    offset = min(max(0, offset), size)
+    n = max(0, min(n, size - offset))
+    out = np.empty(max(n, 1), dtype=np.uint8)
+    source.read_ranges(np.array([i], dtype=np.int64), np.array([offset], dtype=np.int64),
+                       np.array([n], dtype=np.int64), out, _ONE, verify_after=True)
+    return out[:n].tobytes()
 
 
-def check_file(path: str, size: int, stamp: int) -> None:
-    """FileChangedError unless ``path`` is still the indexed version (for a read that stopped early)."""
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise FileChangedError(f"cannot stat {path!r} (it was readable when indexed): {e.strerror}") from None
-    _check(path, st, size, stamp)
+def check_file(source: ByteSource, i: int) -> None:
+    """FileChangedError unless file ``i`` is still the indexed version (a read of no byte, checked)."""
+    read_span(source, i, 0, 0)
 
 
-def _open(path: str) -> int:
-    try:
-        return os.open(path, _FLAGS)
-    except OSError as e:
-        raise FileChangedError(f"cannot open {path!r} (it was readable when indexed): {e.strerror}") from None
-
-
-def read_span(path: str, offset: int, n: int, size: int, stamp: int) -> bytes:
-    """Bytes ``[offset, offset + n)`` of the file (fewer at its end; none past it), checked to be the indexed
-    version (``size`` bytes, change stamp ``stamp``) before and after the read."""
-    fd = _open(path)
-    try:
-        _check(path, os.fstat(fd), size, stamp)
-        n = max(0, min(n, size - offset))
-        data = os.pread(fd, n, offset) if n else b""
-        _check(path, os.fstat(fd), size, stamp)
-    finally:
-        os.close(fd)
-    if len(data) != n:
-        raise FileChangedError(f"{path!r} changed while it was read: {len(data)} of {n} bytes at {offset}")
-    return data
-
-
-def iter_file(path: str, size: int, stamp: int, chunk: int = STREAM_CHUNK) -> Iterator[memoryview]:
-    """The whole file in pieces of at most ``chunk`` bytes, read into one reused buffer (consume each piece
-    before asking for the next), checked to be the indexed version before the first read and after the last."""
-    fd = _open(path)
-    try:
-        _check(path, os.fstat(fd), size, stamp)
-        buf = bytearray(max(1, min(chunk, size)))
-        view = memoryview(buf)
-        done = 0
-        while done < size:
-            got = os.preadv(fd, [view[:min(len(buf), size - done)]], done)
-            if got == 0:
-                raise FileChangedError(f"{path!r} changed while it was read: ended at {done} of {size} bytes")
-            yield view[:got]
-            done += got
-        _check(path, os.fstat(fd), size, stamp)
-    finally:
-        os.close(fd)
+def iter_file(source: ByteSource, i: int, chunk: int = STREAM_CHUNK) -> Iterator[memoryview]:
+    """The whole of file ``i`` in pieces of at most ``chunk`` bytes (one buffer reused: consume each piece before
+    asking for the next), checked to be the indexed version before the first read and after the last."""
+    if int(source.sizes[i]) == 0:
+        check_file(source, i)
+        return
+    yield from source.iter_chunks(i, chunk)

@@ -15,6 +15,7 @@ from consumer import Consumer
 from consumer.errors import FileChangedError, QueryError
 from consumer.query.bytefuncs import contains_file
 from consumer.sources.byte_reads import iter_file, read_span
+from consumer.sources.local import LocalFiles
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + bytes(range(64))
 
@@ -116,12 +117,11 @@ def test_streamed_contains_agrees_with_bytes_find(tmp_path_factory, data, patter
     planted = data[:at] + pattern + data[at:] if at % 2 else data
     p = tmp_path_factory.mktemp("c") / "f"
     p.write_bytes(planted)
-    st_ = os.stat(p)
-    stamp = max(st_.st_mtime_ns, st_.st_ctime_ns)
+    source = LocalFiles.listed([str(p)])
     # small chunks: the pattern crosses chunk borders
-    assert contains_file(str(p), len(planted), stamp, pattern, chunk) == (planted.find(pattern) >= 0)
-    assert b"".join(bytes(x) for x in iter_file(str(p), len(planted), stamp, chunk)) == planted
-    assert read_span(str(p), 0, 5, len(planted), stamp) == planted[:5]
+    assert contains_file(source, 0, pattern, chunk) == (planted.find(pattern) >= 0)
+    assert b"".join(bytes(x) for x in iter_file(source, 0, chunk)) == planted
+    assert read_span(source, 0, 0, 5) == planted[:5] and read_span(source, 0, len(planted) + 9, 3) == b""
 
 
 def test_contains_in_sql_agrees_with_bytes_find_on_every_file(mixed):

@@ -183,6 +183,8 @@ def test_paths_that_are_not_utf8(tmp_path):
     ds = Consumer(str(root), cache_dir=False, metadata=None)
     rows = ds.sql("SELECT path, extension, size FROM files ORDER BY file_id")
     assert sorted(r[1] for r in rows) == ["bin", "txt"] and any("\\xe9" in r[0] for r in rows)
+    heads = ds.sql("SELECT extension, head(path, 2) FROM files ORDER BY extension")  # byte predicates find it too
+    assert list(heads) == [("bin", b"by"), ("txt", b"he")]
 
 
 _SIGINT_CHILD = textwrap.dedent(
