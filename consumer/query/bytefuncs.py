@@ -29,12 +29,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from ..catalog.rows import display_path
 from ..errors import InputError, short_repr
 from ..sources.base import ByteSource
-from ..sources.byte_reads import STREAM_CHUNK, check_file, iter_file, read_span
+from ..sources.byte_reads import STREAM_CHUNK, check_file, iter_file, read_spans
 
 __all__ = ["BYTE_FUNCTIONS", "MAX_BYTES", "MAX_REGEXP_FILE", "ByteFunctions", "contains_file"]
 
@@ -121,19 +122,38 @@ class ByteFunctions:
         call.__name__ = name
         return call
 
-    def _head(self, path: str, n: int) -> bytes:
-        i = self._where(path, "head")
-        return read_span(self._source, i, 0, _count(n, "head(path, n): n"))
+    def _head(self, path: str, n: int) -> tuple[int, int, int]:
+        return self._where(path, "head"), 0, _count(n, "head(path, n): n")
 
-    def _tail(self, path: str, n: int) -> bytes:
+    def _tail(self, path: str, n: int) -> tuple[int, int, int]:
         i = self._where(path, "tail")
         n = _count(n, "tail(path, n): n")
-        return read_span(self._source, i, int(self._source.sizes[i]) - n, n)
+        return i, int(self._source.sizes[i]) - n, n
 
-    def _bytes_at(self, path: str, offset: int, n: int) -> bytes:
+    def _bytes_at(self, path: str, offset: int, n: int) -> tuple[int, int, int]:
         i = self._where(path, "bytes_at")
         offset = _count(offset, "bytes_at(path, offset, n): offset", None)
-        return read_span(self._source, i, offset, _count(n, "bytes_at(path, offset, n): n"))
+        return i, offset, _count(n, "bytes_at(path, offset, n): n")
+
+    def _spans(self, name: str, span: Callable[..., tuple[int, int, int]]) -> Callable[..., pa.Array]:
+        """A UDF reading one byte range per row: the ranges of the whole batch in one checked read, in parallel
+        slices (:func:`consumer.sources.byte_reads.read_spans`)."""
+        def call(*columns):
+            try:
+                rows = list(zip(*(c.to_pylist() for c in columns)))
+                todo = [span(*r) for r in rows if None not in r]
+                if todo:
+                    ids, offsets, lengths = (np.array(x, dtype=np.int64) for x in zip(*todo))
+                    if self._pool is None and len(todo) > 1:
+                        self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="consumer-bytes")
+                    data = iter(read_spans(self._source, ids, offsets, lengths, self._workers, self._pool))
+                return pa.array([None if None in r else next(data) for r in rows], type=pa.binary())
+            except BaseException as e:  # kept for the engine: DuckDB only passes on the message
+                self.error = e
+                raise
+
+        call.__name__ = name
+        return call
 
     def _contains(self, path: str, pattern: bytes) -> bool:
         i = self._where(path, "contains")
@@ -156,10 +176,12 @@ class ByteFunctions:
 
     def functions(self) -> dict[str, Callable[..., pa.Array]]:
         """The vectorised UDFs by name (argument and result types in :data:`BYTE_FUNCTIONS`)."""
-        impl: dict[str, Callable[..., Any]] = {"head": self._head, "tail": self._tail, "bytes_at": self._bytes_at,
-                                               "contains": self._contains, "regexp_bytes": self._regexp}
-        types = {"BLOB": pa.binary(), "BOOLEAN": pa.bool_()}
-        return {name: self._vector(name, impl[name], types[BYTE_FUNCTIONS[name][1]]) for name in BYTE_FUNCTIONS}
+        spans: dict[str, Callable[..., tuple[int, int, int]]] = {"head": self._head, "tail": self._tail,
+                                                                 "bytes_at": self._bytes_at}
+        whole: dict[str, Callable[..., Any]] = {"contains": self._contains, "regexp_bytes": self._regexp}
+        out = {name: self._spans(name, fn) for name, fn in spans.items()}
+        out.update({name: self._vector(name, fn, pa.bool_()) for name, fn in whole.items()})
+        return out
 
     def close(self) -> None:
         """Stop the thread pool."""
