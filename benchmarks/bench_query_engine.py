@@ -118,7 +118,7 @@ def compare(n: int, reps: int) -> dict:
     conn = baseline(data)
     out: dict[str, Any] = {"files": n, "synthetic_s": made, "engine_open_s": first, "first_path_s": first_path,
                            "statements": {}}
-    reps = max(reps, 40 if n <= 100_000 else 15 if n <= 1_000_000 else 0)  # ms-long statements: more samples
+    reps = max(reps, 40 if n <= 1_000_000 else 0)  # ms-long statements on a shared machine: more samples
     out["reps"] = reps
     for name, sql in STATEMENTS.items():
         a, b = [], []
