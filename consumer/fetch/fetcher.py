@@ -20,6 +20,7 @@ from ..tokens.split import crop_offsets
 from ..util.validate import is_int
 from .columns import MaskConfig, build_columns, columns_of, mask_rng, needs_masking
 from .packed_rows import SMALL_BATCH, PackedRows
+from .raw_rows import FEW_ROWS, few_rows
 from .reader import read_rows, read_segments
 
 __all__ = ["Fetcher", "batch_budget"]
@@ -103,6 +104,8 @@ class Fetcher:
         tokens = None
         if packed is not None and not masking and not self.crop:  # one store range per row: the lean path
             tokens = packed.rows(sample_ids, width, dtype)
+        elif packed is None and not masking and not self.crop and rows <= FEW_ROWS:  # source files, a few rows
+            tokens = few_rows(self.index, self.documents, sample_ids.tolist(), width_, dtype)
         shift = None
         if tokens is None:
             if self.crop:

@@ -29,7 +29,7 @@ from ..tokens.documents import DocumentTable, PackedTokens
 from ..tokens.index import SampleIndex
 from ..tokens.vocab import bytes_to_ids
 
-__all__ = ["read_rows", "read_segments", "packed_runs"]
+__all__ = ["read_rows", "read_segments", "packed_runs", "read_local"]
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
@@ -272,6 +272,9 @@ def _read_local(docs: DocumentTable, d: np.ndarray, view: memoryview, q: list, l
                 _read_rest(fd, os.fsdecode(path), view[start:start + m], lo[j], got)
         finally:
             close(fd)
+
+
+read_local = _read_local  # the per-file loop, shared with the few-rows path (fetch/raw_rows.py)
 
 
 def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list | None) -> None:
