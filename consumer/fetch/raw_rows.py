@@ -10,7 +10,8 @@ same :class:`~consumer.errors.FileChangedError` for a file that changed) into on
 row once. The rows are identical to the general reader's (a property test compares them).
 
 It serves local files only, rows that tile from column 0 (every index built here), without a content mask
-(masked queries) or crop shifts; it returns None otherwise and the caller uses the general reader.
+(masked queries) or crop shifts, at most :data:`FEW_SEGMENTS` segments (beyond that the vectorised layout is the
+cheaper one); it returns None otherwise and the caller uses the general reader.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from ..tokens.index import SampleIndex
 from ..tokens.vocab import bytes_to_ids
 from .reader import read_local
 
-__all__ = ["few_rows", "FEW_ROWS"]
+__all__ = ["few_rows", "FEW_ROWS", "FEW_SEGMENTS"]
 
-FEW_ROWS = 8  # up to this many rows the per-segment Python beats the vectorised layout
+FEW_ROWS = 8  # up to this many rows (and FEW_SEGMENTS segments) the per-segment Python beats the vectorised layout
+FEW_SEGMENTS = 16
 
 
 def few_rows(index: SampleIndex, docs: DocumentTable, ids: list[int], width: int, dtype: Any) -> np.ndarray | None:
@@ -41,12 +43,14 @@ def few_rows(index: SampleIndex, docs: DocumentTable, ids: list[int], width: int
     sizes, with_header = docs.doc_size, docs.with_header
     cstart = docs.content_start if with_header else None
     # per segment: (row, base, a, b, d, cs, nfull, k, staging offset of its bytes or -1); per read: d, lo, n, at
+    bounds = [(int(seg_ptr[i]), int(seg_ptr[i + 1])) for i in ids]
+    if sum(g1 - g0 for g0, g1 in bounds) > FEW_SEGMENTS:
+        return None
     segs = []
     rd, rlo, rn, rq = [], [], [], []
     at = 0
     row_len = []
-    for r, i in enumerate(ids):
-        g0, g1 = int(seg_ptr[i]), int(seg_ptr[i + 1])
+    for r, (g0, g1) in enumerate(bounds):
         col = 0
         for g in range(g0, g1):
             d, a, n = int(seg_doc[g]), int(seg_start[g]), int(seg_len[g])
