@@ -68,6 +68,10 @@ def _as_index(x) -> int | None:
 
 
 def _check_range(ids: np.ndarray, n: int, what: str) -> np.ndarray:
+    if ids.size <= 8:  # a few ids: Python ints cost less than three vectorised passes
+        listed = ids.tolist()
+        if all(0 <= i < n for i in listed):
+            return ids
     bad = (ids < -n) | (ids >= n)
     if bad.any():
         raise SampleIndexError(f"{what}: index {int(ids[bad][0])} out of range for {n} samples")
