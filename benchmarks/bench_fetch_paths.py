@@ -8,7 +8,7 @@ the median over repetitions of the median seconds per call of a repetition):
    ``ds.fetch_numpy(ids)`` against Megatron-core's ``IndexedDataset.get`` (one call per piece, padded into an int64
    row: the peer adapter of the main suite) and mosaic streaming's ``StreamingDataset.get_item`` (padded), each peer
    in its own process (:mod:`benchmarks.peers`) over the same ``.bin/.idx`` store. A peer that cannot run is listed
-   with the reason.
+   with the reason. The same batches read from the files: ``ds.fetch`` of the raw dataset and the naive reader.
 2. **Packed against the gather floor**: the packed concat store, random batches of 20 x 8192, ``fetch_numpy``
    int64 and ``out_dtype=int32``, next to memcpy of a hot batch and the DRAM-gather floor of the main suite
    (20 random row slices of the memory-mapped store into a preallocated batch of the same dtype).
@@ -137,13 +137,16 @@ def per_call(corpus, work: str, peers: _Peers, reps: int, n_batches: int, log) -
         plan = os.path.join(wdir, "plan.npz")
         save_plan(plan, plan_of(ds))
         peer_systems = peers.systems(key, store, plan, wdir, ds.vocab, seqlen)
+        naive = (NaiveDiff if style == "diff" else NaiveConcat)(corpus.fps, N_BYTES, seqlen, raw.vocab)
         res[key] = {"samples": len(ds), "style": style, "seqlen": seqlen, "batch": {}}
         for b in (1, 4):
             item = (lambda ids, ds=ds: ds[int(ids[0])]) if b == 1 else (lambda ids, ds=ds: ds[ids.tolist()])
             systems = [LocalSystem("consumer packed ds.fetch (tensors)", lambda ids, ds=ds: ds.fetch(ids)),
                        LocalSystem("consumer packed ds[...] (tensors)", item),
                        LocalSystem("consumer packed ds.fetch_numpy", lambda ids, ds=ds: ds.fetch_numpy(ids)),
-                       *peer_systems]
+                       *peer_systems,
+                       LocalSystem("consumer raw ds.fetch (tensors, files)", lambda ids, raw=raw: raw.fetch(ids)),
+                       LocalSystem("naive reader (files)", naive.fetch)]
             batches = [make_batches(len(ds), b, n_batches, seed=rep) for rep in range(reps)]
             res[key]["batch"][b] = _interleave(systems, batches, log)
     return res

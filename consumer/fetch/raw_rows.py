@@ -91,7 +91,9 @@ def few_rows(index: SampleIndex, docs: DocumentTable, ids: list[int], width: int
             if a <= h < b:
                 row[base + h] = sep
         if t1 > t0:
-            row[base + cs + t0:base + cs + t1] = bytes_to_ids(staging[q:q + (t1 - t0) * nb], nb)
+            raw = staging[q:q + (t1 - t0) * nb]
+            row[base + cs + t0:base + cs + t1] = raw.view(">u2") if nb == 2 else raw if nb == 1 else \
+                bytes_to_ids(raw, nb)
         if k:
             marker = cs + nfull
             if a <= marker < b:
