@@ -74,6 +74,8 @@ class PackedRows:
         self.shift = block_shift  # blocks of 2**shift tokens
         self.blocks = np.zeros(-(-n_tokens >> block_shift), dtype=bool)  # per block of the store: found clean
         self.eager = self.local and n_tokens * self.tokens.itemsize <= eager_bytes
+        self.clean = False  # every block found clean: a call only compares the stamp
+        self.all_runs = bool((self.start >= 0).all())  # every sample is one store range: no per-call test
         self.stamp: tuple[int, ...] | None = None
         # the data file held open for a cheap ``fstat`` per call (closed with this object): it is the file the
         # memory map reads, so a file renamed over the store's path is not mistaken for a change of this one
@@ -95,6 +97,7 @@ class PackedRows:
             self.stamp = stamp
             if self.eager:
                 self._check_blocks(0, self.blocks.size)
+            self.clean = bool(self.blocks.all())
 
     def _check_blocks(self, b0: int, b1: int) -> None:
         """Mark the clean blocks among ``[b0, b1)`` (one vectorised pass over their tokens)."""
@@ -163,11 +166,13 @@ class PackedRows:
             spans.append((i, s, int(length[i])))
         if self.must_check:
             self.fresh_stamp()
-            blocks, k = self.blocks, self.shift
-            for i, s, n in spans:
-                if n and not (blocks[s >> k] and blocks[(s + n - 1) >> k] and
-                              (n <= 1 << k or blocks[s >> k:((s + n - 1) >> k) + 1].all())):
-                    self._check_span(i, s, n)
+            if not self.clean:
+                blocks, k = self.blocks, self.shift
+                for i, s, n in spans:
+                    if n and not (blocks[s >> k] and blocks[(s + n - 1) >> k] and
+                                  (n <= 1 << k or blocks[s >> k:((s + n - 1) >> k) + 1].all())):
+                        self._check_span(i, s, n)
+                self.clean = bool(blocks.all())
         out = np.empty((len(spans), L), dtype=dtype)
         tokens, pad = self.tokens, self.pad
         for r, (_, s, n) in enumerate(spans):
@@ -179,32 +184,39 @@ class PackedRows:
 
     def _many(self, ids: np.ndarray, L: int, dtype: np.dtype) -> np.ndarray | None:
         start = self.start[ids]
-        if start.min() < 0:
+        if not self.all_runs and start.min() < 0:
             return None
-        length = self.length[ids]
-        starts, lengths = start.tolist(), length.tolist()
+        starts, lengths = start.tolist(), self.length[ids].tolist()
         if self.must_check:
             self.fresh_stamp()
-            last = np.maximum(start + length - 1, start) >> self.shift
-            first = start >> self.shift
-            ok = self.blocks[first] & self.blocks[last]
-            long = np.flatnonzero(last - first > 1)  # samples over more than two blocks: the ones between too
-            for j in long.tolist():
-                ok[j] &= bool(self.blocks[first[j]:last[j] + 1].all())
-            if not ok.all():
-                for j in np.flatnonzero(~ok).tolist():
-                    if lengths[j]:
-                        self._check_span(int(ids[j]), starts[j], lengths[j])
+            if not self.clean:
+                self._check_many(ids, start)
         tokens, pad = self.tokens, self.pad
-        if 2 * int(length.sum()) < ids.size * L:  # mostly padding: one fill, then the tokens
+        if 2 * sum(lengths) < ids.size * L:  # mostly padding: one fill, then the tokens
             out = np.full((ids.size, L), pad, dtype=dtype)
             for r, (s, n) in enumerate(zip(starts, lengths)):
                 out[r, :n] = tokens[s:s + n]
             return out
         out = np.empty((ids.size, L), dtype=dtype)
         for r, (s, n) in enumerate(zip(starts, lengths)):
-            row = out[r]
-            row[:n] = tokens[s:s + n]
             if n < L:
+                row = out[r]
+                row[:n] = tokens[s:s + n]
                 row[n:] = pad
+            else:
+                out[r] = tokens[s:s + n]
         return out
+
+    def _check_many(self, ids: np.ndarray, start: np.ndarray) -> None:
+        """The block check of a larger batch: samples whose blocks are not all marked clean are checked."""
+        length = self.length[ids]
+        last = np.maximum(start + length - 1, start) >> self.shift
+        first = start >> self.shift
+        ok = self.blocks[first] & self.blocks[last]
+        for j in np.flatnonzero(last - first > 1).tolist():  # samples over more than two blocks: those between too
+            ok[j] &= bool(self.blocks[first[j]:last[j] + 1].all())
+        if not ok.all():
+            for j in np.flatnonzero(~ok).tolist():
+                if length[j]:
+                    self._check_span(int(ids[j]), int(start[j]), int(length[j]))
+            self.clean = bool(self.blocks.all())

@@ -3,6 +3,7 @@ block-wise id check on damaged stores (blocks checked lazily and all at once).""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -120,8 +121,15 @@ def test_samples_that_are_not_one_store_range_take_the_general_reader(tmp_path):
     prefix = tmp_path / "store"
     Consumer(fps, cache_dir=False, style="concat", seqlen=32, n_bytes=2, metadata=None).pack(prefix)
     ds = Consumer.from_packed(prefix, style="concat", seqlen=32)
-    pr = PackedRows(ds.index, ds.documents)
-    pr.start[3] = -1  # as for a merged store whose documents are not in corpus order
-    assert pr.rows(np.array([3]), None, np.dtype(np.int64)) is None
+    docs = ds.documents
+    ptr = docs.packed.doc_ptr.copy()
+    ptr[[1, 2]] = ptr[[2, 1]]  # documents 1 and 2 swapped in the store (as in a merged store): windows over them break
+    swapped = dataclasses.replace(docs, packed=dataclasses.replace(docs.packed, doc_ptr=ptr))
+    pr = PackedRows(ds.index, swapped)
+    broken = np.flatnonzero(pr.start < 0)
+    whole = np.flatnonzero(pr.start >= 0)
+    assert broken.size and whole.size
+    assert pr.rows(broken[:1], None, np.dtype(np.int64)) is None
     assert pr.rows(np.arange(len(ds)), None, np.dtype(np.int64)) is None
-    assert pr.rows(np.array([2]), None, np.dtype(np.int64)) is not None
+    np.testing.assert_array_equal(pr.rows(whole[:3], None, np.dtype(np.int64)),
+                                  ds.fetch_numpy(whole[:3])["input_array"])
