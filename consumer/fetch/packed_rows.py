@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError, short_repr
+from ..errors import FormatError, InputError, short_repr
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from .reader import packed_runs
@@ -50,7 +50,7 @@ class PackedRows:
                  eager_bytes: int = EAGER_BYTES):
         packed = docs.packed
         if packed is None:
-            raise ValueError("PackedRows needs documents served from a packed store")
+            raise InputError("docs: PackedRows needs documents served from a packed store, got source files")
         self.start = packed_runs(index, docs)  # int64 [S]: store position of each sample, -1: not one range
         self.length = index.sample_tokens()    # int64 [S]
         self.seqlen = index.seqlen
