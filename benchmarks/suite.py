@@ -410,6 +410,15 @@ class Run:
         out["systems"] = {k: {"median_s": median(v["per_rep"]), "per_rep": v["per_rep"]} for k, v in timed.items()}
         self.results["limits"] = out
 
+    # ------------------------------------------------------------------ fetch paths (issue 20, items 1-3)
+    def fetchpaths(self) -> None:
+        """Per-call latency against Megatron-core and mosaic, packed against the gather floor, raw against the naive
+        reader: :mod:`benchmarks.bench_fetch_paths` (its own peer processes, the same corpora)."""
+        from .bench_fetch_paths import run_all
+
+        self.results["fetchpaths"] = run_all(self.s.mode == "quick", self.work, self.data,
+                                             [n for n in ("megatron", "mosaic") if n in self.peers], self.log)
+
     # ------------------------------------------------------------------ file size
     def filesize(self) -> None:
         """Fetch throughput of consumer (raw, packed) and the naive reader against file size."""

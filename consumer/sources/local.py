@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import FileChangedError
-from .base import ByteSource, check_ranges
+from .base import FEW_RANGES, ByteSource, check_few_ranges, check_ranges
 from .corpus import probe_files, stat_files
 from .paths import PathList
 
@@ -72,22 +73,28 @@ class LocalFiles(ByteSource):
 
         return describe_files(paths, kinds=kinds, verbose=verbose, chunk=chunk)
 
-    def read_ranges(self, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, out: np.ndarray,
-                    at: np.ndarray, *, verify_after: bool = False) -> None:
+    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any, *,
+                    verify_after: bool = False) -> None:
         """See :meth:`ByteSource.read_ranges`: per range open, one ``fstat`` checked against the listing, one
         ``preadv`` (more for reads the kernel splits or cuts short), close. This loop is the per-file cost of a
         raw fetch, so it stays lean: locals, one comparison chain, no call per file."""
-        ids, offsets, lengths, at = (np.asarray(x, dtype=np.int64) for x in (ids, offsets, lengths, at))
-        check_ranges(len(self.paths), ids, offsets, lengths, out, at, self.sizes)
+        ident = self.ident
+        if isinstance(ids, list) and len(ids) <= FEW_RANGES:  # a small batch: plain ints, no numpy round trip
+            il, ol, nl, ql = ids, list(offsets), list(lengths), list(at)
+            check_few_ranges(len(self.paths), il, ol, nl, out, ql, self.sizes)
+            sizes, stamps = [int(self.sizes[i]) for i in il], [int(self.stamps[i]) for i in il]
+            inos = [-1] * len(il) if ident is None else [int(ident[i, 1]) for i in il]
+        else:
+            ids, offsets, lengths, at = (np.asarray(x, dtype=np.int64) for x in (ids, offsets, lengths, at))
+            check_ranges(len(self.paths), ids, offsets, lengths, out, at, self.sizes)
+            il, ol, nl, ql = ids.tolist(), offsets.tolist(), lengths.tolist(), at.tolist()
+            sizes, stamps = self.sizes[ids].tolist(), self.stamps[ids].tolist()
+            inos = [-1] * ids.size if ident is None else ident[ids, 1].tolist()  # -1: unknown, _check_same decides
         open_, fstat, preadv, close, flags = os.open, os.fstat, os.preadv, os.close, _OPEN_FLAGS
         view = out.data
-        sizes, stamps = self.sizes[ids].tolist(), self.stamps[ids].tolist()
-        ident = self.ident
-        inos = [-1] * ids.size if ident is None else ident[ids, 1].tolist()  # -1: unknown, _check_same decides
         # the paths' bytes as stored (no decoding per file); decoded only to name a file in an error
-        names = self.paths.take(ids, raw=True)
-        for j, (i, path, q, lo, m) in enumerate(zip(ids.tolist(), names, at.tolist(), offsets.tolist(),
-                                                    lengths.tolist())):
+        names = self.paths.take(il, raw=True)
+        for j, (i, path, q, lo, m) in enumerate(zip(il, names, ql, ol, nl)):
             try:
                 fd = open_(path, flags)
             except OSError as e:
