@@ -41,8 +41,7 @@ import numpy as np
 
 from ..errors import FileChangedError, FormatError, InputError
 from ..sources.magic import describe_files
-from ..util.fileio import sha256_file
-from .content import READ_CHUNK, compute_content
+from .content import READ_CHUNK, compute_content, content_stats
 from .file import CatalogFile, recovering
 from .rows import COLUMNS, SCHEMA_VERSION, display_path, extension_of, path_key
 
@@ -52,6 +51,16 @@ CATALOG_NAME = "catalog.sqlite"
 _CHUNK = 512  # files per libmagic chunk and per committed transaction
 _MAGIC_COLUMNS = ("description", "mime")
 _NO_ROW = (None,) * len(COLUMNS)  # an absent row: equal to no size or mtime
+
+
+def _sha256_of(path: str, size: int, stamp: int) -> str:
+    """The sha256 of the version of a file the caller listed (size, change stamp); FileChangedError when the
+    file is another version now or changed while it was read (never a hash of mixed halves)."""
+    st = content_stats(path)
+    if (st.size, st.mtime_ns) != (size, stamp):
+        raise FileChangedError(f"paths: {path!r} changed since it was listed (size {size} -> {st.size}, "
+                               f"change stamp {stamp} -> {st.mtime_ns} ns); rebuild the dataset")
+    return st.sha256
 
 
 class Catalog(CatalogFile):
@@ -115,7 +124,7 @@ class Catalog(CatalogFile):
             part = stale[start:start + _CHUNK]
             described = [next(results) for _ in part] if results is not None else [(None, None)] * len(part)
             self.magic_calls += len(want) * len(part)
-            hashed = [sha256_file(paths[i]) for i in part] if hashes else [None] * len(part)
+            hashed = [_sha256_of(paths[i], sizes[i], mtimes[i]) for i in part] if hashes else [None] * len(part)
             with self._writing() as conn:
                 old = self._fetch([path_key(paths[i]) for i in part])
                 rows = []

@@ -11,7 +11,9 @@ One call reads a whole batch into a preallocated ``[B, seqlen]`` array (int64, o
    row is padded after its last token.
 
 Files are opened read-only (``O_RDONLY | O_CLOEXEC``) for the duration of one read and never
-written. A file that became shorter than at build time raises :class:`FileChangedError`.
+written. A file that became shorter than at build time raises :class:`FileChangedError`, and so does a
+file whose size or change stamp differs after the read from the indexed ones (written while it was
+read: its bytes could mix two versions, so none are served).
 """
 
 from __future__ import annotations
@@ -270,13 +272,22 @@ def _read_local(docs: DocumentTable, d: np.ndarray, view: memoryview, q: list, l
                                        f"{e.strerror}") from None
             if got != m:
                 _read_rest(fd, os.fsdecode(path), view[start:start + m], lo[j], got)
+            after = fstat(fd)  # once more after the read: a write while it ran (old and new halves) is refused
+            if after.st_ctime_ns != ct or after.st_mtime_ns != mt or after.st_size != st.st_size:
+                _check_same(os.fsdecode(path), after, sizes[j], stamps[j], None, during=True)
         finally:
             close(fd)
 
 
-def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list | None) -> None:
+def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list | None,
+                during: bool = False) -> None:
     """The opened file must be the one indexed: a regular file of the same size, change stamp
-    (``max(mtime, ctime)``: users cannot set the ctime back) and, when known, device and inode."""
+    (``max(mtime, ctime)``: users cannot set the ctime back) and, when known, device and inode.
+    ``during``: checked after the read, so a change means the file was written while it was read."""
+    if during:
+        raise FileChangedError(f"{path!r} changed while it was read (size {st.st_size} bytes, indexed {size}; "
+                               f"modified at {max(st.st_mtime_ns, st.st_ctime_ns)} ns, indexed {stamp} ns): "
+                               "its bytes are not served; rebuild the dataset")
     mode = st.st_mode
     if not stat.S_ISREG(mode):
         kind = "Is a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
