@@ -35,22 +35,43 @@ inspection) and rebuilt; an operation interrupted by such corruption runs once m
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
 from ..errors import FileChangedError, FormatError, InputError
 from ..sources.magic import describe_files
+from ..util.locks import RangeLocks, claimed, slot_of
+from ..util.progress import progress_bar
 from .content import READ_CHUNK, compute_content, content_stats
 from .file import CatalogFile, recovering
 from .rows import COLUMNS, SCHEMA_VERSION, display_path, extension_of, path_key
 
-__all__ = ["Catalog", "CATALOG_NAME", "SCHEMA_VERSION", "display_path", "path_key"]
+__all__ = ["Catalog", "CATALOG_NAME", "CLAIMS_SUFFIX", "SCHEMA_VERSION", "display_path", "path_key"]
 
 CATALOG_NAME = "catalog.sqlite"
-_CHUNK = 512  # files per libmagic chunk and per committed transaction
+CLAIMS_SUFFIX = ".claims"  # <catalog>.claims: the lock file of the work claims (consumer.util.locks)
+_CHUNK = 512  # files per claim and per committed transaction
+_DESCRIBE_CHUNK = 64  # files per libmagic task (threads share a claimed part)
 _MAGIC_COLUMNS = ("description", "mime")
 _NO_ROW = (None,) * len(COLUMNS)  # an absent row: equal to no size or mtime
+
+
+def _stale(paths: Sequence[str], sizes: list[int], stamps: list[int], known: dict[str, tuple], want: tuple[str, ...],
+           hashes: bool, among: Sequence[int] | None = None) -> dict[tuple[str, ...], list[int]]:
+    """The files (indices into ``paths``, of ``among`` or all) whose row is missing, of another version
+    (size, change stamp), or lacks a column of ``want`` (or the hash, with ``hashes``), grouped by the
+    libmagic columns each needs computed. ``known`` is :meth:`Catalog.rows` of them."""
+    cols = {w: 2 + _MAGIC_COLUMNS.index(w) for w in want}
+    stale: dict[tuple[str, ...], list[int]] = {}
+    for i in range(len(paths)) if among is None else among:
+        row = known.get(paths[i])
+        fresh = row is not None and row[0] == sizes[i] and row[1] == stamps[i]
+        needed = tuple(w for w in want if row is None or not fresh or row[cols[w]] is None)
+        if needed or row is None or not fresh or (hashes and row[4] is None):
+            stale.setdefault(needed, []).append(i)
+    return stale
 
 
 def _sha256_of(path: str, size: int, stamp: int) -> str:
@@ -68,7 +89,33 @@ class Catalog(CatalogFile):
 
     def __init__(self, path: str | None):
         self.magic_calls = 0  # libmagic calls made by this object (one per file and column computed)
+        self.content_reads = 0  # files read by this object's content passes
         super().__init__(path)
+        self._claims_of: tuple[int, RangeLocks] | None = None
+
+    @property
+    def _claims(self) -> RangeLocks:
+        """The work claims of this process on this catalog (``<catalog>.claims``; see :func:`_claim`), reopened
+        after a fork: a forked child shares its parent's open file and so would share its locks."""
+        if self._claims_of is None or self._claims_of[0] != os.getpid():
+            self._claims_of = (os.getpid(), RangeLocks(None if self.path is None else self.path + CLAIMS_SUFFIX))
+        return self._claims_of[1]
+
+    def _claim(self, paths: Sequence[str], todo: list[int], kind: bytes, work: Callable[[list[int]], object]) -> None:
+        """Run ``work(files)`` over the files ``todo`` (indices into ``paths``) in parts of at most ``_CHUNK``, each
+        part while this object holds the claims of its files for ``kind`` of work (libmagic or content): a
+        file another process (or catalog object) is computing is put off until its claim is released, so that
+        ``work``, which reads the catalog again first, finds it done and computes nothing twice
+        (:func:`consumer.util.locks.claimed`)."""
+        slots = [slot_of(kind + path_key(paths[i])) for i in todo]
+        claimed(self._claims, slots, _CHUNK, lambda part: work([todo[j] for j in part]))
+
+    def close(self) -> None:
+        """Close the connection and the claims file."""
+        if self._claims_of is not None:
+            self._claims_of[1].close()
+            self._claims_of = None
+        super().close()
 
     @recovering
     def rows(self, paths: Sequence[str]) -> dict[str, tuple]:
@@ -94,20 +141,25 @@ class Catalog(CatalogFile):
         unknown = [w for w in want if w not in _MAGIC_COLUMNS]
         if unknown:
             raise InputError(f"want: unknown column(s) {unknown}; libmagic gives {list(_MAGIC_COLUMNS)}")
-        known = self.rows(paths)
         sizes_l, mtimes_l = sizes.tolist(), mtimes.tolist()
-        cols = {w: 2 + _MAGIC_COLUMNS.index(w) for w in want}
-        stale: dict[tuple[str, ...], list[int]] = {}  # what each stale file needs computed -> files
-        for i, p in enumerate(paths):
-            row = known.get(p)
-            fresh = row is not None and row[0] == sizes_l[i] and row[1] == mtimes_l[i]
-            needed = tuple(w for w in want if row is None or not fresh or row[cols[w]] is None)
-            if needed or row is None or not fresh or (hashes and row[4] is None):
-                stale.setdefault(needed, []).append(i)
-        for needed, files in stale.items():
-            self._refresh(paths, sizes_l, mtimes_l, files, want=needed, hashes=hashes, verbose=verbose,
-                          describe=describe or describe_files)
+        known = self.rows(paths)
+        stale = _stale(paths, sizes_l, mtimes_l, known, want, hashes)
         if stale:
+            todo = sorted(i for files in stale.values() for i in files)
+            bar = progress_bar(len(todo), verbose and bool(want), "libmagic")
+
+            def work(part: list[int]) -> None:  # claimed files: compute what they still lack (another process
+                now = _stale(paths, sizes_l, mtimes_l, self.rows([paths[i] for i in part]), want, hashes,
+                             part)  # may have done them meanwhile)
+                for needed, files in now.items():
+                    self._refresh(paths, sizes_l, mtimes_l, files, want=needed, hashes=hashes, verbose=False,
+                                  describe=describe or describe_files)
+                bar.update(len(part))
+
+            try:
+                self._claim(paths, todo, b"magic\0", work)
+            finally:
+                bar.close()
             known = self.rows(paths)
         lost = [p for p in paths if p not in known]
         if lost:
@@ -119,7 +171,7 @@ class Catalog(CatalogFile):
 
     def _refresh(self, paths, sizes, mtimes, stale, *, want, hashes, verbose, describe) -> None:
         todo = [paths[i] for i in stale]
-        results = describe(todo, kinds=want, verbose=verbose, chunk=_CHUNK) if want else None
+        results = describe(todo, kinds=want, verbose=verbose, chunk=_DESCRIBE_CHUNK) if want else None
         for start in range(0, len(stale), _CHUNK):
             part = stale[start:start + _CHUNK]
             described = [next(results) for _ in part] if results is not None else [(None, None)] * len(part)
@@ -161,7 +213,28 @@ class Catalog(CatalogFile):
         stale = [i for i, p in enumerate(paths) if state.get(p) != (sizes_l[i], mtimes_l[i], 1)]
         if not stale:
             return 0
-        results = compute_content([paths[i] for i in stale], verbose=verbose, workers=workers, chunk=chunk)
+        read = 0
+        bar = progress_bar(len(stale), verbose, "content")
+
+        def work(part: list[int]) -> None:  # claimed files: read those still lacking content (another process
+            nonlocal read                     # may have read them meanwhile)
+            now = self._content_state([paths[i] for i in part])
+            todo = [i for i in part if now.get(paths[i]) != (sizes_l[i], mtimes_l[i], 1)]
+            if todo:
+                self._read_content(paths, sizes_l, mtimes_l, todo, workers=workers, chunk=chunk)
+                read += len(todo)
+                self.content_reads += len(todo)
+            bar.update(len(part))
+
+        try:
+            self._claim(paths, stale, b"content\0", work)
+        finally:
+            bar.close()
+        return read
+
+    def _read_content(self, paths, sizes_l, mtimes_l, stale, *, workers, chunk) -> None:
+        """The content pass over the files ``stale`` (indices into ``paths``), committed a chunk at a time."""
+        results = compute_content([paths[i] for i in stale], verbose=False, workers=workers, chunk=chunk)
         for start in range(0, len(stale), _CHUNK):
             part = stale[start:start + _CHUNK]
             computed = []
@@ -184,7 +257,6 @@ class Catalog(CatalogFile):
                                  o[5] if same else None, o[6] if same else None, st.sha256, st.entropy, st.printable,
                                  st.zeros, st.histogram_blob()))
                 self._put(conn, rows)
-        return len(stale)
 
     def _content_state(self, paths: Sequence[str]) -> dict[str, tuple[int, int, int]]:
         """``{path: (size, mtime_ns, 1 if every content column is set else 0)}`` for the verified rows."""

@@ -18,6 +18,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,7 +39,7 @@ from ..tokens.documents import DocumentTable, RemoteFiles, build_documents
 from ..tokens.index import AUTO_SEQLEN_CAP, SampleIndex, warn_if_padded
 from ..tokens.vocab import Vocab
 from ..util.validate import check_bool, check_class_to_id, int_vector
-from .cache import cache_key, file_table_sha256, load_entry, save_entry
+from .cache import building, cache_key, file_table_sha256, load_entry, save_entry
 from .ranks import torch_group
 from .shared import build_once, fingerprint
 
@@ -132,6 +133,12 @@ def _open_shared(handoff: dict, spec: Spec, root: str | None, storage_options: d
 
 def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options: dict | None,
            remote_cache: Any) -> Built:
+    with ExitStack() as hold:  # the claim on building the index entry, if one is taken (see _build_held)
+        return _build_held(fps, spec, cache_dir, verbose, storage_options, remote_cache, hold)
+
+
+def _build_held(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options: dict | None,
+                remote_cache: Any, hold: ExitStack) -> Built:
     t0 = time.perf_counter()
     cache_root = check_cache_dir(cache_dir)
     if is_url(fps) and local_path_of(fps) is None:  # a bucket prefix: sub-prefixes are classes, one listing
@@ -172,6 +179,9 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
                          "libmagic": libmagic_version() if spec.metadata else None,
                          "files_sha256": file_table_sha256(paths, cls, sizes, mtimes)})
     entry = load_entry(cache_root, key, skip=("paths",)) if cache_root and key else None
+    if entry is None and cache_root and key:  # of many processes missing it at once, one builds it, the others
+        hold.enter_context(building(cache_root, key))  # wait here and then find it
+        entry = load_entry(cache_root, key, skip=("paths",))
     if entry is not None and cache_root and key:
         built = _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
         built.info["dedupe"], built.catalog = report, catalog

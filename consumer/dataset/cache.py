@@ -36,19 +36,22 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
 from ..errors import ConsumerWarning, FormatError, InputError
 from ..sources.paths import PathList
 from ..util.fileio import fsync_dir, is_temp_name, load_json_bounded, sha256_file, temp_path
+from ..util.locks import RangeLocks, slot_of
 
-__all__ = ["CACHE_FORMAT", "cache_key", "file_table_sha256",
+__all__ = ["CACHE_FORMAT", "ENTRY_LOCKS", "building", "cache_key", "file_table_sha256",
            "save_entry", "load_entry", "list_entries", "clear"]
 
 CACHE_FORMAT = 3  # 2: settings from Spec.key_dict(), file mtimes stored as an array; 3: int32 index fields
 INDEX_DIR = "index"
+ENTRY_LOCKS = "index.lock"  # the lock file of "building entry <key>" claims (consumer.util.locks)
 _MMAP_MIN_BYTES = 64 << 20
 _KEY = re.compile(r"[0-9a-f]{64}")
 
@@ -104,6 +107,25 @@ def _write_error(root: str, need: int, e: OSError) -> str | None:
                       "build recomputes it", ConsumerWarning, stacklevel=4)
         return None
     raise e
+
+
+@contextmanager
+def building(root: str, key: str) -> Iterator[None]:
+    """Hold the claim on building entry ``key`` for the ``with`` block, waiting while another process (or
+    another dataset of this one) holds it: of many processes missing the same entry at once, one builds it
+    and the others, let in once it is saved, find it (:func:`load_entry`) instead of building it again. The
+    claim dies with its holder (a killed builder lets the next one in). A cache directory that cannot hold
+    the lock file (read-only) gives no claim: every process builds alone."""
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError:
+        pass
+    locks = RangeLocks(os.path.join(root, ENTRY_LOCKS))
+    try:
+        with locks.holding(slot_of(key)):
+            yield
+    finally:
+        locks.close()
 
 
 def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: dict) -> str | None:

@@ -1,0 +1,195 @@
+"""Many processes on one catalog and cache directory: the worker and the checks of its run.
+
+Used by ``tests/dataset/test_many_processes.py`` (8 processes, once) and ``benchmarks/bench_many_processes.py``
+(the same run N times). :func:`run` starts ``workers`` real processes (multiprocessing, spawn) that at the
+same time, on one ``cache_dir``:
+
+1. build the dataset (catalog sync with libmagic, index cache entry),
+2. run SQL naming content columns (the content pass: sha256, entropy, ...) and every libmagic column,
+3. pack the dataset and verify the store;
+
+then the parent rewrites some files in place (edits) and every worker does it all again (a re-index after
+edits). Each worker counts what it computed: libmagic calls (python-magic's ``Magic.from_file``, the
+real library call) and files read by the content pass (what ``Catalog.ensure_content`` returns), and
+reports its SQL rows, its build's cache outcome and its store's checksum. Any exception in a worker is
+reported with its traceback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import sqlite3
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+SQL = "SELECT path, size, sha256, entropy, printable, zeros, hex(histogram), description, mime FROM files ORDER BY path"
+SETTINGS = {"metadata": "file", "style": "concat", "seqlen": 256, "n_bytes": 1}
+
+
+def write_files(root: Path, files: int, seed: int = 0) -> list[str]:
+    """``files`` files of 200 B to 6 KB (text-like and binary) in three class folders."""
+    rng = np.random.default_rng(seed)
+    paths = []
+    for i in range(files):
+        folder = root / f"c{i % 3}"
+        folder.mkdir(parents=True, exist_ok=True)
+        n = int(rng.integers(200, 6000))
+        data = (rng.integers(32, 127, n) if i % 2 else rng.integers(0, 256, n)).astype(np.uint8).tobytes()
+        path = folder / f"f{i:04d}.{'txt' if i % 2 else 'bin'}"
+        path.write_bytes(data)
+        paths.append(str(path))
+    return paths
+
+
+def edit_files(paths: list[str], every: int, seed: int) -> list[str]:
+    """Rewrite every ``every``-th file in place with other bytes (half of them with another size)."""
+    rng = np.random.default_rng(seed)
+    edited = paths[::every]
+    for k, p in enumerate(edited):
+        n = os.path.getsize(p) + (k % 2) * 17
+        Path(p).write_bytes(rng.integers(0, 256, n).astype(np.uint8).tobytes())
+    return edited
+
+
+def _counting():
+    """Count real libmagic calls and content-pass reads of this process (wrapping the library calls)."""
+    import magic
+
+    from consumer.catalog.catalog import Catalog
+
+    counts = {"libmagic": 0, "content": 0}
+    from_file, ensure = magic.Magic.from_file, Catalog.ensure_content
+
+    def counted_from_file(self, path):
+        counts["libmagic"] += 1
+        return from_file(self, path)
+
+    def counted_ensure(self, *args, **kwargs):
+        read = ensure(self, *args, **kwargs)
+        counts["content"] += read
+        return read
+
+    magic.Magic.from_file = counted_from_file
+    Catalog.ensure_content = counted_ensure
+    return counts
+
+
+def _phase(rank: int, phase: int, data: str, cache: str, out: str, counts: dict) -> dict:
+    from consumer import Consumer, verify_packed
+
+    before = dict(counts)
+    ds = Consumer(data, cache_dir=cache, **SETTINGS)
+    rows = [tuple(r) for r in ds.sql(SQL)]
+    prefix = os.path.join(out, f"store-{rank}-{phase}")
+    ds.pack(prefix)
+    report = verify_packed(prefix)
+    with open(prefix + ".bin", "rb") as f:
+        store = hashlib.sha256(f.read()).hexdigest()
+    result = {"cache": ds.build_info["cache"], "rows": rows, "store": store, "checksum": report["checksum"],
+              "libmagic": counts["libmagic"] - before["libmagic"], "content": counts["content"] - before["content"]}
+    ds.close()
+    return result
+
+
+def worker(rank: int, data: str, cache: str, out: str, barrier, results) -> None:
+    """One process: phase 1, wait, (the parent edits), wait, phase 2; reports each phase to ``results``."""
+    counts = _counting()
+    for phase in (1, 2):
+        try:
+            barrier.wait()  # every process starts the phase at once
+            results.put((rank, phase, _phase(rank, phase, data, cache, out, counts)))
+        except BaseException:  # noqa: BLE001  (reported to the parent, which fails the run)
+            results.put((rank, phase, {"error": traceback.format_exc()}))
+        barrier.wait()  # phase done everywhere (the parent edits files after phase 1)
+
+
+def truth(data: str) -> tuple[list[tuple], str]:
+    """The SQL rows and store checksum of one process alone, without any cache."""
+    import tempfile
+
+    from consumer import Consumer
+
+    ds = Consumer(data, cache_dir=False, **SETTINGS)
+    rows = [tuple(r) for r in ds.sql(SQL)]
+    with tempfile.TemporaryDirectory() as tmp:
+        ds.pack(os.path.join(tmp, "store"))
+        with open(os.path.join(tmp, "store.bin"), "rb") as f:
+            store = hashlib.sha256(f.read()).hexdigest()
+    ds.close()
+    return rows, store
+
+
+def run(root: Path, *, workers: int = 8, files: int = 120, every: int = 10, timeout: float = 300) -> dict:
+    """One run (see the module docstring); returns ``{"phases": {1: [...], 2: [...]}, "files": n, "edited": e,
+    "truth": {1: (rows, store), 2: (rows, store)}}``; results are per worker, in rank order."""
+    data, cache, out = root / "data", root / "cache", root / "out"
+    out.mkdir(parents=True)
+    paths = write_files(data, files)
+    expected = {1: truth(str(data))}
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(workers + 1)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=worker, args=(r, str(data), str(cache), str(out), barrier, results))
+             for r in range(workers)]
+    for p in procs:
+        p.start()
+    got: dict[int, dict[int, dict]] = {1: {}, 2: {}}
+    try:
+        barrier.wait(timeout)  # start phase 1
+        for _ in range(workers):
+            rank, phase, res = results.get(timeout=timeout)
+            got[phase][rank] = res
+        barrier.wait(timeout)  # phase 1 done
+        edited = edit_files(paths, every, seed=1)
+        expected[2] = truth(str(data))
+        barrier.wait(timeout)  # start phase 2
+        for _ in range(workers):
+            rank, phase, res = results.get(timeout=timeout)
+            got[phase][rank] = res
+        barrier.wait(timeout)
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    return {"phases": {ph: [got[ph][r] for r in range(workers)] for ph in (1, 2)}, "files": files,
+            "edited": len(edited), "truth": expected, "exitcodes": [p.exitcode for p in procs]}
+
+
+def integrity(cache: Path) -> list[str]:
+    """What is wrong with a cache directory after the run (empty: nothing): SQLite's integrity_check of the
+    catalog, every row's check, every index entry's digests, leftover temporary files, things moved aside."""
+    from consumer.catalog.catalog import Catalog
+    from consumer.dataset.cache import INDEX_DIR, load_entry
+    from consumer.util.fileio import is_temp_name
+
+    problems = []
+    db = cache / "catalog.sqlite"
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        check = conn.execute("PRAGMA integrity_check").fetchall()
+        if check != [("ok",)]:
+            problems.append(f"integrity_check: {check}")
+        total = conn.execute("SELECT count(*) FROM files").fetchone()[0]
+    finally:
+        conn.close()
+    catalog = Catalog(str(db))
+    verified = len(catalog.verified_rows())
+    catalog.close()
+    if verified != total:
+        problems.append(f"{total - verified} catalog row(s) fail their check")
+    entries = [p for p in (cache / INDEX_DIR).iterdir()]
+    for entry in entries:
+        if is_temp_name(entry.name):
+            problems.append(f"temporary folder left: {entry}")
+        elif load_entry(str(cache), entry.name) is None:
+            problems.append(f"index entry fails its digests: {entry}")
+    for dirpath, dirnames, filenames in os.walk(cache):
+        for name in dirnames + filenames:
+            if ".corrupt" in name or (is_temp_name(name) and dirpath != str(cache / INDEX_DIR)):
+                problems.append(f"left behind: {os.path.join(dirpath, name)}")
+    return problems
