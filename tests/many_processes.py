@@ -193,3 +193,34 @@ def integrity(cache: Path) -> list[str]:
             if ".corrupt" in name or (is_temp_name(name) and dirpath != str(cache / INDEX_DIR)):
                 problems.append(f"left behind: {os.path.join(dirpath, name)}")
     return problems
+
+
+def problems(result: dict, cache: Path) -> list[str]:
+    """Everything the run got wrong (empty: nothing): errors in a worker, rows or stores that differ from a
+    process alone, work done more than once in all, more than one index build per phase, and what
+    :func:`integrity` finds in the cache directory."""
+    workers = len(result["exitcodes"])
+    out = [f"worker {r}, phase {ph}: {res['error']}" for ph in (1, 2) for r, res in enumerate(result["phases"][ph])
+           if "error" in res]
+    if out:
+        return out
+    if result["exitcodes"] != [0] * workers:
+        out.append(f"exit codes {result['exitcodes']}")
+    for phase, files in ((1, result["files"]), (2, result["edited"])):
+        res = result["phases"][phase]
+        rows, store = result["truth"][phase]
+        for r, got in enumerate(res):
+            if got["rows"] != rows:
+                out.append(f"phase {phase}: worker {r} saw other SQL rows than a process alone")
+            if got["store"] != store or got["checksum"] != "ok":
+                out.append(f"phase {phase}: worker {r} packed another store ({got['checksum']})")
+        magic = [r["libmagic"] for r in res]
+        content = [r["content"] for r in res]
+        if sum(magic) != 2 * files:  # description and MIME type of each new file version, once
+            out.append(f"phase {phase}: {sum(magic)} libmagic calls for {files} files ({magic})")
+        if sum(content) != files:
+            out.append(f"phase {phase}: {sum(content)} content reads for {files} files ({content})")
+        outcomes = sorted(r["cache"] for r in res)
+        if outcomes != ["hit"] * (workers - 1) + ["miss"]:
+            out.append(f"phase {phase}: index cache outcomes {outcomes} (one miss expected)")
+    return out + integrity(cache)
