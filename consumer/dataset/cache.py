@@ -41,9 +41,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..errors import ConsumerWarning, FormatError, InputError
+from ..errors import ConsumerWarning, FormatError
 from ..sources.paths import PathList
-from ..util.fileio import fsync_dir, is_temp_name, load_json_bounded, sha256_file, temp_path
+from ..util.fileio import SPACE_ERRNOS, fsync_dir, is_temp_name, load_json_bounded, sha256_file, space_error, temp_path
 from ..util.locks import RangeLocks, slot_of
 
 __all__ = ["CACHE_FORMAT", "ENTRY_LOCKS", "building", "cache_key", "file_table_sha256",
@@ -97,16 +97,25 @@ def _move_aside(path: str) -> None:
 
 
 def _write_error(root: str, need: int, e: OSError) -> str | None:
-    """Why an entry could not be written: a full disk is an error (InputError naming the directory and the
-    bytes needed); a read-only or forbidden cache directory only means "not cached" (a warning)."""
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        raise InputError(f"cache_dir {root!r}: no space left to write the index cache ({need} bytes needed); "
-                         "free space, pass another cache_dir= or cache_dir=False") from None
+    """Why an entry could not be written: a full disk, a quota or a file-size limit is an error
+    (:class:`~consumer.errors.StorageFullError` naming the directory and the bytes needed); a read-only or
+    forbidden cache directory only means "not cached" (a warning)."""
+    if e.errno in SPACE_ERRNOS:  # the old entries stay; the new one's temporary folder is removed by the caller
+        raise space_error(e.filename or root, need, "cache_dir (the index cache; or pass cache_dir=False)",
+                          e.errno) from None
     if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         warnings.warn(f"cache_dir {root!r} is not writable ({e.strerror}): the index is not cached, the next "
                       "build recomputes it", ConsumerWarning, stacklevel=4)
         return None
     raise e
+
+
+def _write_npy(f, arr: np.ndarray) -> None:
+    """``np.save`` of a C-contiguous array, the same bytes, written with ``f.write``: numpy's own ``tofile``
+    reports a short write as a bare ``OSError`` without an errno, which would hide a full disk or a size limit."""
+    np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(arr))
+    if arr.size:
+        f.write(memoryview(arr.reshape(-1)).cast("B"))
 
 
 @contextmanager
@@ -130,7 +139,7 @@ def building(root: str, key: str) -> Iterator[None]:
 
 def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: dict) -> str | None:
     """Write an entry atomically (see the module docstring); returns its directory, or None when the cache
-    directory is read-only (a warning says so). A full disk raises InputError with the bytes needed.
+    directory is read-only (a warning says so). A full disk raises StorageFullError with the bytes needed.
     Damaged artefacts in the way (an entry or the ``index`` folder replaced by a file) are moved aside."""
     final = _entry_dir(root, key)
     parent = os.path.dirname(final)
@@ -151,7 +160,7 @@ def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: 
             arr = np.ascontiguousarray(arr)
             path = os.path.join(tmp, f"{name}.npy")
             with open(path, "wb") as f:
-                np.save(f, arr, allow_pickle=False)
+                _write_npy(f, arr)
                 f.flush()
                 os.fsync(f.fileno())
             files[name] = {"file": f"{name}.npy", "dtype": arr.dtype.str, "shape": list(arr.shape),
