@@ -115,7 +115,7 @@ def _write_npy(f, arr: np.ndarray) -> None:
     reports a short write as a bare ``OSError`` without an errno, which would hide a full disk or a size limit."""
     np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(arr))
     if arr.size:
-        f.write(memoryview(arr.reshape(-1)).cast("B"))
+        f.write(arr.reshape(-1).data.cast("B"))
 
 
 @contextmanager
