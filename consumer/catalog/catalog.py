@@ -74,6 +74,13 @@ def _stale(paths: Sequence[str], sizes: list[int], stamps: list[int], known: dic
     return stale
 
 
+def _regroup(stale: dict[tuple[str, ...], list[int]], part: list[int]) -> dict[tuple[str, ...], list[int]]:
+    """``stale`` (what each file needs -> files) restricted to the files of ``part``."""
+    mine = set(part)
+    out = {needed: [i for i in files if i in mine] for needed, files in stale.items()}
+    return {needed: files for needed, files in out.items() if files}
+
+
 def _sha256_of(path: str, size: int, stamp: int) -> str:
     """The sha256 of the version of a file the caller listed (size, change stamp); FileChangedError when the
     file is another version now or changed while it was read (never a hash of mixed halves)."""
@@ -110,6 +117,13 @@ class Catalog(CatalogFile):
         slots = [slot_of(kind + path_key(paths[i])) for i in todo]
         claimed(self._claims, slots, _CHUNK, lambda part: work([todo[j] for j in part]))
 
+    def _rewritten(self, paths: Sequence[str], part: list[int], seen: dict[bytes, str]) -> bool:
+        """Whether a row of the files ``part`` was written since ``seen`` (:meth:`_checks` before claiming them):
+        then another process did some of them meanwhile and the caller reads their verified rows again."""
+        keys = [path_key(paths[i]) for i in part]
+        now = self._checks(keys)
+        return any(now.get(k) != seen.get(k) for k in keys)
+
     def close(self) -> None:
         """Close the connection and the claims file."""
         if self._claims_of is not None:
@@ -142,15 +156,19 @@ class Catalog(CatalogFile):
         if unknown:
             raise InputError(f"want: unknown column(s) {unknown}; libmagic gives {list(_MAGIC_COLUMNS)}")
         sizes_l, mtimes_l = sizes.tolist(), mtimes.tolist()
-        known = self.rows(paths)
-        stale = _stale(paths, sizes_l, mtimes_l, known, want, hashes)
-        if stale:
+        with self._reading():  # the rows and their checks as of one moment (see work)
+            known = self.rows(paths)
+            stale = _stale(paths, sizes_l, mtimes_l, known, want, hashes)
             todo = sorted(i for files in stale.values() for i in files)
+            seen = self._checks([path_key(paths[i]) for i in todo])
+        if stale:
             bar = progress_bar(len(todo), verbose and bool(want), "libmagic")
 
             def work(part: list[int]) -> None:  # claimed files: compute what they still lack (another process
-                now = _stale(paths, sizes_l, mtimes_l, self.rows([paths[i] for i in part]), want, hashes,
-                             part)  # may have done them meanwhile)
+                if self._rewritten(paths, part, seen):  # may have done some meanwhile: read their rows again)
+                    now = _stale(paths, sizes_l, mtimes_l, self.rows([paths[i] for i in part]), want, hashes, part)
+                else:
+                    now = _regroup(stale, part)
                 for needed, files in now.items():
                     self._refresh(paths, sizes_l, mtimes_l, files, want=needed, hashes=hashes, verbose=False,
                                   describe=describe or describe_files)
@@ -209,8 +227,10 @@ class Catalog(CatalogFile):
         if len(sizes) != n or len(mtimes) != n:
             raise InputError(f"sizes/mtimes must have one entry per path ({n}), got {len(sizes)} and {len(mtimes)}")
         sizes_l, mtimes_l = np.asarray(sizes).tolist(), np.asarray(mtimes).tolist()
-        state = self._content_state(paths)
-        stale = [i for i, p in enumerate(paths) if state.get(p) != (sizes_l[i], mtimes_l[i], 1)]
+        with self._reading():  # the rows and their checks as of one moment (see work)
+            state = self._content_state(paths)
+            stale = [i for i, p in enumerate(paths) if state.get(p) != (sizes_l[i], mtimes_l[i], 1)]
+            seen = self._checks([path_key(paths[i]) for i in stale])
         if not stale:
             return 0
         read = 0
@@ -218,8 +238,10 @@ class Catalog(CatalogFile):
 
         def work(part: list[int]) -> None:  # claimed files: read those still lacking content (another process
             nonlocal read                     # may have read them meanwhile)
-            now = self._content_state([paths[i] for i in part])
-            todo = [i for i in part if now.get(paths[i]) != (sizes_l[i], mtimes_l[i], 1)]
+            todo = part
+            if self._rewritten(paths, part, seen):
+                now = self._content_state([paths[i] for i in part])
+                todo = [i for i in part if now.get(paths[i]) != (sizes_l[i], mtimes_l[i], 1)]
             if todo:
                 self._read_content(paths, sizes_l, mtimes_l, todo, workers=workers, chunk=chunk)
                 read += len(todo)

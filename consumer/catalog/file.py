@@ -250,6 +250,19 @@ class CatalogFile:
         return FormatError(f"catalog {where!r}: SQLite error while using it: {e}")
 
     @contextmanager
+    def _reading(self):
+        """One read transaction: every read inside sees the same state of the catalog (one WAL snapshot)."""
+        conn = self._conn
+        if conn.in_transaction:
+            yield
+            return
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            conn.rollback()
+
+    @contextmanager
     def _writing(self):
         """One ``BEGIN IMMEDIATE`` transaction: the rows read inside it are the ones the writes replace."""
         conn = self._conn
@@ -285,6 +298,17 @@ class CatalogFile:
                 values = verified(row)
                 if values is not None:
                     out[values[0]] = values
+        return out
+
+    def _checks(self, keys: Sequence[bytes]) -> dict[bytes, str]:
+        """The ``row_check`` of each row of ``keys`` that exists (not verified: a cheap read). Comparing two such
+        reads tells which rows were written in between (by another process, under a work claim)."""
+        out: dict[bytes, str] = {}
+        cur = self._conn.cursor()
+        for i in range(0, len(keys), 900):
+            part = keys[i:i + 900]
+            out.update(cur.execute(f"SELECT key, row_check FROM main.files WHERE key IN ({','.join('?' * len(part))})",
+                                   part).fetchall())
         return out
 
     def _put(self, conn: sqlite3.Connection, rows: list[tuple]) -> None:
