@@ -262,3 +262,22 @@ def test_a_pack_out_of_room(mode, fmt, tmp_path, corpus, request):
     assert ours.keys() == theirs.keys()
     assert all(ours[k] == theirs[k] for k in ours if k != side)
     assert ours[side].replace(str(root).encode(), b"") == theirs[side].replace(str(tmp_path / "never").encode(), b"")
+
+
+def test_a_pack_whose_sidecar_does_not_fit_keeps_the_old_store(tmp_path, corpus, small_disk):
+    """Room for the new store's data files but not for its sidecar: the pack fails before it touches the old
+    store (every file, the sidecar included, is written under temporary names first)."""
+    prefix = small_disk / "store"
+    small = Consumer(_subset(corpus, FIRST), cache_dir=False, metadata=None, seqlen=64)
+    small.pack(prefix)
+    old_files = {p.name: p.read_bytes() for p in small_disk.iterdir()}
+    ds = Consumer(corpus, cache_dir=False, metadata=None, seqlen=64)
+    (tmp_path / "never").mkdir()
+    ds.pack(tmp_path / "never" / "store")
+    pages = sum(-(-p.stat().st_size // 4096) * 4096 for p in (tmp_path / "never").iterdir()
+                if not p.name.endswith(".consumer.json"))
+    message = _failing("tmpfs", small_disk, lambda: ds.pack(prefix), fsize=0, leave=pages)
+    assert str(prefix) in message
+    _no_temporaries(small_disk)
+    assert {p.name: p.read_bytes() for p in small_disk.iterdir()} == old_files
+    assert verify_packed(prefix)["checksum"] == "ok"
