@@ -4,9 +4,11 @@ Used by ``tests/dataset/test_many_processes.py`` (8 processes, once) and ``bench
 (the same run N times). :func:`run` starts ``workers`` real processes (multiprocessing, spawn) that at the
 same time, on one ``cache_dir``:
 
-1. build the dataset (catalog sync with libmagic, index cache entry),
+1. build a dataset (catalog sync with libmagic, index cache entry): even ranks every file, odd ranks the
+   files of two of the three classes (another index entry over the same catalog rows),
 2. run SQL naming content columns (the content pass: sha256, entropy, ...) and every libmagic column,
-3. pack the dataset and verify the store;
+3. pack the dataset to a prefix of its own and verify the store, and pack it again to a prefix all the
+   processes of that dataset share (concurrent packs of one store);
 
 then the parent rewrites some files in place (edits) and every worker does it all again (a re-index after
 edits). Each worker counts what it computed: libmagic calls (python-magic's ``Magic.from_file``, the
@@ -78,19 +80,32 @@ def _counting():
     return counts
 
 
+def _datasets(data: str) -> list:
+    """The two datasets the processes ask for over one folder: every file, and the files of two classes only
+    (another index cache entry, the same catalog rows)."""
+    root = Path(data)
+    return [data, {c: sorted(str(p) for p in (root / c).iterdir()) for c in ("c0", "c1")}]
+
+
+def _store_sha256(prefix: str) -> str:
+    with open(prefix + ".bin", "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def _phase(rank: int, phase: int, data: str, cache: str, out: str, counts: dict) -> dict:
     from consumer import Consumer, verify_packed
 
     before = dict(counts)
-    ds = Consumer(data, cache_dir=cache, **SETTINGS)
+    which = rank % 2
+    ds = Consumer(_datasets(data)[which], cache_dir=cache, **SETTINGS)
     rows = [tuple(r) for r in ds.sql(SQL)]
     prefix = os.path.join(out, f"store-{rank}-{phase}")
     ds.pack(prefix)
     report = verify_packed(prefix)
-    with open(prefix + ".bin", "rb") as f:
-        store = hashlib.sha256(f.read()).hexdigest()
-    result = {"cache": ds.build_info["cache"], "rows": rows, "store": store, "checksum": report["checksum"],
-              "libmagic": counts["libmagic"] - before["libmagic"], "content": counts["content"] - before["content"]}
+    ds.pack(os.path.join(out, f"shared-{which}-{phase}"))  # every process of this dataset packs to one prefix
+    result = {"dataset": which, "cache": ds.build_info["cache"], "rows": rows, "store": _store_sha256(prefix),
+              "checksum": report["checksum"], "libmagic": counts["libmagic"] - before["libmagic"],
+              "content": counts["content"] - before["content"]}
     ds.close()
     return result
 
@@ -107,20 +122,21 @@ def worker(rank: int, data: str, cache: str, out: str, barrier, results) -> None
         barrier.wait()  # phase done everywhere (the parent edits files after phase 1)
 
 
-def truth(data: str) -> tuple[list[tuple], str]:
-    """The SQL rows and store checksum of one process alone, without any cache."""
+def truth(data: str) -> list[tuple[list[tuple], str]]:
+    """Per dataset (:func:`_datasets`), the SQL rows and store checksum of one process alone, without any cache."""
     import tempfile
 
     from consumer import Consumer
 
-    ds = Consumer(data, cache_dir=False, **SETTINGS)
-    rows = [tuple(r) for r in ds.sql(SQL)]
-    with tempfile.TemporaryDirectory() as tmp:
-        ds.pack(os.path.join(tmp, "store"))
-        with open(os.path.join(tmp, "store.bin"), "rb") as f:
-            store = hashlib.sha256(f.read()).hexdigest()
-    ds.close()
-    return rows, store
+    out = []
+    for fps in _datasets(data):
+        ds = Consumer(fps, cache_dir=False, **SETTINGS)
+        rows = [tuple(r) for r in ds.sql(SQL)]
+        with tempfile.TemporaryDirectory() as tmp:
+            ds.pack(os.path.join(tmp, "store"))
+            out.append((rows, _store_sha256(os.path.join(tmp, "store"))))
+        ds.close()
+    return out
 
 
 def run(root: Path, *, workers: int = 8, files: int = 120, every: int = 10, timeout: float = 300) -> dict:
@@ -157,7 +173,7 @@ def run(root: Path, *, workers: int = 8, files: int = 120, every: int = 10, time
             if p.is_alive():
                 p.kill()
     return {"phases": {ph: [got[ph][r] for r in range(workers)] for ph in (1, 2)}, "files": files,
-            "edited": len(edited), "truth": expected, "exitcodes": [p.exitcode for p in procs]}
+            "edited": len(edited), "truth": expected, "exitcodes": [p.exitcode for p in procs], "out": str(out)}
 
 
 def integrity(cache: Path) -> list[str]:
@@ -206,21 +222,28 @@ def problems(result: dict, cache: Path) -> list[str]:
         return out
     if result["exitcodes"] != [0] * workers:
         out.append(f"exit codes {result['exitcodes']}")
+    from consumer import verify_packed
+
     for phase, files in ((1, result["files"]), (2, result["edited"])):
         res = result["phases"][phase]
-        rows, store = result["truth"][phase]
         for r, got in enumerate(res):
+            rows, store = result["truth"][phase][got["dataset"]]
             if got["rows"] != rows:
                 out.append(f"phase {phase}: worker {r} saw other SQL rows than a process alone")
             if got["store"] != store or got["checksum"] != "ok":
                 out.append(f"phase {phase}: worker {r} packed another store ({got['checksum']})")
+        for which, (_, store) in enumerate(result["truth"][phase]):  # packed by several processes at once
+            shared = os.path.join(result["out"], f"shared-{which}-{phase}")
+            if verify_packed(shared)["checksum"] != "ok" or _store_sha256(shared) != store:
+                out.append(f"phase {phase}: the store {shared} packed by several processes at once is not whole")
         magic = [r["libmagic"] for r in res]
         content = [r["content"] for r in res]
         if sum(magic) != 2 * files:  # description and MIME type of each new file version, once
             out.append(f"phase {phase}: {sum(magic)} libmagic calls for {files} files ({magic})")
         if sum(content) != files:
             out.append(f"phase {phase}: {sum(content)} content reads for {files} files ({content})")
-        outcomes = sorted(r["cache"] for r in res)
-        if outcomes != ["hit"] * (workers - 1) + ["miss"]:
-            out.append(f"phase {phase}: index cache outcomes {outcomes} (one miss expected)")
+        for which in (0, 1):  # each dataset's index entry is built once; its other processes wait and open it
+            outcomes = sorted(r["cache"] for r in res if r["dataset"] == which)
+            if outcomes.count("miss") != 1 or set(outcomes) - {"hit", "miss"}:
+                out.append(f"phase {phase}: dataset {which}: index cache outcomes {outcomes} (one miss expected)")
     return out + integrity(cache)
