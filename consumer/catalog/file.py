@@ -243,8 +243,7 @@ class CatalogFile:
         need = max(self._need, _OPEN_BYTES)
         full = _out_of_room(e, where, need) if self.path is not None else None
         if full is not None:  # the transaction was rolled back: the catalog holds what it held before
-            return space_error(where, need, "cache_dir (the catalog; or pass cache_dir=False)",
-                               full)
+            return space_error(where, need, "cache_dir (the catalog; or pass cache_dir=False)", full)
         if code in (_BUSY, _LOCKED):
             return InputError(f"cache_dir: the catalog {where!r} stayed locked by another process: {e}")
         return FormatError(f"catalog {where!r}: SQLite error while using it: {e}")
@@ -260,7 +259,10 @@ class CatalogFile:
         try:
             yield
         finally:
-            conn.rollback()
+            try:
+                conn.rollback()
+            except sqlite3.Error:  # closed meanwhile: the catalog was found corrupt and replaced (recovering)
+                pass
 
     @contextmanager
     def _writing(self):

@@ -12,8 +12,8 @@ One call reads a whole batch into a preallocated ``[B, seqlen]`` array (int64, o
 
 Files are opened read-only (``O_RDONLY | O_CLOEXEC``) for the duration of one read and never
 written. A file that became shorter than at build time raises :class:`FileChangedError`, and so does a
-file whose size or change stamp differs after the read from the indexed ones (written while it was
-read: its bytes could mix two versions, so none are served).
+file whose size, mtime or ctime after the read differ from before it (written while it was read: its
+bytes could mix two versions, so none are served).
 """
 
 from __future__ import annotations
