@@ -50,6 +50,10 @@ class RangeLocks:
         self.path = path
         self._fd: int | None = None
         self._held: set[int] = set()
+        try:
+            import fcntl  # noqa: F401, PLC0415  (POSIX only: without it every slot is granted at once)
+        except ImportError:
+            path = None
         if path is not None:
             try:
                 self._fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
