@@ -24,6 +24,7 @@ class Attempt:
     """One read raced by one write: whether the write landed during the read, and what the read gave."""
 
     raced: bool = False
+    seen: bool = False  # the reader was seen in the state the writer waits for (race_preadv: inside preadv)
     value: object = None
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
@@ -132,6 +133,7 @@ def race_preadv(path: str, read: Callable[[], object], offset: int, data: bytes)
     tid = thread.native_id
     while not attempt.done.is_set():
         if _in_syscall(tid, PREADV) and _descriptor(path) is not None:
+            attempt.seen = True
             overwrite_keeping_mtime(path, offset, data)
             attempt.raced = _in_syscall(tid, PREADV)
             break

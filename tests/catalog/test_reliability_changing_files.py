@@ -94,6 +94,7 @@ def test_the_catalog_content_pass_fails_then_recomputes_the_new_version(tmp_path
             (row,) = catalog.content_rows([path], sizes[-1:], stamps[-1:])
             assert row is None or row[0] in _versions(path, old)
         catalog.close()
+        os.unlink(path)
         if raced >= RACED_NEEDED:
             break
     assert raced >= RACED_NEEDED, f"only {raced} of {attempt_no + 1} attempts raced the content pass"
