@@ -18,7 +18,11 @@ are new, whose size or change stamp changed, or that lack the column asked for (
 type), and commits every chunk of files in its own transaction. A build killed part-way keeps what it
 committed; the next one continues from there and ends with the same rows as an uninterrupted build.
 Several processes may sync the same catalog at once (SQLite's locking, a busy timeout, one
-``BEGIN IMMEDIATE`` transaction per chunk that reads the rows it merges with and writes them).
+``BEGIN IMMEDIATE`` transaction per chunk that reads the rows it merges with and writes them), and each
+file version's libmagic columns and content are computed by one of them: a process computes a part of
+its files only while it holds their work claims (``<catalog>.claims``, :mod:`consumer.util.locks`), puts
+off the files another process holds, and reads the rows of a part again when one was rewritten since it
+last looked (another process did it meanwhile).
 
 The content columns (sha256, entropy, printable, zeros, histogram; see :mod:`consumer.catalog.content`) are
 filled by :meth:`Catalog.ensure_content`, only for files that lack them or whose size or mtime changed;
