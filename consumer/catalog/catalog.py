@@ -57,7 +57,7 @@ __all__ = ["Catalog", "CATALOG_NAME", "CLAIMS_SUFFIX", "SCHEMA_VERSION", "displa
 CATALOG_NAME = "catalog.sqlite"
 CLAIMS_SUFFIX = ".claims"  # <catalog>.claims: the lock file of the work claims (consumer.util.locks)
 _CHUNK = 512  # files per claim and per committed transaction
-_DESCRIBE_CHUNK = 64  # files per libmagic task (threads share a claimed part)
+_DESCRIBE_CHUNK = 64  # files per local libmagic task (its threads share a claimed part; remote: _CHUNK per round)
 _MAGIC_COLUMNS = ("description", "mime")
 _NO_ROW = (None,) * len(COLUMNS)  # an absent row: equal to no size or mtime
 
@@ -193,7 +193,8 @@ class Catalog(CatalogFile):
 
     def _refresh(self, paths, sizes, mtimes, stale, *, want, hashes, verbose, describe) -> None:
         todo = [paths[i] for i in stale]
-        results = describe(todo, kinds=want, verbose=verbose, chunk=_DESCRIBE_CHUNK) if want else None
+        chunk = _DESCRIBE_CHUNK if describe is describe_files else _CHUNK  # remote: one round of requests per chunk
+        results = describe(todo, kinds=want, verbose=verbose, chunk=chunk) if want else None
         for start in range(0, len(stale), _CHUNK):
             part = stale[start:start + _CHUNK]
             described = [next(results) for _ in part] if results is not None else [(None, None)] * len(part)
