@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,7 +39,7 @@ from ..tokens.documents import DOC_ARRAYS, DocumentTable, build_documents
 from ..tokens.index import AUTO_SEQLEN_CAP, INDEX_ARRAYS, SampleIndex, warn_if_padded
 from ..tokens.vocab import Vocab
 from ..util.validate import check_bool, check_class_to_id, int_vector
-from .cache import cache_key, file_table_sha256, load_entry, save_entry
+from .cache import building, cache_key, file_table_sha256, load_entry, save_entry
 from .ranks import torch_group
 from .shared import build_once, fingerprint
 
@@ -126,6 +127,11 @@ def _open_shared(handoff: dict, spec: Spec, storage: Storage) -> Built | None:
 
 
 def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool) -> Built:
+    with ExitStack() as hold:  # the claim on building the index entry, if one is taken (see _build_held)
+        return _build_held(fps, spec, storage, verbose, hold)
+
+
+def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, hold: ExitStack) -> Built:
     t0 = time.perf_counter()
     cache_root = storage.cache_dir
     corpus = normalise(expand_fps(fps, storage))
@@ -160,6 +166,9 @@ def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool) -> Built:
                          "libmagic": libmagic_version() if spec.metadata else None,
                          "files_sha256": file_table_sha256(paths, cls, sizes, mtimes)})
     entry = load_entry(cache_root, key, skip=("paths",)) if cache_root and key else None
+    if entry is None and cache_root and key:  # of many processes missing it at once, one builds it, the others
+        hold.enter_context(building(cache_root, key))  # wait here and then find it
+        entry = load_entry(cache_root, key, skip=("paths",))
     if entry is not None and cache_root and key:
         built = _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
         built.info["dedupe"], built.catalog = report, catalog

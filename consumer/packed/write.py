@@ -1,9 +1,11 @@
 """Writing packed stores: :func:`pack` (a dataset's documents) and :func:`merge_packed` (stores into one).
 
 Both write every file under a temporary prefix in the target directory (hidden ``.name.<hex>.tmp``
-names, each file fsynced) and share one commit: remove an older sidecar, rename the data files and the
-table into place, then write the sidecar last. A write killed part-way leaves only hidden temporary
-files, which :func:`~consumer.packed.open.open_packed` never mistakes for a store.
+names, each file fsynced), the sidecar included, and share one commit: remove an older sidecar, rename the
+data files and the table into place, then the sidecar last. Nothing at the target is touched before every
+byte is written, so a full disk or a file-size limit (:class:`~consumer.errors.StorageFullError`, naming
+the prefix and the bytes needed) leaves a previous store there whole. A write killed part-way leaves only
+hidden temporary files, which :func:`~consumer.packed.open.open_packed` never mistakes for a store.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from ..formats.chunksums import DEFAULT_CHUNK_BYTES, ChunkHasher, check_chunk_by
 from ..formats.mmidx import merge
 from ..spec import Spec, metadata_name
 from ..tokens.documents import DocumentTable
-from ..util.fileio import atomic_write_bytes, discard, fsync_dir, sha256_file, temp_path
+from ..util.fileio import discard, fsync_dir, sha256_file, space_for, temp_path
 from ..util.progress import progress_bar
 from ..util.validate import check_bool, check_choice, check_int
 from .layout import (
@@ -174,7 +176,9 @@ class _Both:
 
 
 def _commit(tmp: Path, prefix: Path, fmt: str, sidecar: dict) -> dict[str, dict]:
-    """Rename the temporary store files into place, then write the sidecar (last); returns its ``files``."""
+    """Write the sidecar under the temporary prefix too, then rename the store files into place, the sidecar
+    last; returns its ``files``. Every byte is written before anything at ``prefix`` is touched: a disk that
+    fills up (or a size limit) fails the pack while the previous store there is still whole."""
     kinds = store_suffixes(fmt)
     files = {}
     for kind, suffix in kinds.items():
@@ -185,24 +189,31 @@ def _commit(tmp: Path, prefix: Path, fmt: str, sidecar: dict) -> dict[str, dict]
         sidecar[SIDECAR_KEY] = dict(sidecar[SIDECAR_KEY], name=prefix.name + SUMS_SUFFIX,
                                     size=os.stat(with_suffix(tmp, SUMS_SUFFIX)).st_size)
     text = json.dumps(sidecar, indent=1, sort_keys=False).encode("utf-8")
+    with open(with_suffix(tmp, SIDECAR_SUFFIX), "xb") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     with_suffix(prefix, SIDECAR_SUFFIX).unlink(missing_ok=True)  # an old sidecar never describes new data
     fsync_dir(prefix.parent)
     for suffix in kinds.values():
         os.replace(with_suffix(tmp, suffix), with_suffix(prefix, suffix))
     fsync_dir(prefix.parent)
-    atomic_write_bytes(with_suffix(prefix, SIDECAR_SUFFIX), text)
+    os.replace(with_suffix(tmp, SIDECAR_SUFFIX), with_suffix(prefix, SIDECAR_SUFFIX))
+    fsync_dir(prefix.parent)
     return files
 
 
-def _write_store(final: Path, fmt: str, write, sidecar: dict) -> dict[str, dict]:
+def _write_store(final: Path, fmt: str, write, sidecar: dict, need: int) -> dict[str, dict]:
     """Run ``write(tmp_prefix)`` (which writes the store's files under a temporary prefix), then commit;
-    on any failure (or a kill signal turned into an exception) remove every temporary file."""
+    on any failure (or a kill signal turned into an exception) remove every temporary file. Running out of
+    room (about ``need`` bytes are written) is a :class:`~consumer.errors.StorageFullError` naming the prefix."""
     tmp = temp_path(final)
     try:
-        write(tmp)
-        return _commit(tmp, final, fmt, sidecar)
+        with space_for(final, need, "prefix (the packed store)"):
+            write(tmp)
+            return _commit(tmp, final, fmt, sidecar)
     except BaseException:
-        for suffix in [*store_suffixes(fmt).values(), SUMS_SUFFIX]:
+        for suffix in [*store_suffixes(fmt).values(), SUMS_SUFFIX, SIDECAR_SUFFIX]:
             discard(with_suffix(tmp, suffix))
         raise
 
@@ -288,7 +299,7 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
                     documents.doc_header)
 
     try:
-        files = _write_store(final, format, write, sidecar)
+        files = _write_store(final, format, write, sidecar, packed_bytes + 64 * len(documents) + (1 << 16))
     finally:
         bar.close()
     return _summary(final, format, dtype, files, len(documents), tokens, int(documents.doc_size.sum()),
@@ -407,7 +418,7 @@ def merge_packed(prefixes: Sequence, out_prefix, order_by: str = "corpus") -> di
         write_table(with_suffix(tmp, TABLE_SUFFIX), [paths[i] for i in order.tolist()], doc_class[order],
                     doc_size[order], doc_header[order])
 
-    files = _write_store(final, "megatron", write, sidecar)
+    files = _write_store(final, "megatron", write, sidecar, tokens * dtype.itemsize + 64 * documents + (1 << 16))
     out = _summary(final, "megatron", dtype, files, documents, tokens,
                    int(sum(int(s.doc_size.sum()) for s in stores)), time.perf_counter() - t0)
     out["inputs"] = [str(s.prefix) for s in stores]

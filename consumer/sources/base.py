@@ -69,25 +69,23 @@ class ByteSource(ABC):
         """The same source restricted to the files ``ids`` (sorted file ids), in that order."""
 
     @abstractmethod
-    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any, *,
-                    verify_after: bool = False) -> None:
+    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
         """Copy bytes ``[offsets[j], offsets[j] + lengths[j])`` of file ``ids[j]`` to ``out[at[j]:]`` for every
         ``j`` (int64 arrays, or lists of ints; ``out`` a writable 1-D uint8 array), every file checked to be the
-        version listed; ``verify_after`` checks it again once read, so a file rewritten during the read is refused
-        rather than served half old, half new. :class:`~consumer.errors.FileChangedError` names the file that
-        changed."""
+        version listed before and after its read, so a file rewritten during the read is refused rather than served
+        half old, half new. :class:`~consumer.errors.FileChangedError` names the file that changed."""
 
     def iter_chunks(self, i: int, chunk: int = CHUNK_BYTES) -> Iterator[memoryview]:
         """The bytes of file ``i`` in pieces of at most ``chunk`` bytes (one buffer reused: consume each piece
-        before asking for the next), checked to be the version listed before the first and after the last."""
+        before asking for the next), every piece checked to be the version listed: a file written between two
+        pieces raises :class:`~consumer.errors.FileChangedError` before the piece after the write is given."""
         size = int(self.sizes[i])
         buf: np.ndarray = np.empty(min(max(int(chunk), 1), max(size, 1)), dtype=np.uint8)
         ids = np.array([i], dtype=np.int64)
         zero = np.zeros(1, dtype=np.int64)
         for start in range(0, size, buf.size):
             n = min(buf.size, size - start)
-            self.read_ranges(ids, np.array([start], dtype=np.int64), np.array([n], dtype=np.int64), buf, zero,
-                             verify_after=start + n >= size)
+            self.read_ranges(ids, np.array([start], dtype=np.int64), np.array([n], dtype=np.int64), buf, zero)
             yield buf.data[:n]
 
     @abstractmethod

@@ -4,7 +4,8 @@ Listing is :func:`~consumer.sources.corpus.stat_files` (one ``stat`` per file: s
 inode); a read opens each file read-only (``O_RDONLY | O_CLOEXEC | O_NONBLOCK``: a FIFO put in a file's place
 must not hang us) for the duration of one call, checks with one ``fstat`` that it is still the version listed
 (size, change stamp ``max(mtime, ctime)`` — users cannot set the ctime back — and, when known, device and inode),
-reads with one ``preadv`` per range and closes it. Files are never written. Anything else raises
+reads with one ``preadv`` per range, checks with one more ``fstat`` that nothing wrote to it meanwhile (old and
+new halves are never served) and closes it. Files are never written. Anything else raises
 :class:`~consumer.errors.FileChangedError` naming the file.
 """
 
@@ -73,8 +74,7 @@ class LocalFiles(ByteSource):
 
         return describe_files(paths, kinds=kinds, verbose=verbose, chunk=chunk)
 
-    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any, *,
-                    verify_after: bool = False) -> None:
+    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
         """See :meth:`ByteSource.read_ranges`: per range open, one ``fstat`` checked against the listing, one
         ``preadv`` (more for reads the kernel splits or cuts short), close. This loop is the per-file cost of a
         raw fetch, so it stays lean: locals, one comparison chain, no call per file."""
@@ -114,9 +114,9 @@ class LocalFiles(ByteSource):
                                            f"{e.strerror}") from None
                 if got != m:
                     _read_rest(fd, os.fsdecode(path), view[q:q + m], lo, got)
-                if verify_after:  # a write during the read moved the stamp: refuse what was read
-                    _check_same(os.fsdecode(path), fstat(fd), sizes[j], stamps[j],
-                                None if ident is None else ident[i].tolist())
+                after = fstat(fd)  # once more after the read: a write while it ran (old and new halves) is refused
+                if after.st_ctime_ns != ct or after.st_mtime_ns != mt or after.st_size != st.st_size:
+                    _check_same(os.fsdecode(path), after, sizes[j], stamps[j], None, during=True)
             finally:
                 close(fd)
 
@@ -125,9 +125,15 @@ class LocalFiles(ByteSource):
         return None
 
 
-def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list | None) -> None:
+def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list | None,
+                during: bool = False) -> None:
     """The opened file must be the one listed: a regular file of the same size, change stamp and, when known,
-    device and inode; FileChangedError saying what differs otherwise."""
+    device and inode; FileChangedError saying what differs otherwise. ``during``: checked after the read, so a
+    change means the file was written while it was read."""
+    if during:
+        raise FileChangedError(f"{path!r} changed while it was read (size {st.st_size} bytes, indexed {size}; "
+                               f"modified at {max(st.st_mtime_ns, st.st_ctime_ns)} ns, indexed {stamp} ns): "
+                               "its bytes are not served; rebuild the dataset")
     mode = st.st_mode
     if not stat.S_ISREG(mode):
         kind = "Is a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
