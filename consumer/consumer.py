@@ -41,7 +41,8 @@ class Consumer:
     ``verbose`` progress bars; ``long_files`` ``"truncate"``/``"windows"``; ``sampling`` ``"consumer"`` or
     ``"megatron"`` (Megatron-LM's GPT order); ``dedupe="content"`` drops later copies of equal files; URLs
     (``s3://``, ``https://``) take fsspec ``storage_options`` and an optional ``remote_cache="20GB"``; under an
-    initialised ``torch.distributed`` rank 0 alone builds and the others open its cache (``distributed=False``: each).
+    initialised ``torch.distributed`` rank 0 alone builds and the others open its cache (``distributed=False``: each);
+    ``engine`` (a ``dask.distributed.Client`` or ``"dask"``) runs stat, libmagic and content on a cluster.
     Attributes: ``spec`` (and its settings), ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``,
     ``seqlen``, ``files``, ``corpus``, ``documents``, ``index``, ``build_info``, ``mode``.
     """
@@ -52,11 +53,12 @@ class Consumer:
                  metadata: Metadata = "file", class_to_id: dict | None = None, seed: int = 4, cache_dir: Any = None,
                  verbose: bool = False, long_files: str = "truncate", sampling: Any = "consumer",
                  dedupe: str | None = None, storage_options: dict | None = None, remote_cache: Any = None,
-                 distributed: bool = True):
+                 distributed: bool = True, engine: Any = None):
         spec = Spec(style=style, n_bytes=n_bytes, seqlen=seqlen, metadata=metadata, long_files=long_files,
                     sampling=sampling, class_to_id=class_to_id, seed=seed, dedupe=dedupe)
         self._attach(build(fps, spec, cache_dir=cache_dir, verbose=check_bool("verbose", verbose),
-                           storage_options=storage_options, remote_cache=remote_cache, distributed=distributed),
+                           storage_options=storage_options, remote_cache=remote_cache, distributed=distributed,
+                           engine=engine),
                      verbose)
 
     @classmethod

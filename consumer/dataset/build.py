@@ -28,6 +28,8 @@ from ..catalog.catalog import CATALOG_NAME, Catalog
 from ..catalog.duplicates import catalog_sha256s, dedupe_plan
 from ..catalog.headers import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from
 from ..errors import ConsumerError, FileChangedError, InputError, RemoteError, short_repr
+from ..scale import scan
+from ..scale.engines import Engine, resolve_engine
 from ..sources.corpus import Corpus, normalise, probe_files, stat_files
 from ..sources.magic import libmagic_version
 from ..sources.paths import PathList
@@ -80,24 +82,29 @@ def _info(cache: str, key: str | None, magic_calls: int, t0: float) -> dict:
 
 
 def build(fps: Any, spec: Spec, *, cache_dir: Any = None, verbose: bool = False,
-          storage_options: dict | None = None, remote_cache: Any = None, distributed: bool = True) -> Built:
+          storage_options: dict | None = None, remote_cache: Any = None, distributed: bool = True,
+          engine: Any = None) -> Built:
     """Normalise ``fps``, stat every file, then load the sample index from the cache or build it (catalog,
     libmagic on new or changed files only, documents, index) and cache it. Warns (``ConsumerWarning``)
     when ``seqlen="auto"`` pads most of every row. URLs (``s3://``, ``https://``, ...) are listed, described
     from byte ranges and read through fsspec with ``storage_options``; ``remote_cache`` (e.g. ``"20GB"``)
     keeps a bounded read-through copy of their bytes under the cache directory. With ``distributed`` and
     ``torch.distributed`` initialised, rank 0 alone builds; the other ranks open what it cached
-    (:mod:`consumer.dataset.shared`; ``build_info["cache"]`` is ``"shared"`` there)."""
+    (:mod:`consumer.dataset.shared`; ``build_info["cache"]`` is ``"shared"`` there). ``engine`` (a
+    ``dask.distributed.Client``, ``"dask"``, an executor: :func:`~consumer.scale.engines.resolve_engine`) runs
+    stat, probe, libmagic and the content pass on its workers; the catalog, the cache entry and the samples
+    are those of a local build (docs/scale-out.md)."""
     root = check_cache_dir(cache_dir)
+    engine = resolve_engine(engine)
     # nothing to share without an index cache (cache_dir=False, a callable metadata): every rank decides alike
     shareable = check_bool("distributed", distributed) and root is not None and not callable(spec.metadata)
     group = torch_group() if shareable else None
     if group is None:
-        built = _build(fps, spec, cache_dir, verbose, storage_options, remote_cache)
+        built = _build(fps, spec, cache_dir, verbose, storage_options, remote_cache, engine)
     else:
         request = fingerprint(fps, spec.to_dict(), __version__)  # the dataset asked for (not where it is cached)
         built = build_once(group, request, root, lambda: _build(fps, spec, cache_dir, verbose, storage_options,
-                                                                 remote_cache),
+                                                                 remote_cache, engine),
                            _publish, lambda handoff: _open_shared(handoff, spec, root, storage_options, remote_cache))
     warn_if_padded(spec.seqlen, spec.style, built.index)
     return built
@@ -131,7 +138,7 @@ def _open_shared(handoff: dict, spec: Spec, root: str | None, storage_options: d
 
 
 def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options: dict | None,
-           remote_cache: Any) -> Built:
+           remote_cache: Any, engine: Engine | None = None) -> Built:
     t0 = time.perf_counter()
     cache_root = check_cache_dir(cache_dir)
     if is_url(fps) and local_path_of(fps) is None:  # a bucket prefix: sub-prefixes are classes, one listing
@@ -145,16 +152,21 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
         raise InputError("dedupe='content' reads every byte of local files; fps holds URLs (dedupe them locally "
                          "or drop the setting)")
     remote = _remote(paths, storage_options, cache_root, remote_cache)
+    if remote and engine is not None:
+        raise InputError(f"engine: a build on an engine ({engine.name}) takes local paths on a file system every "
+                         f"worker mounts; fps holds URLs (e.g. {paths[0]!r}): build them without engine=")
     identity = None if remote else np.zeros((len(paths), 2), dtype=np.int64)
     # no open per file yet (size-0 files excepted): a cache hit needs none, a miss probes them below
     sizes, mtimes = (remote[1].sizes, remote[1].mtimes_ns) if remote else stat_files(
-        paths, [classes[c] for c in cls_list], identity=identity, check_open=np.zeros(len(paths), dtype=bool))
+        paths, [classes[c] for c in cls_list], identity=identity, check_open=np.zeros(len(paths), dtype=bool)
+    ) if engine is None else scan.stat_paths(engine, paths, [classes[c] for c in cls_list], identity)
     catalog = None
     report = None
     if spec.dedupe == "content":
         catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
         plan = dedupe_plan(paths, [classes[c] for c in cls_list],
-                           catalog_sha256s(catalog, paths, sizes, mtimes, verbose=verbose), sizes)
+                           catalog_sha256s(catalog, paths, sizes, mtimes, verbose=verbose,
+                                           compute=None if engine is None else scan.content_computer(engine)), sizes)
         keep = plan.keep
         paths, cls, sizes, mtimes = PathList.of([paths[i] for i in keep.tolist()]), cls[keep], sizes[keep], mtimes[keep]
         identity = None if identity is None else identity[keep]
@@ -178,14 +190,17 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
         if identity is not None:
             built.documents = replace(built.documents, doc_ident=identity)
         return _with_remote(built, remote[0], remote[1].etags) if remote else built
-    if not remote:
+    if not remote and engine is None:
         probe_files(paths, sizes)  # readability proven by opening each file once (root included)
+    elif not remote and engine is not None:
+        scan.probe_paths(engine, paths, sizes)
     if catalog is None:
         catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
     want = {"file": ("description",), "mime": ("mime",)}.get(spec.metadata, ()) \
         if isinstance(spec.metadata, str) else ()
     descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose,
-                                       describe=remote[2] if remote else None)
+                                       describe=remote[2] if remote else None if engine is None
+                                       else scan.describer(engine))
     headers = headers_from(spec.metadata, paths, descriptions, mimes)
     documents = build_documents(paths, cls, sizes, headers, vocab, with_header=spec.with_header, mtimes=mtimes,
                                 identity=identity)

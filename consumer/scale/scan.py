@@ -1,0 +1,87 @@
+"""The build's passes on an :class:`~consumer.scale.engines.Engine`: stat, probe, libmagic, content.
+
+Each function cuts the files into tasks (:func:`~consumer.scale.engines.plan_tasks`), runs the matching
+function of :mod:`consumer.scale.tasks` on the engine, and hands back what the local function would have
+returned, in corpus order. :func:`describer` and :func:`content_computer` have the signatures of
+:func:`~consumer.sources.magic.describe_files` and :func:`~consumer.catalog.content.compute_content`, so the
+catalog (:meth:`~consumer.catalog.catalog.Catalog.sync`, ``ensure_content``) commits the results chunk by
+chunk, in order, exactly as it commits local results: the same rows, whatever engine computed them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator, Sequence
+
+import numpy as np
+
+from ..catalog.content import READ_CHUNK, ContentStats
+from ..sources.corpus import refuse_same_files
+from ..util.progress import progress_bar
+from .engines import COSTS, Engine, plan_tasks
+from .tasks import content_task, describe_task, probe_task, stat_task
+
+__all__ = ["stat_paths", "probe_paths", "describer", "content_computer"]
+
+
+def _slices(paths: Sequence[str], bounds: list[tuple[int, int]]) -> list[list[str]]:
+    return [list(paths[a:b]) for a, b in bounds]
+
+
+def stat_paths(engine: Engine, paths: Sequence[str], classes: list[str], identity: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`~consumer.sources.corpus.stat_files` of ``paths`` (one class name per path) on ``engine``:
+    sizes and change stamps; ``identity`` (int64 ``[N, 2]``) receives ``(device, inode)``. The same file
+    under two paths is refused across tasks as within one."""
+    n = len(paths)
+    sizes, mtimes = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    ident = identity if identity is not None else np.empty((n, 2), dtype=np.int64)
+    bounds = plan_tasks(n, engine.slots, COSTS["stat"])
+    tasks = [(list(paths[a:b]), classes[a:b]) for a, b in bounds]
+    for (a, b), (s, m, i) in zip(bounds, engine.map(stat_task, tasks, label="stat")):
+        sizes[a:b], mtimes[a:b], ident[a:b] = s, m, i
+    refuse_same_files(paths, classes, ident)
+    return sizes, mtimes
+
+
+def probe_paths(engine: Engine, paths: Sequence[str], sizes: np.ndarray) -> None:
+    """:func:`~consumer.sources.corpus.probe_files` on ``engine`` (the first unreadable file in corpus order
+    raises, naming its path)."""
+    bounds = plan_tasks(len(paths), engine.slots, COSTS["probe"])
+    for _ in engine.map(probe_task, [(list(paths[a:b]), sizes[a:b]) for a, b in bounds], label="probe"):
+        pass
+
+
+def describer(engine: Engine) -> Callable[..., Iterator[tuple[str | None, str | None]]]:
+    """A ``describe(paths, kinds=, verbose=, chunk=)`` for :meth:`Catalog.sync` that runs libmagic on ``engine``."""
+
+    def describe(paths: Sequence[str], *, kinds: Sequence[str] = ("description", "mime"), verbose: bool = False,
+                 chunk: int = 0) -> Iterator[tuple[str | None, str | None]]:
+        bounds = plan_tasks(len(paths), engine.slots, COSTS["libmagic"])
+        bar = progress_bar(len(paths), verbose, f"libmagic ({engine.name})")
+        try:
+            for part in engine.map(describe_task, [(p, tuple(kinds)) for p in _slices(paths, bounds)],
+                                   label="libmagic"):
+                bar.update(len(part))
+                yield from part
+        finally:
+            bar.close()
+
+    return describe
+
+
+def content_computer(engine: Engine) -> Callable[..., Generator[ContentStats, None, None]]:
+    """A ``compute(paths, verbose=, workers=, chunk=)`` for :meth:`Catalog.ensure_content` on ``engine``
+    (tasks sized by files only: the catalog passes the stale files, whose sizes it does not hand over)."""
+
+    def compute(paths: Sequence[str], *, verbose: bool = False, workers: int | None = None,
+                chunk: int = READ_CHUNK) -> Generator[ContentStats, None, None]:
+        bounds = plan_tasks(len(paths), engine.slots, COSTS["content"])
+        bar = progress_bar(len(paths), verbose, f"content ({engine.name})")
+        try:
+            for part in engine.map(content_task, [(p, chunk) for p in _slices(paths, bounds)], label="content"):
+                bar.update(len(part))
+                yield from part
+        finally:
+            bar.close()
+
+    return compute
