@@ -229,11 +229,18 @@ class Consumer:
         """:meth:`get_dict` as indented JSON; written to ``fp`` (a path) and ``None`` returned if given."""
         return dump_json(self.get_dict(include_files=include_files), fp)
 
-    def pack(self, prefix: Any, format: str = "megatron", *, verbose: bool | None = None, **options: Any) -> dict:
-        """Write every document to a packed store (``"megatron"`` ``.bin/.idx`` or ``"modalities"`` ``.pbin``)."""
+    def pack(self, prefix: Any, format: str = "megatron", *, verbose: bool | None = None, engine: Any = None,
+             **options: Any) -> dict:
+        """Write every document to a packed store (``"megatron"`` ``.bin/.idx`` or ``"modalities"`` ``.pbin``);
+        ``engine`` (a ``dask.distributed.Client`` or ``"dask"``) reads the files on a cluster (the same bytes)."""
         from .packed.write import pack  # noqa: PLC0415  (the store modules load only when used)
-        return pack(self.documents, self.classes, self.spec, prefix, format,
-                    self.verbose if verbose is None else verbose, **options)
+        from .scale.engines import resolve_engine  # noqa: PLC0415
+        verbose = self.verbose if verbose is None else verbose
+        on = resolve_engine(engine)
+        if on is not None:
+            from .scale.pack import pack_on  # noqa: PLC0415
+            return pack_on(on, self.documents, self.classes, self.spec, prefix, format, verbose, **options)
+        return pack(self.documents, self.classes, self.spec, prefix, format, verbose, **options)
 
     def __getstate__(self) -> dict:  # how to rebuild (cache key, store or arrays), never connections or handles
         return {"recipe": self._built.recipe, "verbose": self.verbose, "query": self.mode,

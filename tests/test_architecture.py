@@ -124,7 +124,8 @@ def test_the_top_level_is_short_and_every_other_module_sits_in_a_subpackage() ->
 # ranks.py: a build must know whether it runs under torch.distributed (rank 0 alone builds a shared index); it
 # imports torch only when the program already did, so builds without torch never load it
 @pytest.mark.parametrize("library, home", [("torch", {"fetch/collate.py", "training/loader.py", "dataset/ranks.py"}),
-                                           ("magic", {"sources/magic.py"})])
+                                           ("magic", {"sources/magic.py"}),
+                                           ("dask", {"scale/engines.py"}), ("distributed", {"scale/engines.py"})])
 def test_one_home_per_heavy_dependency(library: str, home: set[str]) -> None:
     users = set()
     for path in ROOT.rglob("*.py"):

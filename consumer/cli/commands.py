@@ -5,6 +5,7 @@ code, plus the shared output helpers. :mod:`consumer.cli.main` builds the parser
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -12,6 +13,7 @@ import sys
 import sysconfig
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -121,7 +123,23 @@ def _show_progress(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "verbose", False)) or sys.stderr.isatty()
 
 
-def _open(args: argparse.Namespace):
+@contextlib.contextmanager
+def _engine(args: argparse.Namespace) -> Iterator[Any]:
+    """The Dask client of ``--scheduler ADDR`` (closed at the end), or None without it."""
+    address = getattr(args, "scheduler", None)
+    if not address:
+        yield None
+        return
+    from ..scale.engines import connect  # noqa: PLC0415
+
+    client = connect(address, "--scheduler")
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _open(args: argparse.Namespace, engine: Any = None):
     from ..consumer import Consumer  # noqa: PLC0415
     from ..sources.urls import is_url  # noqa: PLC0415
 
@@ -132,7 +150,7 @@ def _open(args: argparse.Namespace):
     return Consumer(fps, style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen, class_to_id=class_to_id,
                     long_files=args.long_files, metadata=None if args.metadata == "none" else args.metadata,
                     cache_dir=False if args.cache_dir == "off" else args.cache_dir, verbose=_show_progress(args),
-                    storage_options=args.storage_options)
+                    storage_options=args.storage_options, engine=engine)
 
 
 def _shard_of(root: str, i: int, n: int, storage_options: dict | None = None
@@ -205,7 +223,8 @@ def _finish(ds, args: argparse.Namespace, t0: float, extra_calls: int = 0) -> No
 
 def index(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    ds = _open(args)
+    with _engine(args) as engine:
+        ds = _open(args, engine)
     print(f"{ds!r}")
     print(_summary(ds, time.perf_counter() - t0))
     if ds.build_info["key"]:
@@ -330,8 +349,9 @@ def cache(args: argparse.Namespace) -> int:
 
 def pack(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    ds = _open(args)
-    summary = ds.pack(args.prefix, format=args.format, verbose=_show_progress(args))
+    with _engine(args) as engine:
+        ds = _open(args, engine)
+        summary = ds.pack(args.prefix, format=args.format, verbose=_show_progress(args), engine=engine)
     print(f"packed {summary['documents']} documents, {summary['tokens']} tokens ({summary['dtype']}) "
           f"from {_human(summary['source_bytes'])} of files into {_human(summary['bytes'])} "
           f"in {summary['seconds']:.2f} s:")

@@ -41,7 +41,7 @@ import numpy as np
 from ..errors import InputError, MissingDependencyError, short_repr
 
 __all__ = ["Engine", "DaskEngine", "ExecutorEngine", "resolve_engine", "plan_tasks", "Cost", "COSTS",
-           "MIN_TASK_SECONDS", "MAX_TASK_SECONDS", "MAX_TASK_FILES", "TASKS_PER_SLOT", "import_distributed"]
+           "MIN_TASK_SECONDS", "MAX_TASK_SECONDS", "MAX_TASK_FILES", "TASKS_PER_SLOT", "import_distributed", "connect"]
 
 MIN_TASK_SECONDS = 0.5
 MAX_TASK_SECONDS = 60.0
@@ -145,6 +145,16 @@ class ExecutorEngine(Engine):
         finally:
             for f in futures:
                 f.cancel()
+
+
+def connect(address: str, name: str = "scheduler", timeout: float = 30.0) -> Any:
+    """A ``distributed.Client`` connected to the scheduler at ``address`` (InputError naming ``name`` when none
+    answers within ``timeout`` seconds)."""
+    distributed = import_distributed()
+    try:
+        return distributed.Client(address, timeout=timeout)
+    except (OSError, TimeoutError, ValueError) as e:
+        raise InputError(f"{name}: no Dask scheduler answers at {address!r}: {type(e).__name__}: {e}") from e
 
 
 def _is_dask_client(engine: Any) -> bool:
