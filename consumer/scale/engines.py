@@ -114,14 +114,15 @@ class DaskEngine(Engine):
         token = secrets.token_hex(4)  # fresh keys: a rerun of the same pass never reuses old results
         futures = [self.client.submit(fn, *task, key=f"consumer-{label}-{token}-{i}", retries=self.retries,
                                       pure=False) for i, task in enumerate(tasks)]
+        released = 0
         try:
             for future in futures:
                 yield future.result()
                 future.release()
+                released += 1
         finally:  # normal end: nothing left; an error, Ctrl-C or an abandoned generator: cancel the rest
-            pending = [f for f in futures if not f.done()]
-            if pending:
-                self.client.cancel(pending)
+            if released < len(futures):
+                self.client.cancel(futures[released:])
 
 
 class ExecutorEngine(Engine):
