@@ -18,7 +18,7 @@ from .peers import PEERS, ROOT
 
 __all__ = ["main"]
 
-SECTIONS = ("workloads", "limits", "loader", "filesize", "grid", "scale", "remote")
+SECTIONS = ("workloads", "limits", "loader", "filesize", "grid", "scale", "remote", "dask")
 
 
 def _peer_python(values: list[str]) -> dict[str, str]:

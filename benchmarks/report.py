@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from .bench_dask import render_section as render_dask
 from .bench_remote import render_section as render_remote
 
 __all__ = ["render", "verdicts"]
@@ -530,5 +531,5 @@ def render(res: dict, command: str, plots: list[str], plot_note: str = "") -> st
     parts = (_head(res, command) + _verdict_section(res) + _wins_section(res)
              + _plots_section(plots, plot_note) + _workload_section(res)
              + _limits_section(res) + _loader_section(res) + _filesize_section(res) + _grid_section(res)
-             + _scale_section(res) + render_remote(res.get("remote")) + [_REPRO])
+             + _scale_section(res) + render_remote(res.get("remote")) + render_dask(res.get("dask")) + [_REPRO])
     return "\n".join(parts).rstrip() + "\n"

@@ -39,7 +39,7 @@ def test_report_has_every_section(quick_run) -> None:
                     "### small-diff", "### small-concat", "### lognormal-diff", "### lognormal-concat",
                     "### small-gpt", "## Packed fetch against the machine's limits", "## Loaders",
                     "## Fetch against file size", "## consumer across settings", "## Build and reopen",
-                    "## Remote sources"):
+                    "## Remote sources", "## Scale-out on Dask"):
         assert heading in text, heading
     assert "python -m benchmarks run --quick --peers none" in text
 
