@@ -43,8 +43,8 @@ __all__ = ["pack_on", "pack_part_task"]
 
 
 def pack_part_task(documents: DocumentTable, dtype: str, chunk_tokens: int, path: str) -> int:
-    """Write every token of ``documents`` (in ``dtype``) to ``path``: under a temporary name, fsynced, then renamed
-    once. Returns the number of tokens."""
+    """Write every token of ``documents`` (in ``dtype``) to ``path``: under a temporary name, then renamed once.
+    Returns the number of tokens."""
     tmp = f"{path}.{secrets.token_hex(6)}.tmp"
     count = 0
     try:
@@ -53,9 +53,7 @@ def pack_part_task(documents: DocumentTable, dtype: str, chunk_tokens: int, path
                                          hashlib.sha256()):
                 f.write(piece.data)
                 count += piece.size
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, path)  # no fsync: a part lives only while its pack runs (the final store is fsynced)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
