@@ -193,14 +193,24 @@ def merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe_all(ds, args: argparse.Namespace) -> int:
+def _describe_all(ds, args: argparse.Namespace, engine: Any = None, content: bool = False) -> int:
     """Compute libmagic's description and MIME type of every file lacking one (what the first SQL query
     needs), with a progress bar like the build's; returns the number of libmagic calls made. Objects at
-    URLs are described by the SQL session itself, from byte ranges."""
+    URLs are described by the SQL session itself, from byte ranges. With ``engine`` (``--scheduler``) libmagic
+    runs on the cluster, and the content columns too when ``content``."""
     from ..sources.corpus import stat_files  # noqa: PLC0415
 
     if ds.documents.packed is not None or ds.documents.remote is not None:
         return 0
+    if engine is not None:
+        from ..scale.engines import resolve_engine  # noqa: PLC0415
+        from ..scale.scan import complete_catalog  # noqa: PLC0415
+
+        on = resolve_engine(engine, "--scheduler")
+        if on is None:
+            raise InputError("--scheduler: no engine")
+        done = complete_catalog(ds.catalog, ds.documents, on, content=content, verbose=_show_progress(args))
+        return done["libmagic"]
     sizes, mtimes = stat_files(ds.files)
     before = ds.catalog.magic_calls
     ds.catalog.sync(ds.files, sizes, mtimes, want=("description", "mime"), verbose=_show_progress(args))
@@ -242,8 +252,9 @@ def _table(header: list[str], rows: list[tuple]) -> str:
 
 def info(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    ds = _open(args)
-    calls = _describe_all(ds, args)
+    with _engine(args) as engine:
+        ds = _open(args, engine)
+        calls = _describe_all(ds, args, engine, content=not args.no_content and ds.documents.remote is None)
     per = ds.get_dict()["per_class"]
     print(f"{ds!r}\n")
     rows = [(c, ds.class_to_id[c], per[c]["files"], _human(per[c]["bytes"]), per[c]["tokens"], per[c]["samples"])
@@ -308,9 +319,12 @@ def content_summary(rows, groups, *, top: int = 5) -> str:
 
 
 def sql(args: argparse.Namespace) -> int:
+    from ..catalog.content import named_content_columns  # noqa: PLC0415
+
     t0 = time.perf_counter()
-    ds = _open(args)
-    calls = _describe_all(ds, args)
+    with _engine(args) as engine:
+        ds = _open(args, engine)
+        calls = _describe_all(ds, args, engine, content=bool(named_content_columns(args.statement)))
     rows = ds.sql(args.statement, timeout=args.timeout or None)
     if args.format == "json":
         print(json.dumps([{k: _cell(v) for k, v in r.items()} for r in rows.as_dicts()], indent=1, default=str))

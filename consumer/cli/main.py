@@ -187,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--no-content", action="store_true",
                    help="skip the content summary (entropy and printable percentiles per class, duplicates), "
                         "which reads every file once, the first time (default: off)")
+    _add_scheduler_option(n)
     n.set_defaults(func=commands.info)
     q = _subparser(sub, "sql", "run a read-only SQL statement over the files view of a directory")
     _add_corpus_options(q)
@@ -199,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: %(default)s)")
     q.add_argument("--json", dest="format", action="store_const", const="json",
                    help="the same as --format json (default: off)")
+    _add_scheduler_option(q)
     q.set_defaults(func=commands.sql)
     k = _subparser(sub, "pack", "pack every file's tokens into a Megatron .bin/.idx or Modalities .pbin store")
     _add_corpus_options(k)

@@ -98,7 +98,7 @@ def pack_on(engine: Engine, documents: DocumentTable, classes: list[str], spec: 
     final = as_prefix(prefix, create=True)
     dtype = store_dtype(format, documents.vocab.size)
     doc_len = documents.doc_len
-    bounds = plan_tasks(len(documents), engine.slots, COSTS["pack"], documents.doc_size)
+    bounds = plan_tasks(len(documents), engine.slots, COSTS["pack"], documents.doc_size, min_seconds=0.1)
     parts = final.parent / f".{final.name}.{secrets.token_hex(6)}.parts"
     os.mkdir(parts)
     fsync_dir(final.parent)

@@ -6,21 +6,24 @@ returned, in corpus order. :func:`describer` and :func:`content_computer` have t
 :func:`~consumer.sources.magic.describe_files` and :func:`~consumer.catalog.content.compute_content`, so the
 catalog (:meth:`~consumer.catalog.catalog.Catalog.sync`, ``ensure_content``) commits the results chunk by
 chunk, in order, exactly as it commits local results: the same rows, whatever engine computed them.
+:func:`complete_catalog` fills a dataset's libmagic and content columns on an engine before SQL needs them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..catalog.content import READ_CHUNK, ContentStats
+from ..errors import InputError
 from ..sources.corpus import refuse_same_files
 from ..util.progress import progress_bar
 from .engines import COSTS, Engine, plan_tasks
 from .tasks import content_task, describe_task, probe_task, stat_task
 
-__all__ = ["stat_paths", "probe_paths", "describer", "content_computer"]
+__all__ = ["stat_paths", "probe_paths", "describer", "content_computer", "complete_catalog"]
 
 
 def _slices(paths: Sequence[str], bounds: list[tuple[int, int]]) -> list[list[str]]:
@@ -85,3 +88,22 @@ def content_computer(engine: Engine) -> Callable[..., Generator[ContentStats, No
             bar.close()
 
     return compute
+
+
+def complete_catalog(catalog: Any, documents: Any, engine: Engine, *, libmagic: bool = True, content: bool = True,
+                     verbose: bool = False) -> dict[str, int]:
+    """Fill the catalog columns the query engine computes on demand — libmagic's ``description`` and ``mime``,
+    and the content columns — for every file of a dataset, on ``engine`` (``catalog``, ``documents``: a
+    Consumer's ``ds.catalog`` and ``ds.documents``). The next ``ds.sql(...)`` then finds them computed and runs
+    no pass of its own. Files already complete are skipped (as the query engine would). Returns
+    ``{"libmagic": calls, "content": files read}``."""
+    if documents.packed is not None or documents.remote is not None:
+        raise InputError(f"engine: the catalog of a dataset over a packed store or URLs is not completed on an engine "
+                         f"({engine.name}); query it without one")
+    before = catalog.magic_calls
+    if libmagic:
+        catalog.sync(documents.paths, documents.doc_size, documents.doc_mtime, want=("description", "mime"),
+                     verbose=verbose, describe=describer(engine))
+    read = catalog.ensure_content(documents.paths, documents.doc_size, documents.doc_mtime, verbose=verbose,
+                                  compute=content_computer(engine)) if content else 0
+    return {"libmagic": catalog.magic_calls - before, "content": read}
