@@ -1,7 +1,8 @@
 """Scale-out on Dask: build and pack on 1, 2 and 3 workers against the local engine, in one run.
 
 Every Dask cluster is a ``LocalCluster`` on 127.0.0.1 (worker processes, the machine's cores split among the
-workers as dask does by default); the three clusters are started first and the configurations interleaved
+workers as dask does by default), started for its run only (untimed, warmed up: imports and the libmagic
+database loaded on the workers), so that one cluster at a time is alive; the configurations are interleaved
 inside every repetition (local, 1, 2, 3 workers, then again), best of ``reps``, so that the load of a shared
 machine cancels out. Measured on one corpus (``benchmarks.corpora`` "small": 256 B - 4 KB files):
 
@@ -126,6 +127,14 @@ def _group_by(work: str, reps: int) -> dict:
             "target_s": GROUP_BY_TARGET_S, "met": best < GROUP_BY_TARGET_S}
 
 
+def _warm(client: Any, root: str) -> None:
+    """Imports and the libmagic database loaded on every worker (not timed): a few files described."""
+    from consumer.scale.tasks import describe_task
+
+    files = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs)[:8]
+    client.gather(client.map(describe_task, [files] * 8, [("description",)] * 8, pure=False))
+
+
 def measure(files: int, reps: int, work: str, data: str, log=print) -> dict:
     """Build and pack times per engine, overhead, scheduling share and the Parquet GROUP BY (see the module)."""
     from distributed import Client, LocalCluster, get_task_stream
@@ -134,90 +143,77 @@ def measure(files: int, reps: int, work: str, data: str, log=print) -> dict:
 
     corpus = make_corpus(data, "small", files, 1)
     cores = os.cpu_count() or 1
+    load_start = round(os.getloadavg()[0], 2)
     os.makedirs(work, exist_ok=True)
-    clusters: dict[str, tuple[Any, Any]] = {}
-    layout = {}
-    try:
-        for w in WORKERS:
-            threads = max(1, cores // w)
-            cluster = LocalCluster(host="127.0.0.1", protocol="tcp", n_workers=w, threads_per_worker=threads,
-                                   processes=True, dashboard_address=None, worker_dashboard_address=None)
-            clusters[f"dask-{w}"] = (cluster, Client(cluster))
-            layout[f"dask-{w}"] = f"{w} × {threads} thread{'s' if threads > 1 else ''}"
-        engines: dict[str, Any] = {"local": None, **{k: c for k, (_, c) in clusters.items()}}
-        latency = {k: _task_latency(c) for k, (_, c) in clusters.items()}
-        per_task = {k: _task_cost(c) for k, (_, c) in clusters.items()}
-        build: dict[str, list[float]] = {k: [] for k in engines}
-        pack: dict[str, list[float]] = {k: [] for k in engines}
-        tasks: dict[str, dict] = {}
-        checks: dict[str, bool] = {}
-        reference: dict[str, Any] = {}
+    labels = ["local", *(f"dask-{w}" for w in WORKERS)]
+    layout = {f"dask-{w}": f"{w} × {max(1, cores // w)} thread{'s' if cores // w > 1 else ''}" for w in WORKERS}
+    build: dict[str, list[float]] = {k: [] for k in labels}
+    pack: dict[str, list[float]] = {k: [] for k in labels}
+    latency: dict[str, float] = {}
+    per_task: dict[str, float] = {}
+    tasks: dict[str, dict] = {}
+    checks: dict[str, bool] = {}
 
-        def one_build(label: str, rep: int) -> Any:
-            cache = os.path.join(work, f"cache-{label}")
-            shutil.rmtree(cache, ignore_errors=True)
-            client = engines[label]
+    def run(label: str, client: Any, check: bool) -> None:
+        cache, prefix = os.path.join(work, f"cache-{label}"), os.path.join(work, f"store-{label}")
+        shutil.rmtree(cache, ignore_errors=True)
+        t = time.perf_counter()
+        if client is None:
+            ds = Consumer(corpus.root, cache_dir=cache, metadata="file", seqlen=1024)
+            build[label].append(time.perf_counter() - t)
             t = time.perf_counter()
-            if client is None:
-                ds = Consumer(corpus.root, cache_dir=cache, metadata="file", seqlen=1024)
-                build[label].append(time.perf_counter() - t)
-            else:
-                with get_task_stream(client) as stream:
-                    ds = Consumer(corpus.root, cache_dir=cache, metadata="file", seqlen=1024, engine=client)
-                build[label].append(time.perf_counter() - t)
-                tasks.setdefault(label, {})["build"] = _compute_seconds(stream.data)
-            return ds
-
-        def one_pack(label: str, ds: Any) -> str:
-            prefix = os.path.join(work, f"store-{label}")
-            client = engines[label]
+            ds.pack(prefix)
+            pack[label].append(time.perf_counter() - t)
+        else:
+            with get_task_stream(client) as stream:
+                ds = Consumer(corpus.root, cache_dir=cache, metadata="file", seqlen=1024, engine=client)
+            build[label].append(time.perf_counter() - t)
+            tasks.setdefault(label, {})["build"] = _compute_seconds(stream.data)
             t = time.perf_counter()
-            if client is None:
-                ds.pack(prefix)
-                pack[label].append(time.perf_counter() - t)
-            else:
-                with get_task_stream(client) as stream:
-                    ds.pack(prefix, engine=client)
-                pack[label].append(time.perf_counter() - t)
-                tasks.setdefault(label, {})["pack"] = _compute_seconds(stream.data)
-            return prefix
+            with get_task_stream(client) as stream:
+                ds.pack(prefix, engine=client)
+            pack[label].append(time.perf_counter() - t)
+            tasks[label]["pack"] = _compute_seconds(stream.data)
+        if check and client is not None:  # equal to the local run of this repetition (it ran first)
+            local = Consumer(corpus.root, cache_dir=os.path.join(work, "cache-local"), metadata="file", seqlen=1024)
+            ids = np.arange(len(local))
+            checks[label] = bool(
+                _same_catalog(os.path.join(work, "cache-local"), cache)
+                and np.array_equal(ds.fetch_numpy(ids)["input_array"], local.fetch_numpy(ids)["input_array"])
+                and all(filecmp.cmp(prefix + x, os.path.join(work, "store-local") + x, shallow=False)
+                        for x in (".bin", ".idx", ".consumer.npz")))
+            local.close()
+        ds.close()
 
-        for label in engines:  # warm-up: OS page cache, imports on the workers (not timed)
-            one_build(label, -1).close()
-        for k in build:
-            build[k].clear()
-        for rep in range(reps):
-            for label in engines:
-                ds = one_build(label, rep)
-                prefix = one_pack(label, ds)
+    run("local", None, False)  # warm-up of the OS page cache and the imports (not timed)
+    build["local"].clear(), pack["local"].clear()
+    for rep in range(reps):
+        for label in labels:
+            if label == "local":
+                run(label, None, False)
+                continue
+            w = int(label.split("-")[1])  # one cluster at a time, started (untimed) for this run only
+            cluster = LocalCluster(host="127.0.0.1", protocol="tcp", n_workers=w,
+                                   threads_per_worker=max(1, cores // w), processes=True, dashboard_address=None,
+                                   worker_dashboard_address=None)
+            client = Client(cluster)
+            try:
+                _warm(client, corpus.root)
                 if rep == 0:
-                    if label == "local":
-                        reference["ds"], reference["prefix"] = ds, prefix
-                        shutil.copyfile(prefix + ".bin", os.path.join(work, "reference.bin"))
-                        shutil.copyfile(prefix + ".idx", os.path.join(work, "reference.idx"))
-                    else:
-                        ids = np.arange(len(ds))
-                        checks[label] = bool(
-                            _same_catalog(os.path.join(work, "cache-local"), os.path.join(work, f"cache-{label}"))
-                            and np.array_equal(ds.fetch_numpy(ids)["input_array"],
-                                               reference["ds"].fetch_numpy(ids)["input_array"])
-                            and filecmp.cmp(prefix + ".bin", os.path.join(work, "reference.bin"), shallow=False)
-                            and filecmp.cmp(prefix + ".idx", os.path.join(work, "reference.idx"), shallow=False))
-                if label != "local":
-                    ds.close()
-            log(f"dask bench rep {rep}: build {({k: round(v[-1], 2) for k, v in build.items()})}, "
-                f"pack {({k: round(v[-1], 2) for k, v in pack.items()})}")
-        reference["ds"].close()
-    finally:
-        for cluster, client in clusters.values():
-            client.close()
-            cluster.close()
+                    latency[label], per_task[label] = _task_latency(client), _task_cost(client)
+                run(label, client, rep == 0)
+            finally:
+                client.close()
+                cluster.close()
+        log(f"dask bench rep {rep}: build {({k: round(v[-1], 2) for k, v in build.items()})}, "
+            f"pack {({k: round(v[-1], 2) for k, v in pack.items()})}")
     best = {"build": {k: min(v) for k, v in build.items()}, "pack": {k: min(v) for k, v in pack.items()}}
     overhead = {p: best[p]["dask-1"] / best[p]["local"] for p in ("build", "pack")}
     share = {k: {p: (n * per_task[k] / total if total else None) for p, (n, total) in v.items()}
              for k, v in tasks.items()}
     group_by = _group_by(work, max(reps, 3))
     return {"files": corpus.n_files, "bytes": corpus.total_bytes, "reps": reps, "cores": cores, "layout": layout,
+            "load_average": [load_start, round(os.getloadavg()[0], 2)],
             "seconds": best, "all": {"build": build, "pack": pack},
             "overhead": overhead, "overhead_target": OVERHEAD_TARGET,
             "overhead_met": all(v <= OVERHEAD_TARGET for v in overhead.values()),
@@ -236,10 +232,12 @@ def render_section(res: dict | None) -> list[str]:
     if "absent" in res:
         return ["## Scale-out on Dask: build and pack on 1, 2, 3 workers", "", f"Not measured: {res['absent']}.", ""]
     out = ["## Scale-out on Dask: build and pack on 1, 2, 3 workers", "",
-           f"{res['files']:,} files of 256 B – 4 KB ({res['bytes'] / 1e6:.1f} MB), {res['cores']} cores. Cold build "
+           f"{res['files']:,} files of 256 B – 4 KB ({res['bytes'] / 1e6:.1f} MB), {res['cores']} cores (load average "
+           f"{' → '.join(str(x) for x in res.get('load_average', []))} over the run). Cold build "
            "with libmagic headers (`Consumer(root, metadata=\"file\")`, fresh cache dir) and a Megatron pack of it, "
            "locally and with `engine=client` on a `LocalCluster` on 127.0.0.1 (worker processes; the cores split "
-           "among the workers). Configurations interleaved in every repetition; best of "
+           "among the workers; one cluster alive at a time, started and warmed up untimed). Configurations "
+           "interleaved in every repetition; best of "
            f"{res['reps']}. Every Dask result was checked equal to the local one (catalog rows, samples, "
            ".bin/.idx bytes) before it counts. On 2 cores parallelism can give at most ~2×; the figure that matters "
            "is the overhead of 1 worker against the local engine "

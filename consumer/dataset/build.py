@@ -157,9 +157,13 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
                          f"worker mounts; fps holds URLs (e.g. {paths[0]!r}): build them without engine=")
     identity = None if remote else np.zeros((len(paths), 2), dtype=np.int64)
     # no open per file yet (size-0 files excepted): a cache hit needs none, a miss probes them below
-    sizes, mtimes = (remote[1].sizes, remote[1].mtimes_ns) if remote else stat_files(
-        paths, [classes[c] for c in cls_list], identity=identity, check_open=np.zeros(len(paths), dtype=bool)
-    ) if engine is None else scan.stat_paths(engine, paths, [classes[c] for c in cls_list], identity)
+    if remote:
+        sizes, mtimes = remote[1].sizes, remote[1].mtimes_ns
+    elif engine is None:
+        sizes, mtimes = stat_files(paths, [classes[c] for c in cls_list], identity=identity,
+                                   check_open=np.zeros(len(paths), dtype=bool))
+    else:  # the same on the engine's workers (scale.tasks.stat_task)
+        sizes, mtimes = scan.stat_paths(engine, paths, [classes[c] for c in cls_list], identity)
     catalog = None
     report = None
     if spec.dedupe == "content":
@@ -198,9 +202,8 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
         catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
     want = {"file": ("description",), "mime": ("mime",)}.get(spec.metadata, ()) \
         if isinstance(spec.metadata, str) else ()
-    descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose,
-                                       describe=remote[2] if remote else None if engine is None
-                                       else scan.describer(engine))
+    describe = remote[2] if remote else None if engine is None else scan.describer(engine)
+    descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose, describe=describe)
     headers = headers_from(spec.metadata, paths, descriptions, mimes)
     documents = build_documents(paths, cls, sizes, headers, vocab, with_header=spec.with_header, mtimes=mtimes,
                                 identity=identity)
