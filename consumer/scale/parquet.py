@@ -152,7 +152,15 @@ def write_parquet_catalog(fps: Any, directory: str | os.PathLike, *, engine: Any
     tasks = [(a, list(paths[a:b]), names[a:b], str(out / f"part-{k:05d}.parquet"), kinds, content)
              for k, (a, b) in enumerate(bounds)]
     results = on.map(parquet_part_task, tasks, label="parquet") if on else (parquet_part_task(*t) for t in tasks)
-    parts = [(f"part-{k:05d}.parquet", rows, size) for k, (rows, size) in enumerate(results)]
+    try:
+        parts = [(f"part-{k:05d}.parquet", rows, size) for k, (rows, size) in enumerate(results)]
+    except BaseException:  # remove the parts written so far (a task still running then may add its own part;
+        # without a manifest the folder is never read as a catalog)
+        for leftover in out.glob("part-*.parquet*"):
+            leftover.unlink(missing_ok=True)
+        raise
+    for leftover in out.glob("part-*.parquet.*.tmp"):  # a task killed while writing, rerun since
+        leftover.unlink(missing_ok=True)
     return write_manifest(out, parts, classes=corpus.class_names, metadata=list(kinds), content=bool(content))
 
 

@@ -92,3 +92,11 @@ def test_an_unfinished_or_damaged_catalog_is_refused(tmp_path):
     part.write_bytes(part.read_bytes()[:-10])
     with pytest.raises(FormatError, match="the manifest records"):
         open_parquet_catalog(tmp_path / "ok")
+
+
+def test_a_failing_file_names_its_path_and_leaves_the_folder_empty(tmp_path, dask_client):
+    files = write_corpus(tmp_path / "data", SIZES)
+    fps = {"a": files["a"] + [str(tmp_path / "gone.dat")], "b": files["b"]}
+    with pytest.raises(InputError, match="gone.dat"):
+        write_parquet_catalog(fps, tmp_path / "pq", engine=dask_client, metadata=None)
+    assert list((tmp_path / "pq").iterdir()) == []
