@@ -1,6 +1,7 @@
 """Faults on a real cluster (3 worker processes on 127.0.0.1): a worker process killed (SIGKILL) while it runs
 a task of a build or of a pack of a 20,000-file corpus; the scheduler reruns its tasks and the output is the
-local one, with no partial artefact. Ctrl-C while results are consumed cancels the futures."""
+local one, with no partial artefact; the same when a worker leaves the cluster for good (it shrinks to 2) while
+pack tasks run. Ctrl-C while results are consumed cancels the futures."""
 
 from __future__ import annotations
 
@@ -107,3 +108,36 @@ def test_ctrl_c_while_consuming_results_cancels_the_futures(full_cluster):
         assert time.monotonic() < deadline, "the tasks still run after Ctrl-C"
         time.sleep(0.05)
     assert not [k for k in full_cluster.who_has() if str(k).startswith("consumer-sleep-")]
+
+
+def test_a_worker_lost_for_good_during_a_pack_changes_nothing(corpus, full_cluster, tmp_path):
+    """The cluster shrinks to 2 workers (one closed with its nanny, not restarted) while pack tasks run."""
+    root, local = corpus
+    cluster = full_cluster.cluster
+    done, shrunk = threading.Event(), []
+
+    def shrink() -> None:
+        while not done.is_set():
+            if any(str(k).startswith("consumer-pack-") for keys in full_cluster.processing().values() for k in keys):
+                cluster.scale(2)
+                shrunk.append(len(full_cluster.nthreads()))
+                return
+            time.sleep(0.005)
+
+    shrinker = threading.Thread(target=shrink, daemon=True)
+    shrinker.start()
+    try:
+        local.pack(tmp_path / "dask", "modalities", engine=full_cluster, chunk_tokens=4096)
+        deadline = time.monotonic() + 30
+        while len(full_cluster.nthreads()) != 2 and time.monotonic() < deadline:  # the worker really went
+            time.sleep(0.05)
+        workers_after = len(full_cluster.nthreads())
+    finally:
+        done.set()
+        shrinker.join(30)
+        cluster.scale(3)  # the next tests get their 3 workers back
+        full_cluster.wait_for_workers(3, timeout=60)
+    assert shrunk and workers_after == 2, "the cluster did not lose a worker while pack tasks ran"
+    for suffix in (".pbin", ".consumer.npz"):
+        assert (tmp_path / f"dask{suffix}").read_bytes() == (root / "packed" / f"local_pbin{suffix}").read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["dask.consumer.json", "dask.consumer.npz", "dask.pbin"]
