@@ -92,8 +92,8 @@ def build(fps: Any, spec: Spec, *, cache_dir: Any = None, verbose: bool = False,
     ``torch.distributed`` initialised, rank 0 alone builds; the other ranks open what it cached
     (:mod:`consumer.dataset.shared`; ``build_info["cache"]`` is ``"shared"`` there). ``engine`` (a
     ``dask.distributed.Client``, ``"dask"``, an executor: :func:`~consumer.scale.engines.resolve_engine`) runs
-    stat, probe, libmagic and the content pass on its workers; the catalog, the cache entry and the samples
-    are those of a local build (docs/scale-out.md)."""
+    stat, probe, libmagic and the content pass on its workers (URLs: libmagic from the byte ranges the workers
+    read); the catalog, the cache entry and the samples are those of a local build (docs/scale-out.md)."""
     root = check_cache_dir(cache_dir)
     engine = resolve_engine(engine)
     # nothing to share without an index cache (cache_dir=False, a callable metadata): every rank decides alike
@@ -152,9 +152,6 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
         raise InputError("dedupe='content' reads every byte of local files; fps holds URLs (dedupe them locally "
                          "or drop the setting)")
     remote = _remote(paths, storage_options, cache_root, remote_cache)
-    if remote and engine is not None:
-        raise InputError(f"engine: a build on an engine ({engine.name}) takes local paths on a file system every "
-                         f"worker mounts; fps holds URLs (e.g. {paths[0]!r}): build them without engine=")
     identity = None if remote else np.zeros((len(paths), 2), dtype=np.int64)
     # no open per file yet (size-0 files excepted): a cache hit needs none, a miss probes them below
     if remote:
@@ -202,7 +199,11 @@ def _build(fps: Any, spec: Spec, cache_dir: Any, verbose: bool, storage_options:
         catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
     want = {"file": ("description",), "mime": ("mime",)}.get(spec.metadata, ()) \
         if isinstance(spec.metadata, str) else ()
-    describe = remote[2] if remote else None if engine is None else scan.describer(engine)
+    if remote:  # objects: libmagic from byte ranges, here or read by the workers (the client listed them once)
+        describe = remote[2] if engine is None else scan.object_describer(
+            engine, remote[1].urls, remote[1].sizes, remote[1].etags, storage_options)
+    else:
+        describe = None if engine is None else scan.describer(engine)
     descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose, describe=describe)
     headers = headers_from(spec.metadata, paths, descriptions, mimes)
     documents = build_documents(paths, cls, sizes, headers, vocab, with_header=spec.with_header, mtimes=mtimes,

@@ -21,9 +21,9 @@ from ..errors import InputError
 from ..sources.corpus import refuse_same_files
 from ..util.progress import progress_bar
 from .engines import COSTS, Engine, plan_tasks
-from .tasks import content_task, describe_task, probe_task, stat_task
+from .tasks import content_task, describe_objects_task, describe_task, probe_task, stat_task
 
-__all__ = ["stat_paths", "probe_paths", "describer", "content_computer", "complete_catalog"]
+__all__ = ["stat_paths", "probe_paths", "describer", "object_describer", "content_computer", "complete_catalog"]
 
 
 def _slices(paths: Sequence[str], bounds: list[tuple[int, int]]) -> list[list[str]]:
@@ -66,6 +66,29 @@ def describer(engine: Engine) -> Callable[..., Iterator[tuple[str | None, str | 
                                    label="libmagic"):
                 bar.update(len(part))
                 yield from part
+        finally:
+            bar.close()
+
+    return describe
+
+
+def object_describer(engine: Engine, urls: Sequence[str], sizes: Any, etags: Sequence[str | None],
+                     storage_options: dict | None) -> Callable[..., Iterator[tuple[str | None, str | None]]]:
+    """The ``describe`` of objects at URLs (what :func:`~consumer.sources.object_magic.describer` is locally):
+    each worker reads a few byte ranges of its objects with ``storage_options``; sizes and ETags come from the
+    client's one listing."""
+    facts = {u: (int(s), e) for u, s, e in zip(urls, np.asarray(sizes).tolist(), etags)}
+
+    def describe(todo: Sequence[str], *, kinds: Sequence[str] = ("description", "mime"), verbose: bool = False,
+                 chunk: int = 0) -> Iterator[tuple[str | None, str | None]]:
+        bounds = plan_tasks(len(todo), engine.slots, COSTS["libmagic"])
+        tasks = [(part, [facts[u][0] for u in part], [facts[u][1] for u in part], storage_options, tuple(kinds))
+                 for part in _slices(todo, bounds)]
+        bar = progress_bar(len(todo), verbose, f"libmagic ({engine.name})")
+        try:
+            for described in engine.map(describe_objects_task, tasks, label="libmagic"):
+                bar.update(len(described))
+                yield from described
         finally:
             bar.close()
 

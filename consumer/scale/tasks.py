@@ -16,7 +16,7 @@ from ..catalog.content import READ_CHUNK, ContentStats, compute_content
 from ..sources.corpus import probe_files, stat_files
 from ..sources.magic import describe_files
 
-__all__ = ["stat_task", "probe_task", "describe_task", "content_task"]
+__all__ = ["stat_task", "probe_task", "describe_task", "describe_objects_task", "content_task"]
 
 
 def stat_task(paths: list[str], classes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -36,6 +36,16 @@ def probe_task(paths: list[str], sizes: np.ndarray) -> int:
 def describe_task(paths: list[str], kinds: tuple[str, ...]) -> list[tuple[str | None, str | None]]:
     """libmagic's ``(description, mime)`` of each path (:func:`describe_files`, one thread)."""
     return list(describe_files(paths, kinds=kinds, workers=1))
+
+
+def describe_objects_task(urls: list[str], sizes: list[int], etags: list[str | None], storage_options: dict | None,
+                          kinds: tuple[str, ...]) -> list[tuple[str | None, str | None]]:
+    """libmagic's ``(description, mime)`` of objects at URLs from a few byte ranges each, read by this worker
+    (:func:`~consumer.sources.object_magic.iter_describe_prefixes`, the local build's function; the listing's
+    sizes and ETags: a changed object raises FileChangedError)."""
+    from ..sources.object_magic import iter_describe_prefixes  # noqa: PLC0415  (fsspec loads only for URLs)
+
+    return list(iter_describe_prefixes(urls, sizes, etags, storage_options, kinds=kinds))
 
 
 def content_task(paths: list[str], chunk: int = READ_CHUNK) -> list[ContentStats]:
