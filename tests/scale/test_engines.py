@@ -3,6 +3,7 @@ equals the local build (the same code path a Dask build takes)."""
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -61,3 +62,17 @@ def test_a_build_on_an_executor_equals_the_local_build(tmp_path):
     ids = np.arange(len(local))
     a, b = local.fetch_numpy(ids), remote.fetch_numpy(ids)
     assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("fmt, suffixes", [("megatron", (".bin", ".idx", ".consumer.npz", ".consumer.json")),
+                                           ("modalities", (".pbin", ".consumer.npz", ".consumer.json"))])
+def test_a_pack_on_an_executor_is_the_local_pack(tmp_path, fmt, suffixes):
+    write_corpus(tmp_path / "data", {"a": [10, 200, 3000, 0] * 30, "b": [5, 70000, 1] * 20})
+    ds = Consumer(str(tmp_path / "data"), cache_dir=False, seqlen=64)
+    ds.pack(tmp_path / "local" / "p", fmt)
+    with ThreadPoolExecutor(3) as pool:
+        ds.pack(tmp_path / "pool" / "p", fmt, engine=pool, chunk_tokens=1000)
+    for suffix in suffixes:
+        a, b = (tmp_path / "local" / f"p{suffix}").read_bytes(), (tmp_path / "pool" / f"p{suffix}").read_bytes()
+        assert a == b, suffix  # the sidecar too: it names the files by the prefix's name, "p" in both
+    assert sorted(os.listdir(tmp_path / "pool")) == sorted(f"p{s}" for s in suffixes)
