@@ -87,7 +87,8 @@ def test_a_missing_file_is_reported_with_its_path_as_locally(tmp_path, dask_clie
 def test_the_test_cluster_listens_on_loopback_only(dask_client):
     psutil = pytest.importorskip("psutil")
     pids = {os.getpid(), *dask_client.run(os.getpid).values()}
-    listening = [c.laddr for pid in pids for c in psutil.Process(pid).net_connections(kind="inet")
-                 if c.status == psutil.CONN_LISTEN]
+    procs = [psutil.Process(pid) for pid in pids]
+    connections = [c for p in procs for c in getattr(p, "net_connections", p.connections)(kind="inet")]  # psutil < 6
+    listening = [c.laddr for c in connections if c.status == psutil.CONN_LISTEN]
     assert len(listening) >= len(pids)  # the scheduler (and nannies) here, every worker in its process
     assert {a.ip for a in listening} == {"127.0.0.1"}, listening
