@@ -42,7 +42,7 @@ def test_report_has_every_section(quick_run) -> None:
                     "## Loaders",
                     "## Fetch against file size", "## consumer across settings", "## Build and reopen",
                     "## Content pass", "## Cold build with headers against gperc", "## Remote sources",
-                    "## GPU feed: training from the loader"):
+                    "## GPU feed: training from the loader", "## Scale-out on Dask"):
         assert heading in text, heading
     assert "python -m benchmarks run --quick --peers none" in text
     assert "## Sections not measured in this run" not in text, text[:3000]  # every section ran

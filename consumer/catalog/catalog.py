@@ -40,7 +40,7 @@ inspection) and rebuilt; an operation interrupted by such corruption runs once m
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 
 import numpy as np
 
@@ -218,7 +218,8 @@ class Catalog(CatalogFile):
 
     @recovering
     def ensure_content(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *, verbose: bool = False,
-                       workers: int | None = None, chunk: int = READ_CHUNK) -> int:
+                       workers: int | None = None, chunk: int = READ_CHUNK,
+                       compute: Callable[..., Generator] | None = None) -> int:
         """Compute the content columns (sha256, entropy, printable, zeros, histogram) of the files that
         lack one of them or whose stored size or mtime differ from ``sizes`` / ``mtimes`` (the caller's
         view of the files); returns how many files were read.
@@ -226,7 +227,8 @@ class Catalog(CatalogFile):
         Reads in ``workers`` threads, ``chunk`` bytes at a time (:func:`consumer.catalog.content.compute_content`),
         with a progress bar when ``verbose``, and commits every chunk of files on its own. A file that
         no longer has the given size and mtime raises :class:`FileChangedError` (chunks already read
-        stay committed); libmagic columns of a changed file are cleared, not kept.
+        stay committed); libmagic columns of a changed file are cleared, not kept. ``compute`` (same signature as
+        :func:`~consumer.catalog.content.compute_content`) replaces the local content pass (e.g. on a cluster).
         """
         n = len(paths)
         if len(sizes) != n or len(mtimes) != n:
@@ -248,7 +250,7 @@ class Catalog(CatalogFile):
                 now = self._content_state([paths[i] for i in part])
                 todo = [i for i in part if now.get(paths[i]) != (sizes_l[i], mtimes_l[i], 1)]
             if todo:
-                self._read_content(paths, sizes_l, mtimes_l, todo, workers=workers, chunk=chunk)
+                self._read_content(paths, sizes_l, mtimes_l, todo, workers=workers, chunk=chunk, compute=compute)
                 read += len(todo)
                 self.content_reads += len(todo)
             bar.update(len(part))
@@ -259,9 +261,12 @@ class Catalog(CatalogFile):
             bar.close()
         return read
 
-    def _read_content(self, paths, sizes_l, mtimes_l, stale, *, workers, chunk) -> None:
-        """The content pass over the files ``stale`` (indices into ``paths``), committed a chunk at a time."""
-        results = compute_content([paths[i] for i in stale], verbose=False, workers=workers, chunk=chunk)
+    def _read_content(self, paths, sizes_l, mtimes_l, stale, *, workers, chunk, compute=None) -> None:
+        """The content pass over the files ``stale`` (indices into ``paths``), committed a chunk at a time;
+        ``compute`` (same signature as :func:`~consumer.catalog.content.compute_content`) replaces the local
+        pass."""
+        results = (compute or compute_content)([paths[i] for i in stale], verbose=False, workers=workers,
+                                               chunk=chunk)
         for start in range(0, len(stale), _CHUNK):
             part = stale[start:start + _CHUNK]
             computed = []

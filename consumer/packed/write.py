@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +43,7 @@ from .open import Store, load_store
 from .sums import SIDECAR_KEY, SUMS_SUFFIX, data_offset, sidecar_entry, write_sums_file
 from .table import write_table
 
-__all__ = ["pack", "merge_packed", "DEFAULT_CHUNK_TOKENS"]
+__all__ = ["pack", "merge_packed", "token_pieces", "DEFAULT_CHUNK_TOKENS"]
 
 _INT32_MAX = 2**31 - 1
 DEFAULT_CHUNK_TOKENS = 1 << 22  # 4M tokens (32 MB of int64) per read_segments call while packing
@@ -71,8 +71,8 @@ def _chunks(doc_len: np.ndarray, chunk_tokens: int) -> Iterator[tuple[np.ndarray
         g0 = g1
 
 
-def _pieces(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar, digest
-            ) -> Iterator[tuple[np.ndarray, bool]]:
+def token_pieces(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar, digest
+                 ) -> Iterator[tuple[np.ndarray, bool]]:
     """Every document's tokens in ``dtype``, in order, as ``(piece, first)``: one :func:`read_segments`
     call per chunk of ``chunk_tokens`` tokens, so memory stays bounded whatever the document sizes
     (``digest`` hashes every token, the same bytes as the whole documents back to back)."""
@@ -153,7 +153,7 @@ def _check_all(store: Store, dtype: np.dtype) -> None:
 
 def _store_pieces(readers: list, owner: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
                   chunk_tokens: int) -> Iterator[tuple[np.ndarray, bool]]:
-    """Documents of stores as ``(piece, first)`` (see :func:`_pieces`): document ``k`` is ``lengths[k]``
+    """Documents of stores as ``(piece, first)`` (see :func:`token_pieces`): document ``k`` is ``lengths[k]``
     tokens from token ``starts[k]`` of store ``owner[k]``, read by ``readers[owner[k]](start, count)``
     at most ``chunk_tokens`` tokens at a time."""
     for k, start, n in zip(owner.tolist(), starts.tolist(), lengths.tolist()):
@@ -244,7 +244,7 @@ def _summary(prefix: Path, fmt: str, dtype: np.dtype, files: dict, documents: in
 
 def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, format: str = "megatron",
          verbose: bool = False, *, chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-         checksum_chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> dict:
+         checksum_chunk_bytes: int = DEFAULT_CHUNK_BYTES, pieces: Callable | None = None) -> dict:
     """Write every document of ``documents`` to a packed store at ``prefix`` (``Consumer.pack`` calls this).
 
     One document per source file, in ``documents`` order (corpus order), with exactly the tokens the
@@ -264,7 +264,8 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
     time a process reads it.
     ``verbose`` reports the packed size and shows a progress bar (bytes); otherwise nothing is
     printed. Returns a summary: prefix, format, dtype, documents, tokens, source and store bytes, the
-    files written and the wall time.
+    files written and the wall time. ``pieces(dtype, chunk_tokens, bar, digest)`` replaces
+    :func:`token_pieces` as the source of the tokens (the same stream, made elsewhere: a pack on a cluster).
     """
     check_choice("format", format, sorted(FORMATS))
     check_bool("verbose", verbose)
@@ -292,7 +293,10 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
 
     def write(tmp: Path) -> None:
         digest, hasher = hashlib.sha256(), ChunkHasher(sum_bytes, data_offset(format))
-        FORMATS[format].write(tmp, _pieces(documents, dtype, chunk_tokens, bar, _Both(digest, hasher)), dtype)
+        sink = _Both(digest, hasher)
+        source = token_pieces(documents, dtype, chunk_tokens, bar, sink) if pieces is None \
+            else pieces(dtype, chunk_tokens, bar, sink)
+        FORMATS[format].write(tmp, source, dtype)
         sidecar["tokens_sha256"] = digest.hexdigest()
         _write_sums(tmp, sidecar, hasher.finish())
         write_table(with_suffix(tmp, TABLE_SUFFIX), documents.paths, documents.doc_class, documents.doc_size,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -45,12 +45,14 @@ class LocalFiles(ByteSource):
         self.ident = ident
 
     @classmethod
-    def listed(cls, paths: Sequence[str], classes: Sequence[str] | None = None) -> LocalFiles:
-        """Stat every file of ``paths`` (``classes``, one per path, only name a file's class in errors); no file
-        is opened yet (size-0 files excepted): :meth:`check_readable` does that when it is needed."""
+    def listed(cls, paths: Sequence[str], classes: Sequence[str] | None = None,
+               stat: Callable | None = None) -> LocalFiles:
+        """Stat every file of ``paths`` (``classes``, one per path, only name a file's class in errors) with
+        ``stat`` (default :func:`~consumer.sources.corpus.stat_files`); no file is opened yet (size-0 files
+        excepted): :meth:`check_readable` does that when it is needed."""
         ident = np.zeros((len(paths), 2), dtype=np.int64)
-        sizes, stamps = stat_files(paths, None if classes is None else list(classes), identity=ident,
-                                   check_open=np.zeros(len(paths), dtype=bool))
+        sizes, stamps = (stat or stat_files)(paths, None if classes is None else list(classes), identity=ident,
+                                             check_open=np.zeros(len(paths), dtype=bool))
         return cls(paths, sizes, stamps, ident)
 
     def check_readable(self) -> None:
