@@ -18,8 +18,8 @@ from .peers import PEERS, ROOT
 
 __all__ = ["main"]
 
-SECTIONS = ("workloads", "limits", "loader", "filesize", "grid", "scale", "content", "cold", "remote", "gpu",
-            "query")
+SECTIONS = ("workloads", "limits", "fetchpaths", "loader", "filesize", "grid", "scale", "content", "cold", "remote",
+            "gpu", "dask", "query")
 
 
 def _peer_python(values: list[str]) -> dict[str, str]:

@@ -10,6 +10,7 @@ import math
 
 from .bench_cold_build import render_section as render_cold
 from .bench_content import render_section as render_content
+from .bench_dask import render_section as render_dask
 from .bench_gpu_feed import render_section as render_gpu
 from .bench_query_engine import render_section as render_query
 from .bench_remote import render_section as render_remote
@@ -350,6 +351,12 @@ def _limits_section(res: dict) -> list[str]:
     return out
 
 
+def _fetch_paths_section(res: dict, command: str) -> list[str]:
+    from .bench_fetch_paths import render as render_fetch_paths
+
+    return [render_fetch_paths(res["fetchpaths"], command)] if res.get("fetchpaths") else []
+
+
 def _grid_section(res: dict) -> list[str]:
     g = res.get("grid")
     if not g:
@@ -534,8 +541,9 @@ def render(res: dict, command: str, plots: list[str], plot_note: str = "") -> st
     """The whole report as markdown."""
     parts = (_head(res, command) + render_failed(res) + _verdict_section(res) + _wins_section(res)
              + _plots_section(plots, plot_note) + _workload_section(res)
-             + _limits_section(res) + _loader_section(res) + _filesize_section(res) + _grid_section(res)
+             + _limits_section(res) + _fetch_paths_section(res, command) + _loader_section(res)
+             + _filesize_section(res) + _grid_section(res)
              + _scale_section(res) + render_content(res.get("content")) + render_cold(res.get("cold"))
-             + render_remote(res.get("remote")) + render_gpu(res.get("gpu"))
+             + render_remote(res.get("remote")) + render_gpu(res.get("gpu")) + render_dask(res.get("dask"))
              + render_query(res.get("query")) + [_REPRO])
     return "\n".join(parts).rstrip() + "\n"

@@ -89,6 +89,8 @@ class Settings:
     content_large: tuple[int, int] = (2, 2)
     cold_files: int = 1000  # cold build with headers against gperc (benchmarks.bench_cold_build)
     cold_reps: int = 2
+    dask_files: int = 2000  # files of the Dask build / pack comparison (see benchmarks/bench_dask.py)
+    dask_reps: int = 1
 
 
 QUICK = Settings("quick", reps=3, batches=4, batch_sizes=(4, 20, 64), small_files=2000, lognormal_files=150,
@@ -102,7 +104,8 @@ FULL = Settings("full", reps=5, batches=10, batch_sizes=(1, 4, 20, 64, 256), sma
                 scale_sizes=(1000, 10000, 100000, 1000000), scale_magic_max=100000, gperc_scale_max=10000,
                 table_sizes=(100_000, 1_000_000, 10_000_000), remote_objects=2000, remote_delay_objects=512,
                 remote_reps=3, gpu_feed="full", content_small=20000, content_large=(8, 8), cold_files=10000,
-                cold_reps=3)
+                cold_reps=3, dask_files=20_000,
+                dask_reps=3)
 
 
 def _summary(per_rep: list[float]) -> dict:
@@ -412,6 +415,15 @@ class Run:
         out["systems"] = {k: {"median_s": median(v["per_rep"]), "per_rep": v["per_rep"]} for k, v in timed.items()}
         self.results["limits"] = out
 
+    # ------------------------------------------------------------------ fetch paths (issue 20, items 1-3)
+    def fetchpaths(self) -> None:
+        """Per-call latency against Megatron-core and mosaic, packed against the gather floor, raw against the naive
+        reader: :mod:`benchmarks.bench_fetch_paths` (its own peer processes, the same corpora)."""
+        from .bench_fetch_paths import run_all
+
+        self.results["fetchpaths"] = run_all(self.s.mode == "quick", self.work, self.data,
+                                             [n for n in ("megatron", "mosaic") if n in self.peers], self.log)
+
     # ------------------------------------------------------------------ file size
     def filesize(self) -> None:
         """Fetch throughput of consumer (raw, packed) and the naive reader against file size."""
@@ -552,6 +564,20 @@ class Run:
         settings = FULL_GPU if self.s.gpu_feed == "full" else SMOKE
         self.log(f"gpu feed ({self.s.gpu_feed})")
         self.results["gpu"] = measure_gpu(settings, self.data, os.path.join(self.work, "gpu"), log=self.log)
+
+    # ------------------------------------------------------------------ dask
+    def dask(self) -> None:
+        """Build and pack on Dask with 1, 2, 3 workers against the local engine, the 1-worker overhead, the
+        scheduling share and a 10^6-row Parquet catalog's GROUP BY (:mod:`benchmarks.bench_dask`)."""
+        from .bench_dask import measure as measure_dask
+
+        try:
+            import distributed  # noqa: F401
+        except ImportError as e:
+            self.results["dask"] = {"absent": f"dask.distributed is not installed (pip install -e \".[dask]\"): {e}"}
+            return
+        self.results["dask"] = measure_dask(self.s.dask_files, self.s.dask_reps, os.path.join(self.work, "dask"),
+                                            self.data, log=self.log)
 
     # ------------------------------------------------------------------ query
     def query(self) -> None:

@@ -31,6 +31,7 @@ from .errors import (
     RemoteError,
     SampleIndexError,
     SelectionError,
+    StorageFullError,
     WorkerError,
 )
 from .fetch.columns import COLUMNS, QUERY_PRESETS
@@ -75,6 +76,7 @@ __all__ = [
     "ConsumerError",
     "ConsumerWarning",
     "InputError",
+    "StorageFullError",
     "SelectionError",
     "SampleIndexError",
     "QueryError",

@@ -42,7 +42,8 @@ class Consumer:
     ``verbose`` progress bars; ``long_files`` ``"truncate"``/``"windows"``; ``sampling`` ``"consumer"`` or
     ``"megatron"`` (Megatron-LM's GPT order); ``dedupe="content"`` drops later copies of equal files; URLs
     (``s3://``, ``https://``) take fsspec ``storage_options`` and an optional ``remote_cache="20GB"``; under an
-    initialised ``torch.distributed`` rank 0 alone builds and the others open its cache (``distributed=False``: each).
+    initialised ``torch.distributed`` rank 0 alone builds and the others open its cache (``distributed=False``: each);
+    ``engine`` (a ``dask.distributed.Client`` or ``"dask"``) runs stat, libmagic and content on a cluster.
     Attributes: ``spec`` (and its settings), ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``,
     ``seqlen``, ``files``, ``corpus``, ``documents``, ``index``, ``build_info``, ``mode``.
     """
@@ -53,11 +54,12 @@ class Consumer:
                  metadata: Metadata = "file", class_to_id: dict | None = None, seed: int = 4, cache_dir: Any = None,
                  verbose: bool = False, long_files: str = "truncate", sampling: Any = "consumer",
                  dedupe: str | None = None, storage_options: dict | None = None, remote_cache: Any = None,
-                 distributed: bool = True):
+                 distributed: bool = True, engine: Any = None):
         spec = Spec(style=style, n_bytes=n_bytes, seqlen=seqlen, metadata=metadata, long_files=long_files,
                     sampling=sampling, class_to_id=class_to_id, seed=seed, dedupe=dedupe)
         storage = Storage.of(storage_options, cache_dir, remote_cache)
-        self._attach(build(fps, spec, storage, verbose=check_bool("verbose", verbose), distributed=distributed),
+        self._attach(build(fps, spec, storage, verbose=check_bool("verbose", verbose), distributed=distributed,
+                           engine=engine),
                      verbose)
 
     @classmethod
@@ -252,11 +254,18 @@ class Consumer:
         """:meth:`get_dict` as indented JSON; written to ``fp`` (a path) and ``None`` returned if given."""
         return dump_json(self.get_dict(include_files=include_files), fp)
 
-    def pack(self, prefix: Any, format: str = "megatron", *, verbose: bool | None = None, **options: Any) -> dict:
-        """Write every document to a packed store (``"megatron"`` ``.bin/.idx`` or ``"modalities"`` ``.pbin``)."""
+    def pack(self, prefix: Any, format: str = "megatron", *, verbose: bool | None = None, engine: Any = None,
+             **options: Any) -> dict:
+        """Write every document to a packed store (``"megatron"`` ``.bin/.idx`` or ``"modalities"`` ``.pbin``);
+        ``engine`` (a ``dask.distributed.Client`` or ``"dask"``) reads the files on a cluster (the same bytes)."""
         from .packed.write import pack  # noqa: PLC0415  (the store modules load only when used)
-        return pack(self.documents, self.classes, self.spec, prefix, format,
-                    self.verbose if verbose is None else verbose, **options)
+        from .scale.engines import resolve_engine  # noqa: PLC0415
+        verbose = self.verbose if verbose is None else verbose
+        on = resolve_engine(engine)
+        if on is not None:
+            from .scale.pack import pack_on  # noqa: PLC0415
+            return pack_on(on, self.documents, self.classes, self.spec, prefix, format, verbose, **options)
+        return pack(self.documents, self.classes, self.spec, prefix, format, verbose, **options)
 
     def __getstate__(self) -> dict:  # how to rebuild (cache key, store or arrays), never connections or handles
         return {"recipe": self._built.recipe, "verbose": self.verbose, "query": self.mode,

@@ -6,6 +6,7 @@ against plain Python containers::
 
     ConsumerError(Exception)
      ├── InputError(ValueError)          bad constructor arguments, bad files, bad paths
+     │    └── StorageFullError           a write ran out of space or hit a file-size limit (path, bytes needed)
      ├── SelectionError(KeyError)        unknown class, asking a class for more samples than it has
      ├── SampleIndexError(IndexError)    a sample index out of range
      ├── QueryError(ValueError)          unknown query preset or column, bad mode settings
@@ -26,6 +27,7 @@ from __future__ import annotations
 __all__ = [
     "ConsumerError",
     "InputError",
+    "StorageFullError",
     "SelectionError",
     "SampleIndexError",
     "QueryError",
@@ -45,6 +47,12 @@ class ConsumerError(Exception):
 
 class InputError(ConsumerError, ValueError):
     """A constructor argument, a path or a file is not acceptable."""
+
+
+class StorageFullError(InputError):
+    """A write ran out of room: no space left (``ENOSPC``), a disk quota (``EDQUOT``) or a file-size limit
+    (``EFBIG``, ``RLIMIT_FSIZE``). The message names the path and the bytes needed; nothing partial is left
+    and what was there before is kept (see ``consumer.util.fileio.space_error``)."""
 
 
 class SelectionError(ConsumerError, KeyError):

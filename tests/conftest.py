@@ -94,6 +94,7 @@ def write(path, data: bytes) -> str:
 
 
 def identity(paths) -> tuple[np.ndarray, np.ndarray]:
-    """Sizes and mtimes (ns) of ``paths``, as the catalog's content columns are keyed."""
+    """Sizes and change stamps (``max(mtime, ctime)``, ns) of ``paths``, as the catalog's rows are keyed."""
     st = [os.stat(p) for p in paths]
-    return np.array([s.st_size for s in st], dtype=np.int64), np.array([s.st_mtime_ns for s in st], dtype=np.int64)
+    return (np.array([s.st_size for s in st], dtype=np.int64),
+            np.array([max(s.st_mtime_ns, s.st_ctime_ns) for s in st], dtype=np.int64))

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent / "consumer"
 
 # the floors, lowest first: a module may import its own subpackage (or top-level module) and lower floors only
 ORDER = ["errors", "_version", "util", "storage", "formats", "sources", "tokens", "catalog", "spec", "fetch", "query",
-         "packed", "training", "dataset", "consumer", "cli", "__main__", "__init__"]
+         "packed", "training", "scale", "dataset", "consumer", "cli", "__main__", "__init__"]
 TOP_LEVEL = {"__init__", "__main__", "_version", "errors", "spec", "storage", "consumer"}  # modules under consumer/
 
 
@@ -124,7 +124,8 @@ def test_the_top_level_is_short_and_every_other_module_sits_in_a_subpackage() ->
 # ranks.py: a build must know whether it runs under torch.distributed (rank 0 alone builds a shared index); it
 # imports torch only when the program already did, so builds without torch never load it
 @pytest.mark.parametrize("library, home", [("torch", {"fetch/collate.py", "training/loader.py", "dataset/ranks.py"}),
-                                           ("magic", {"sources/magic.py"})])
+                                           ("magic", {"sources/magic.py"}),
+                                           ("dask", {"scale/engines.py"}), ("distributed", {"scale/engines.py"})])
 def test_one_home_per_heavy_dependency(library: str, home: set[str]) -> None:
     users = set()
     for path in ROOT.rglob("*.py"):

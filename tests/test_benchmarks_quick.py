@@ -37,10 +37,12 @@ def test_report_has_every_section(quick_run) -> None:
     assert out.exists()
     for heading in ("# Benchmarks", "## Peers in this run", "## Targets", "## Fetch on the same bytes",
                     "### small-diff", "### small-concat", "### lognormal-diff", "### lognormal-concat",
-                    "### small-gpt", "## Packed fetch against the machine's limits", "## Loaders",
+                    "### small-gpt", "## Packed fetch against the machine's limits",
+                    "## Fetch paths: per call, packed against the gather floor, raw against the naive reader",
+                    "## Loaders",
                     "## Fetch against file size", "## consumer across settings", "## Build and reopen",
                     "## Content pass", "## Cold build with headers against gperc", "## Remote sources",
-                    "## GPU feed: training from the loader"):
+                    "## GPU feed: training from the loader", "## Scale-out on Dask"):
         assert heading in text, heading
     assert "python -m benchmarks run --quick --peers none" in text
     assert "## Sections not measured in this run" not in text, text[:3000]  # every section ran
@@ -61,6 +63,17 @@ def test_consumer_rows_measured_and_equal_to_naive(quick_run) -> None:
     assert all(r["ms"] > 0 and r["tokens_per_s"] > 0 for r in grid)
     assert {r["query"] for r in grid} == {"supervised", "mlm"}
     assert all(r["equal_rows"] for r in res["filesize"])
+
+
+def test_fetch_paths_measured_with_equal_rows(quick_run) -> None:
+    _, res, text = quick_run
+    fp = res["fetchpaths"]
+    assert all(info["rows_equal"] is True for info in fp["raw"].values())
+    for info in fp["per_call"].values():
+        for timed in info["batch"].values():
+            assert not any(label.startswith(("Megatron", "mosaic")) for label in timed)  # no peers: no peer rows
+            assert all(row["error"] is None and row["median_s"] > 0 for row in timed.values())
+    assert "against the peers: not measured (no peer ran)" in text
 
 
 def test_absent_parts_are_reported_not_invented(quick_run) -> None:

@@ -18,7 +18,11 @@ are new, whose size or change stamp changed, or that lack the column asked for (
 type), and commits every chunk of files in its own transaction. A build killed part-way keeps what it
 committed; the next one continues from there and ends with the same rows as an uninterrupted build.
 Several processes may sync the same catalog at once (SQLite's locking, a busy timeout, one
-``BEGIN IMMEDIATE`` transaction per chunk that reads the rows it merges with and writes them).
+``BEGIN IMMEDIATE`` transaction per chunk that reads the rows it merges with and writes them), and each
+file version's libmagic columns and content are computed by one of them: a process computes a part of
+its files only while it holds their work claims (``<catalog>.claims``, :mod:`consumer.util.locks`), puts
+off the files another process holds, and reads the rows of a part again when one was rewritten since it
+last looked (another process did it meanwhile).
 
 The content columns (sha256, entropy, printable, zeros, histogram; see :mod:`consumer.catalog.content`) are
 filled by :meth:`Catalog.ensure_content`, only for files that lack them or whose size or mtime changed;
@@ -35,23 +39,60 @@ inspection) and rebuilt; an operation interrupted by such corruption runs once m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import os
+from collections.abc import Callable, Generator, Iterator, Sequence
 
 import numpy as np
 
 from ..errors import FileChangedError, FormatError, InputError
 from ..sources.magic import describe_files
-from ..util.fileio import sha256_file
-from .content import READ_CHUNK, compute_content
+from ..util.locks import RangeLocks, claimed, slot_of
+from ..util.progress import progress_bar
+from .content import READ_CHUNK, compute_content, content_stats
 from .file import CatalogFile, recovering
 from .rows import COLUMNS, SCHEMA_VERSION, display_path, extension_of, path_key
 
-__all__ = ["Catalog", "CATALOG_NAME", "SCHEMA_VERSION", "display_path", "path_key"]
+__all__ = ["Catalog", "CATALOG_NAME", "CLAIMS_SUFFIX", "SCHEMA_VERSION", "display_path", "path_key"]
 
 CATALOG_NAME = "catalog.sqlite"
-_CHUNK = 512  # files per libmagic chunk and per committed transaction
+CLAIMS_SUFFIX = ".claims"  # <catalog>.claims: the lock file of the work claims (consumer.util.locks)
+_CHUNK = 512  # files per claim and per committed transaction
+_DESCRIBE_CHUNK = 64  # files per local libmagic task (its threads share a claimed part; remote: _CHUNK per round)
 _MAGIC_COLUMNS = ("description", "mime")
 _NO_ROW = (None,) * len(COLUMNS)  # an absent row: equal to no size or mtime
+
+
+def _stale(paths: Sequence[str], sizes: list[int], stamps: list[int], known: dict[str, tuple], want: tuple[str, ...],
+           hashes: bool, among: Sequence[int] | None = None) -> dict[tuple[str, ...], list[int]]:
+    """The files (indices into ``paths``, of ``among`` or all) whose row is missing, of another version
+    (size, change stamp), or lacks a column of ``want`` (or the hash, with ``hashes``), grouped by the
+    libmagic columns each needs computed. ``known`` is :meth:`Catalog.rows` of them."""
+    cols = {w: 2 + _MAGIC_COLUMNS.index(w) for w in want}
+    stale: dict[tuple[str, ...], list[int]] = {}
+    for i in range(len(paths)) if among is None else among:
+        row = known.get(paths[i])
+        fresh = row is not None and row[0] == sizes[i] and row[1] == stamps[i]
+        needed = tuple(w for w in want if row is None or not fresh or row[cols[w]] is None)
+        if needed or row is None or not fresh or (hashes and row[4] is None):
+            stale.setdefault(needed, []).append(i)
+    return stale
+
+
+def _regroup(stale: dict[tuple[str, ...], list[int]], part: list[int]) -> dict[tuple[str, ...], list[int]]:
+    """``stale`` (what each file needs -> files) restricted to the files of ``part``."""
+    mine = set(part)
+    out = {needed: [i for i in files if i in mine] for needed, files in stale.items()}
+    return {needed: files for needed, files in out.items() if files}
+
+
+def _sha256_of(path: str, size: int, stamp: int) -> str:
+    """The sha256 of the version of a file the caller listed (size, change stamp); FileChangedError when the
+    file is another version now or changed while it was read (never a hash of mixed halves)."""
+    st = content_stats(path)
+    if (st.size, st.mtime_ns) != (size, stamp):
+        raise FileChangedError(f"paths: {path!r} changed since it was listed (size {size} -> {st.size}, "
+                               f"change stamp {stamp} -> {st.mtime_ns} ns); rebuild the dataset")
+    return st.sha256
 
 
 class Catalog(CatalogFile):
@@ -59,7 +100,40 @@ class Catalog(CatalogFile):
 
     def __init__(self, path: str | None):
         self.magic_calls = 0  # libmagic calls made by this object (one per file and column computed)
+        self.content_reads = 0  # files read by this object's content passes
         super().__init__(path)
+        self._claims_of: tuple[int, RangeLocks] | None = None
+
+    @property
+    def _claims(self) -> RangeLocks:
+        """The work claims of this process on this catalog (``<catalog>.claims``; see :func:`_claim`), reopened
+        after a fork: a forked child shares its parent's open file and so would share its locks."""
+        if self._claims_of is None or self._claims_of[0] != os.getpid():
+            self._claims_of = (os.getpid(), RangeLocks(None if self.path is None else self.path + CLAIMS_SUFFIX))
+        return self._claims_of[1]
+
+    def _claim(self, paths: Sequence[str], todo: list[int], kind: bytes, work: Callable[[list[int]], object]) -> None:
+        """Run ``work(files)`` over the files ``todo`` (indices into ``paths``) in parts of at most ``_CHUNK``, each
+        part while this object holds the claims of its files for ``kind`` of work (libmagic or content): a
+        file another process (or catalog object) is computing is put off until its claim is released, so that
+        ``work``, which reads the catalog again first, finds it done and computes nothing twice
+        (:func:`consumer.util.locks.claimed`)."""
+        slots = [slot_of(kind + path_key(paths[i])) for i in todo]
+        claimed(self._claims, slots, _CHUNK, lambda part: work([todo[j] for j in part]))
+
+    def _rewritten(self, paths: Sequence[str], part: list[int], seen: dict[bytes, str]) -> bool:
+        """Whether a row of the files ``part`` was written since ``seen`` (:meth:`_checks` before claiming them):
+        then another process did some of them meanwhile and the caller reads their verified rows again."""
+        keys = [path_key(paths[i]) for i in part]
+        now = self._checks(keys)
+        return any(now.get(k) != seen.get(k) for k in keys)
+
+    def close(self) -> None:
+        """Close the connection and the claims file."""
+        if self._claims_of is not None:
+            self._claims_of[1].close()
+            self._claims_of = None
+        super().close()
 
     @recovering
     def rows(self, paths: Sequence[str]) -> dict[str, tuple]:
@@ -85,20 +159,29 @@ class Catalog(CatalogFile):
         unknown = [w for w in want if w not in _MAGIC_COLUMNS]
         if unknown:
             raise InputError(f"want: unknown column(s) {unknown}; libmagic gives {list(_MAGIC_COLUMNS)}")
-        known = self.rows(paths)
         sizes_l, mtimes_l = sizes.tolist(), mtimes.tolist()
-        cols = {w: 2 + _MAGIC_COLUMNS.index(w) for w in want}
-        stale: dict[tuple[str, ...], list[int]] = {}  # what each stale file needs computed -> files
-        for i, p in enumerate(paths):
-            row = known.get(p)
-            fresh = row is not None and row[0] == sizes_l[i] and row[1] == mtimes_l[i]
-            needed = tuple(w for w in want if row is None or not fresh or row[cols[w]] is None)
-            if needed or row is None or not fresh or (hashes and row[4] is None):
-                stale.setdefault(needed, []).append(i)
-        for needed, files in stale.items():
-            self._refresh(paths, sizes_l, mtimes_l, files, want=needed, hashes=hashes, verbose=verbose,
-                          describe=describe or describe_files)
+        with self._reading():  # the rows and their checks as of one moment (see work)
+            known = self.rows(paths)
+            stale = _stale(paths, sizes_l, mtimes_l, known, want, hashes)
+            todo = sorted(i for files in stale.values() for i in files)
+            seen = self._checks([path_key(paths[i]) for i in todo])
         if stale:
+            bar = progress_bar(len(todo), verbose and bool(want), "libmagic")
+
+            def work(part: list[int]) -> None:  # claimed files: compute what they still lack (another process
+                if self._rewritten(paths, part, seen):  # may have done some meanwhile: read their rows again)
+                    now = _stale(paths, sizes_l, mtimes_l, self.rows([paths[i] for i in part]), want, hashes, part)
+                else:
+                    now = _regroup(stale, part)
+                for needed, files in now.items():
+                    self._refresh(paths, sizes_l, mtimes_l, files, want=needed, hashes=hashes, verbose=False,
+                                  describe=describe or describe_files)
+                bar.update(len(part))
+
+            try:
+                self._claim(paths, todo, b"magic\0", work)
+            finally:
+                bar.close()
             known = self.rows(paths)
         lost = [p for p in paths if p not in known]
         if lost:
@@ -110,12 +193,13 @@ class Catalog(CatalogFile):
 
     def _refresh(self, paths, sizes, mtimes, stale, *, want, hashes, verbose, describe) -> None:
         todo = [paths[i] for i in stale]
-        results = describe(todo, kinds=want, verbose=verbose, chunk=_CHUNK) if want else None
+        chunk = _DESCRIBE_CHUNK if describe is describe_files else _CHUNK  # remote: one round of requests per chunk
+        results = describe(todo, kinds=want, verbose=verbose, chunk=chunk) if want else None
         for start in range(0, len(stale), _CHUNK):
             part = stale[start:start + _CHUNK]
             described = [next(results) for _ in part] if results is not None else [(None, None)] * len(part)
             self.magic_calls += len(want) * len(part)
-            hashed = [sha256_file(paths[i]) for i in part] if hashes else [None] * len(part)
+            hashed = [_sha256_of(paths[i], sizes[i], mtimes[i]) for i in part] if hashes else [None] * len(part)
             with self._writing() as conn:
                 old = self._fetch([path_key(paths[i]) for i in part])
                 rows = []
@@ -134,7 +218,8 @@ class Catalog(CatalogFile):
 
     @recovering
     def ensure_content(self, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *, verbose: bool = False,
-                       workers: int | None = None, chunk: int = READ_CHUNK) -> int:
+                       workers: int | None = None, chunk: int = READ_CHUNK,
+                       compute: Callable[..., Generator] | None = None) -> int:
         """Compute the content columns (sha256, entropy, printable, zeros, histogram) of the files that
         lack one of them or whose stored size or mtime differ from ``sizes`` / ``mtimes`` (the caller's
         view of the files); returns how many files were read.
@@ -142,17 +227,46 @@ class Catalog(CatalogFile):
         Reads in ``workers`` threads, ``chunk`` bytes at a time (:func:`consumer.catalog.content.compute_content`),
         with a progress bar when ``verbose``, and commits every chunk of files on its own. A file that
         no longer has the given size and mtime raises :class:`FileChangedError` (chunks already read
-        stay committed); libmagic columns of a changed file are cleared, not kept.
+        stay committed); libmagic columns of a changed file are cleared, not kept. ``compute`` (same signature as
+        :func:`~consumer.catalog.content.compute_content`) replaces the local content pass (e.g. on a cluster).
         """
         n = len(paths)
         if len(sizes) != n or len(mtimes) != n:
             raise InputError(f"sizes/mtimes must have one entry per path ({n}), got {len(sizes)} and {len(mtimes)}")
         sizes_l, mtimes_l = np.asarray(sizes).tolist(), np.asarray(mtimes).tolist()
-        state = self._content_state(paths)
-        stale = [i for i, p in enumerate(paths) if state.get(p) != (sizes_l[i], mtimes_l[i], 1)]
+        with self._reading():  # the rows and their checks as of one moment (see work)
+            state = self._content_state(paths)
+            stale = [i for i, p in enumerate(paths) if state.get(p) != (sizes_l[i], mtimes_l[i], 1)]
+            seen = self._checks([path_key(paths[i]) for i in stale])
         if not stale:
             return 0
-        results = compute_content([paths[i] for i in stale], verbose=verbose, workers=workers, chunk=chunk)
+        read = 0
+        bar = progress_bar(len(stale), verbose, "content")
+
+        def work(part: list[int]) -> None:  # claimed files: read those still lacking content (another process
+            nonlocal read                     # may have read them meanwhile)
+            todo = part
+            if self._rewritten(paths, part, seen):
+                now = self._content_state([paths[i] for i in part])
+                todo = [i for i in part if now.get(paths[i]) != (sizes_l[i], mtimes_l[i], 1)]
+            if todo:
+                self._read_content(paths, sizes_l, mtimes_l, todo, workers=workers, chunk=chunk, compute=compute)
+                read += len(todo)
+                self.content_reads += len(todo)
+            bar.update(len(part))
+
+        try:
+            self._claim(paths, stale, b"content\0", work)
+        finally:
+            bar.close()
+        return read
+
+    def _read_content(self, paths, sizes_l, mtimes_l, stale, *, workers, chunk, compute=None) -> None:
+        """The content pass over the files ``stale`` (indices into ``paths``), committed a chunk at a time;
+        ``compute`` (same signature as :func:`~consumer.catalog.content.compute_content`) replaces the local
+        pass."""
+        results = (compute or compute_content)([paths[i] for i in stale], verbose=False, workers=workers,
+                                               chunk=chunk)
         for start in range(0, len(stale), _CHUNK):
             part = stale[start:start + _CHUNK]
             computed = []
@@ -175,7 +289,6 @@ class Catalog(CatalogFile):
                                  o[5] if same else None, o[6] if same else None, st.sha256, st.entropy, st.printable,
                                  st.zeros, st.histogram_blob()))
                 self._put(conn, rows)
-        return len(stale)
 
     def _content_state(self, paths: Sequence[str]) -> dict[str, tuple[int, int, int]]:
         """``{path: (size, mtime_ns, 1 if every content column is set else 0)}`` for the verified rows."""

@@ -23,8 +23,11 @@ Files are spread over threads (or, on request, forked processes), a few files pe
 in input order (see :func:`compute_content` for what each costs).
 
 A file is opened read-only and non-blocking (a FIFO cannot hang the pass) and refused unless it is a
-regular file. When its size or mtime changes while it is read, :class:`FileChangedError` is raised:
-the statistics always describe one version of the file, identified by the returned size and mtime.
+regular file. When its size, mtime, change time or inode changes while it is read (one ``fstat`` before
+the first read and one after the last), :class:`FileChangedError` is raised: the statistics always
+describe one version of the file, never old and new halves, identified by the returned size and change
+stamp ``max(mtime, ctime)`` (the stamp the catalog and the dataset key on: ``touch -r`` restores an
+mtime, not a ctime).
 
 Histogram blob (the catalog's ``histogram`` column and the argument of the SQL functions of
 :mod:`consumer.query.functions`): 256 little-endian unsigned integers, count of byte 0 first, in the
@@ -65,6 +68,7 @@ __all__ = [
     "decode_histogram",
     "encode_histogram",
     "entropy_bits",
+    "change_stamp",
     "named_content_columns",
     "printable_fraction",
     "zeros_fraction",
@@ -95,10 +99,10 @@ _PRINTABLE_ONES.setflags(write=False)
 class ContentStats:
     """The content statistics of one version of one file (see the module docstring).
 
-    ``size`` is the number of bytes read and ``mtime_ns`` the file's mtime while it was read: the
-    identity of the version the statistics describe. ``entropy``, ``printable`` and ``zeros`` are
-    exactly what :func:`entropy_bits`, :func:`printable_fraction` and :func:`zeros_fraction` give for
-    ``histogram``.
+    ``size`` is the number of bytes read and ``mtime_ns`` the file's change stamp ``max(mtime, ctime)``
+    (ns) while it was read: the identity of the version the statistics describe. ``entropy``,
+    ``printable`` and ``zeros`` are exactly what :func:`entropy_bits`, :func:`printable_fraction` and
+    :func:`zeros_fraction` give for ``histogram``.
     """
 
     path: str
@@ -200,8 +204,15 @@ def _byte_counts(data: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _identity(st: os.stat_result) -> tuple[int, int]:
-    return st.st_size, st.st_mtime_ns
+def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What must not change while a file is read: size, mtime, ctime (a rewrite with its mtime set back
+    still moves it), and device/inode (a file renamed over it)."""
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_dev, st.st_ino
+
+
+def change_stamp(st: os.stat_result) -> int:
+    """The change stamp of a file (ns): ``max(mtime, ctime)``, what the catalog and the dataset key on."""
+    return max(st.st_mtime_ns, st.st_ctime_ns)
 
 
 def content_stats(path: str, *, chunk: int = READ_CHUNK, buffer: np.ndarray | None = None) -> ContentStats:
@@ -337,10 +348,10 @@ def _read_raw(paths: Sequence[str], chunk: int,
             after = fstat(fd)
         finally:
             close(fd)
-        if total != size or after.st_size != size or after.st_mtime_ns != before.st_mtime_ns:
+        if total != size or _identity(after) != _identity(before):  # written, renamed over or resized meanwhile
             raise FileChangedError(f"paths: {path!r} changed while its content was read "
                                    f"(size {before.st_size} -> {after.st_size}, {total} bytes read)")
-        sizes[i], mtimes[i] = total, after.st_mtime_ns
+        sizes[i], mtimes[i] = total, change_stamp(after)
     if rows:
         _count_packed(buffer[:pos], rows, lengths, hists)
     return sizes, mtimes, digests, hists

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -89,12 +89,12 @@ class DedupePlan:
 
 
 def catalog_sha256s(catalog, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *,
-                    verbose: bool = False) -> list[str]:
+                    verbose: bool = False, compute: Any = None) -> list[str]:
     """The sha256 of every file, from ``catalog`` (a :class:`~consumer.catalog.catalog.Catalog`): the content
     pass runs first for the files that lack it (:meth:`~consumer.catalog.catalog.Catalog.ensure_content`, which
     raises :class:`~consumer.errors.FileChangedError` for a file whose size or mtime are no longer
-    ``sizes`` / ``mtimes``)."""
-    catalog.ensure_content(paths, sizes, mtimes, verbose=verbose)
+    ``sizes`` / ``mtimes``); ``compute`` replaces the local content pass (see ``ensure_content``)."""
+    catalog.ensure_content(paths, sizes, mtimes, verbose=verbose, compute=compute)
     rows = catalog.content_rows(paths, sizes, mtimes)
     missing = [p for p, r in zip(paths, rows) if r is None]
     if missing:  # another process stored a newer version of these files between the two calls

@@ -11,6 +11,7 @@ written through :meth:`CatalogFile._put`, which adds the check.
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sqlite3
@@ -21,6 +22,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from ..errors import ConsumerWarning, FormatError, InputError
+from ..util.fileio import file_size_limit, free_bytes, space_error
 from .rows import COLUMNS, EXPECTED_SCHEMA, SCHEMA, SCHEMA_VERSION, schema_of, text_of, verified, with_check
 
 __all__ = ["CatalogFile", "recovering"]
@@ -30,6 +32,7 @@ _LOCK_WAIT = 60.0  # seconds a catalog locked by another process is waited for
 # SQLite's primary result codes (sqlite3 exposes them only from Python 3.11 on, and typeshed not at all)
 _PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _AUTH = 3, 5, 6, 8, 10, 11, 13, 14, 23
 _NOTADB = 26
+_OPEN_BYTES = 64 << 10  # what opening a catalog may write (WAL header and index, a few pages), about
 _SELECT = f"SELECT {', '.join(COLUMNS)}, row_check FROM main.files"
 _INSERT = f"INSERT OR REPLACE INTO main.files({', '.join(COLUMNS)}, row_check) VALUES ({', '.join('?' * 13)})"
 
@@ -41,6 +44,22 @@ def _code(e: Exception) -> int:
         return int(code) & 0xFF
     text = str(e)
     return _CORRUPT if "malformed" in text else _NOTADB if "not a database" in text else 0
+
+
+def _out_of_room(e: Exception, path: str, need: int) -> int | None:
+    """The errno of an SQLite error that means the catalog ``path`` could not grow by about ``need`` bytes:
+    ``SQLITE_FULL`` is ENOSPC. SQLite reports other failed writes as I/O errors whatever their cause (EFBIG
+    from a file-size limit, ENOSPC while sizing its ``-shm`` file, ...): an I/O error with less than ``need``
+    bytes free there is ENOSPC, and one under a file-size limit (``RLIMIT_FSIZE``) is EFBIG. None otherwise."""
+    if _code(e) == _FULL:
+        return errno.ENOSPC
+    if _code(e) == _IOERR or "disk I/O error" in str(e):
+        free = free_bytes(os.path.dirname(path) or ".")
+        if free is not None and free < need:
+            return errno.ENOSPC
+        if file_size_limit() is not None:
+            return errno.EFBIG
+    return None
 
 
 def _check_schema(conn: sqlite3.Connection) -> None:
@@ -87,6 +106,7 @@ class CatalogFile:
 
     def __init__(self, path: str | None):
         self.path = path
+        self._need = 0  # bytes the last write needed, about (see _put)
         self._connection = self._open()
         self._pid = os.getpid()
 
@@ -124,9 +144,9 @@ class CatalogFile:
     def _not_connected(self, e: sqlite3.DatabaseError, code: int) -> sqlite3.Connection:
         """A catalog that would not open for a reason other than a lock: full disk, read-only, or corrupt."""
         path = self._file()
-        if code == _FULL:
-            raise InputError(f"cache_dir {os.path.dirname(path)!r}: no space left for the catalog {path!r}; "
-                             "free space, pass another cache_dir= or cache_dir=False") from e
+        full = _out_of_room(e, path, _OPEN_BYTES)
+        if full is not None:
+            raise space_error(path, _OPEN_BYTES, "cache_dir (the catalog; or pass cache_dir=False)", full) from e
         if code in (_READONLY, _CANTOPEN, _PERM, _AUTH, _IOERR):
             return self._read_only(e)
         return self._replace_broken()  # corrupt, not a database, another schema: really broken
@@ -220,12 +240,29 @@ class CatalogFile:
         """A documented error naming the catalog for an SQLite error met while using it."""
         where = self.path or "(in memory)"
         code = _code(e)
-        if code == _FULL:
-            return InputError(f"cache_dir {os.path.dirname(where)!r}: no space left for the catalog {where!r}; free "
-                              "space, pass another cache_dir= or cache_dir=False")
+        need = max(self._need, _OPEN_BYTES)
+        full = _out_of_room(e, where, need) if self.path is not None else None
+        if full is not None:  # the transaction was rolled back: the catalog holds what it held before
+            return space_error(where, need, "cache_dir (the catalog; or pass cache_dir=False)", full)
         if code in (_BUSY, _LOCKED):
             return InputError(f"cache_dir: the catalog {where!r} stayed locked by another process: {e}")
         return FormatError(f"catalog {where!r}: SQLite error while using it: {e}")
+
+    @contextmanager
+    def _reading(self):
+        """One read transaction: every read inside sees the same state of the catalog (one WAL snapshot)."""
+        conn = self._conn
+        if conn.in_transaction:
+            yield
+            return
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            try:
+                conn.rollback()
+            except sqlite3.Error:  # closed meanwhile: the catalog was found corrupt and replaced (recovering)
+                pass
 
     @contextmanager
     def _writing(self):
@@ -265,5 +302,19 @@ class CatalogFile:
                     out[values[0]] = values
         return out
 
+    def _checks(self, keys: Sequence[bytes]) -> dict[bytes, str]:
+        """The ``row_check`` of each row of ``keys`` that exists (not verified: a cheap read). Comparing two such
+        reads tells which rows were written in between (by another process, under a work claim)."""
+        out: dict[bytes, str] = {}
+        cur = self._conn.cursor()
+        for i in range(0, len(keys), 900):
+            part = keys[i:i + 900]
+            out.update(cur.execute(f"SELECT key, row_check FROM main.files WHERE key IN ({','.join('?' * len(part))})",
+                                   part).fetchall())
+        return out
+
     def _put(self, conn: sqlite3.Connection, rows: list[tuple]) -> None:
-        conn.executemany(_INSERT, [with_check(r) for r in rows])
+        checked = [with_check(r) for r in rows]
+        # about what the write needs on disk (values, key index, WAL frame headers): for a full-disk error
+        self._need = 2 * sum(len(v) if isinstance(v, (str, bytes)) else 8 for r in checked for v in r) + 4096
+        conn.executemany(_INSERT, checked)

@@ -5,6 +5,7 @@ code, plus the shared output helpers. :mod:`consumer.cli.main` builds the parser
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -12,6 +13,7 @@ import sys
 import sysconfig
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -114,7 +116,23 @@ def _show_progress(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "verbose", False)) or sys.stderr.isatty()
 
 
-def _open(args: argparse.Namespace):
+@contextlib.contextmanager
+def _engine(args: argparse.Namespace) -> Iterator[Any]:
+    """The Dask client of ``--scheduler ADDR`` (closed at the end), or None without it."""
+    address = getattr(args, "scheduler", None)
+    if not address:
+        yield None
+        return
+    from ..scale.engines import connect  # noqa: PLC0415
+
+    client = connect(address, "--scheduler")
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _open(args: argparse.Namespace, engine: Any = None):
     from ..consumer import Consumer  # noqa: PLC0415
 
     fps: Any = check_root(args.dir, "DIR")
@@ -125,7 +143,8 @@ def _open(args: argparse.Namespace):
                                      Storage.of(args.storage_options, cache_dir))
     return Consumer(fps, style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen, class_to_id=class_to_id,
                     long_files=args.long_files, metadata=None if args.metadata == "none" else args.metadata,
-                    cache_dir=cache_dir, verbose=_show_progress(args), storage_options=args.storage_options)
+                    cache_dir=cache_dir, verbose=_show_progress(args), storage_options=args.storage_options,
+                    engine=engine)
 
 
 def _shard_of(root: str, i: int, n: int, storage: Storage) -> tuple[dict[str, list[str]], dict[str, int]]:
@@ -168,13 +187,23 @@ def merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe_all(ds, args: argparse.Namespace) -> int:
+def _describe_all(ds, args: argparse.Namespace, engine: Any = None, content: bool = False) -> int:
     """Compute libmagic's description and MIME type of every file lacking one (what the first SQL query
     needs), with a progress bar like the build's; returns the number of libmagic calls made. A packed store's
-    files are not described (their headers were recorded at pack time)."""
+    files are not described (their headers were recorded at pack time). With ``engine`` (``--scheduler``)
+    libmagic runs on the cluster, and the content columns too when ``content``."""
     source = ds.documents.source
     if not source.durable:
         return 0
+    if engine is not None:
+        from ..scale.engines import resolve_engine  # noqa: PLC0415
+        from ..scale.scan import complete_catalog  # noqa: PLC0415
+
+        on = resolve_engine(engine, "--scheduler")
+        if on is None:
+            raise InputError("--scheduler: no engine")
+        done = complete_catalog(ds.catalog, ds.documents, on, content=content, verbose=_show_progress(args))
+        return done["libmagic"]
     before = ds.catalog.magic_calls
     ds.catalog.sync(ds.files, source.sizes, source.stamps, want=("description", "mime"), verbose=_show_progress(args),
                     describe=source.describe)
@@ -197,7 +226,8 @@ def _finish(ds, args: argparse.Namespace, t0: float, extra_calls: int = 0) -> No
 
 def index(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    ds = _open(args)
+    with _engine(args) as engine:
+        ds = _open(args, engine)
     print(f"{ds!r}")
     print(_summary(ds, time.perf_counter() - t0))
     if ds.build_info["key"]:
@@ -215,8 +245,9 @@ def _table(header: list[str], rows: list[tuple]) -> str:
 
 def info(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    ds = _open(args)
-    calls = _describe_all(ds, args)
+    with _engine(args) as engine:
+        ds = _open(args, engine)
+        calls = _describe_all(ds, args, engine, content=not args.no_content and ds.documents.source.whole_files)
     per = ds.get_dict()["per_class"]
     print(f"{ds!r}\n")
     rows = [(c, ds.class_to_id[c], per[c]["files"], _human(per[c]["bytes"]), per[c]["tokens"], per[c]["samples"])
@@ -289,16 +320,22 @@ def _lazy_calls(ds) -> int:
 
 
 def sql(args: argparse.Namespace) -> int:
+    from ..catalog.content import named_content_columns  # noqa: PLC0415
+
     t0 = time.perf_counter()
-    ds = _open(args)
-    before = _lazy_calls(ds)
+    with _engine(args) as engine:
+        ds = _open(args, engine)
+        calls = 0
+        if engine is not None:  # --scheduler: the cluster describes (and, when named, reads) every file up front
+            calls = _describe_all(ds, args, engine, content=bool(named_content_columns(args.statement)))
+    before = _lazy_calls(ds)  # without a cluster the engine computes lazy columns only when a statement needs them
     if args.format == "parquet":
         from ..query.export import write_parquet  # noqa: PLC0415
         if not args.output:
             raise InputError("--format parquet needs -o/--output FILE.parquet")
         table = ds.to_arrow(args.statement, timeout=args.timeout or None)
         print(f"wrote {table.num_rows} rows to {write_parquet(table, args.output)}")
-        _finish(ds, args, t0, _lazy_calls(ds) - before)
+        _finish(ds, args, t0, calls + _lazy_calls(ds) - before)
         return 0
     rows = ds.sql(args.statement, timeout=args.timeout or None)
     if args.format == "json":
@@ -309,7 +346,7 @@ def sql(args: argparse.Namespace) -> int:
         out.writerows([_cell(v) for v in r] for r in rows)
     else:
         print(_table(rows.columns, list(rows)))
-    _finish(ds, args, t0, _lazy_calls(ds) - before)
+    _finish(ds, args, t0, calls + _lazy_calls(ds) - before)
     return 0
 
 
@@ -338,8 +375,9 @@ def cache(args: argparse.Namespace) -> int:
 
 def pack(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    ds = _open(args)
-    summary = ds.pack(args.prefix, format=args.format, verbose=_show_progress(args))
+    with _engine(args) as engine:
+        ds = _open(args, engine)
+        summary = ds.pack(args.prefix, format=args.format, verbose=_show_progress(args), engine=engine)
     print(f"packed {summary['documents']} documents, {summary['tokens']} tokens ({summary['dtype']}) "
           f"from {_human(summary['source_bytes'])} of files into {_human(summary['bytes'])} "
           f"in {summary['seconds']:.2f} s:")

@@ -145,6 +145,12 @@ def _add_shard_option(p: argparse.ArgumentParser) -> None:
                         "'consumer merge' (default: all files)")
 
 
+def _add_scheduler_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scheduler", default=None, metavar="ADDR",
+                   help="run stat, libmagic, the content pass (and pack's reads) on the Dask cluster whose scheduler "
+                        "is at ADDR, e.g. tcp://HOST:8786; needs the [dask] extra (default: none, all on this machine)")
+
+
 def _subparser(sub, name: str, help_text: str) -> argparse.ArgumentParser:
     return sub.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".",
                           epilog=_example(name), formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -174,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     i = _subparser(sub, "index", "build or refresh the catalog and the sample index of a directory")
     _add_corpus_options(i)
     _add_shard_option(i)
+    _add_scheduler_option(i)
     i.set_defaults(func=commands.index)
     n = _subparser(sub, "info", "classes, files, bytes, samples, padding, top MIME types and file sizes of a directory")
     _add_corpus_options(n)
@@ -181,6 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--no-content", action="store_true",
                    help="skip the content summary (entropy and printable percentiles per class, duplicates), "
                         "which reads every file once, the first time (default: off)")
+    _add_scheduler_option(n)
     n.set_defaults(func=commands.info)
     q = _subparser(sub, "sql", "run a read-only SQL statement over the files view of a directory")
     _add_corpus_options(q)
@@ -195,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the file --format parquet writes (default: none)")
     q.add_argument("--json", dest="format", action="store_const", const="json",
                    help="the same as --format json (default: off)")
+    _add_scheduler_option(q)
     q.set_defaults(func=commands.sql)
     k = _subparser(sub, "pack", "pack every file's tokens into a Megatron .bin/.idx or Modalities .pbin store")
     _add_corpus_options(k)
@@ -202,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--format", default="megatron", choices=["megatron", "modalities"],
                    help="megatron: .bin/.idx readable by Megatron-LM; modalities: .pbin (default: %(default)s)")
     _add_shard_option(k)
+    _add_scheduler_option(k)
     k.set_defaults(func=commands.pack)
     m = _subparser(sub, "merge", "join the packed stores (or, with --catalogs, the catalogs) of several shards")
     m.add_argument("out", help="output prefix (stores) or cache directory (--catalogs)")

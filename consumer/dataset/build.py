@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,6 +28,8 @@ from ..catalog.catalog import CATALOG_NAME, Catalog
 from ..catalog.duplicates import catalog_sha256s, dedupe_plan
 from ..catalog.headers import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from
 from ..errors import FileChangedError, InputError, short_repr
+from ..scale import scan
+from ..scale.engines import Engine, resolve_engine
 from ..sources.base import ByteSource
 from ..sources.corpus import Corpus, normalise
 from ..sources.magic import libmagic_version
@@ -38,7 +41,7 @@ from ..tokens.documents import DOC_ARRAYS, DocumentTable, build_documents
 from ..tokens.index import AUTO_SEQLEN_CAP, INDEX_ARRAYS, SampleIndex, warn_if_padded
 from ..tokens.vocab import Vocab
 from ..util.validate import check_bool, check_class_to_id, int_vector
-from .cache import cache_key, file_table_sha256, load_entry, save_entry
+from .cache import building, cache_key, file_table_sha256, load_entry, save_entry
 from .ranks import torch_group
 from .shared import build_once, fingerprint
 
@@ -77,23 +80,28 @@ def _info(cache: str, key: str | None, magic_calls: int, t0: float) -> dict:
     return {"cache": cache, "key": key, "libmagic_calls": magic_calls, "seconds": time.perf_counter() - t0}
 
 
-def build(fps: Any, spec: Spec, storage: Storage, *, verbose: bool = False, distributed: bool = True) -> Built:
+def build(fps: Any, spec: Spec, storage: Storage, *, verbose: bool = False, distributed: bool = True,
+          engine: Any = None) -> Built:
     """Normalise ``fps``, list every file, then load the sample index from the cache or build it (catalog,
     libmagic on new or changed files only, documents, index) and cache it. Warns (``ConsumerWarning``)
     when ``seqlen="auto"`` pads most of every row. Where the bytes come from is the source
     :func:`~consumer.sources.open.open_source` picks (local files, or URLs listed, described from byte ranges and
     read through fsspec with ``storage``). With ``distributed`` and ``torch.distributed`` initialised, rank 0 alone
     builds; the other ranks open what it cached (:mod:`consumer.dataset.shared`; ``build_info["cache"]`` is
-    ``"shared"`` there)."""
+    ``"shared"`` there). ``engine`` (a ``dask.distributed.Client``, ``"dask"``, an executor:
+    :func:`~consumer.scale.engines.resolve_engine`) runs stat, probe, libmagic and the content pass on its workers
+    (each task holds its part of the source); the catalog, the cache entry and the samples are those of a local
+    build (docs/scale-out.md)."""
     root = storage.cache_dir
+    engine = resolve_engine(engine)
     # nothing to share without an index cache (cache_dir=False, a callable metadata): every rank decides alike
     shareable = check_bool("distributed", distributed) and root is not None and not callable(spec.metadata)
     group = torch_group() if shareable else None
     if group is None:
-        built = _build(fps, spec, storage, verbose)
+        built = _build(fps, spec, storage, verbose, engine)
     else:
         request = fingerprint(fps, spec.to_dict(), __version__)  # the dataset asked for (not where it is cached)
-        built = build_once(group, request, root, lambda: _build(fps, spec, storage, verbose),
+        built = build_once(group, request, root, lambda: _build(fps, spec, storage, verbose, engine),
                            _publish, lambda handoff: _open_shared(handoff, spec, storage))
     warn_if_padded(spec.seqlen, spec.style, built.index)
     return built
@@ -125,7 +133,13 @@ def _open_shared(handoff: dict, spec: Spec, storage: Storage) -> Built | None:
     return _with_source(built, source)
 
 
-def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool) -> Built:
+def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None = None) -> Built:
+    with ExitStack() as hold:  # the claim on building the index entry, if one is taken (see _build_held)
+        return _build_held(fps, spec, storage, verbose, engine, hold)
+
+
+def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None,
+                hold: ExitStack) -> Built:
     t0 = time.perf_counter()
     cache_root = storage.cache_dir
     corpus = normalise(expand_fps(fps, storage))
@@ -135,14 +149,16 @@ def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool) -> Built:
     cls = np.asarray(cls_list, dtype=np.int64)
     # no open per file yet (size-0 files excepted): a cache hit needs none, a miss checks them below
     source = open_source(paths, storage, classes=[classes[c] for c in cls_list],
-                         whole_files_for="dedupe='content'" if spec.dedupe == "content" else None)
+                         whole_files_for="dedupe='content'" if spec.dedupe == "content" else None,
+                         stat=None if engine is None else scan.stat_on(engine))
     sizes, mtimes = source.sizes, source.stamps
     catalog = None
     report = None
     if spec.dedupe == "content":
         catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
         plan = dedupe_plan(paths, [classes[c] for c in cls_list],
-                           catalog_sha256s(catalog, paths, sizes, mtimes, verbose=verbose), sizes)
+                           catalog_sha256s(catalog, paths, sizes, mtimes, verbose=verbose,
+                                           compute=None if engine is None else scan.content_computer(engine)), sizes)
         keep = plan.keep
         source = source.subset(keep)
         paths, cls, sizes, mtimes = source.paths, cls[keep], source.sizes, source.stamps
@@ -160,16 +176,23 @@ def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool) -> Built:
                          "libmagic": libmagic_version() if spec.metadata else None,
                          "files_sha256": file_table_sha256(paths, cls, sizes, mtimes)})
     entry = load_entry(cache_root, key, skip=("paths",)) if cache_root and key else None
+    if entry is None and cache_root and key:  # of many processes missing it at once, one builds it, the others
+        hold.enter_context(building(cache_root, key))  # wait here and then find it
+        entry = load_entry(cache_root, key, skip=("paths",))
     if entry is not None and cache_root and key:
         built = _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
         built.info["dedupe"], built.catalog = report, catalog
         return _with_source(built, source)
-    source.check_readable()  # readability proven by opening each file once (root included)
+    if engine is None:
+        source.check_readable()  # readability proven by opening each file once (root included)
+    else:
+        scan.check_readable(engine, source)  # the same, on the engine's workers
     if catalog is None:
         catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
     want = {"file": ("description",), "mime": ("mime",)}.get(spec.metadata, ()) \
         if isinstance(spec.metadata, str) else ()
-    descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose, describe=source.describe)
+    describe = source.describe if engine is None else scan.describer(engine, source)
+    descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose, describe=describe)
     headers = headers_from(spec.metadata, paths, descriptions, mimes)
     documents = build_documents(paths, cls, sizes, headers, vocab, with_header=spec.with_header, mtimes=mtimes,
                                 source=source)

@@ -36,19 +36,22 @@ import shutil
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
-from ..errors import ConsumerWarning, FormatError, InputError
+from ..errors import ConsumerWarning, FormatError
 from ..sources.paths import PathList
-from ..util.fileio import fsync_dir, is_temp_name, load_json_bounded, sha256_file, temp_path
+from ..util.fileio import SPACE_ERRNOS, fsync_dir, is_temp_name, load_json_bounded, sha256_file, space_error, temp_path
+from ..util.locks import RangeLocks, slot_of
 
-__all__ = ["CACHE_FORMAT", "cache_key", "file_table_sha256",
+__all__ = ["CACHE_FORMAT", "ENTRY_LOCKS", "building", "cache_key", "file_table_sha256",
            "save_entry", "load_entry", "list_entries", "clear"]
 
 CACHE_FORMAT = 3  # 2: settings from Spec.key_dict(), file mtimes stored as an array; 3: int32 index fields
 INDEX_DIR = "index"
+ENTRY_LOCKS = "index.lock"  # the lock file of "building entry <key>" claims (consumer.util.locks)
 _MMAP_MIN_BYTES = 64 << 20
 _KEY = re.compile(r"[0-9a-f]{64}")
 
@@ -94,11 +97,12 @@ def _move_aside(path: str) -> None:
 
 
 def _write_error(root: str, need: int, e: OSError) -> str | None:
-    """Why an entry could not be written: a full disk is an error (InputError naming the directory and the
-    bytes needed); a read-only or forbidden cache directory only means "not cached" (a warning)."""
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        raise InputError(f"cache_dir {root!r}: no space left to write the index cache ({need} bytes needed); "
-                         "free space, pass another cache_dir= or cache_dir=False") from None
+    """Why an entry could not be written: a full disk, a quota or a file-size limit is an error
+    (:class:`~consumer.errors.StorageFullError` naming the directory and the bytes needed); a read-only or
+    forbidden cache directory only means "not cached" (a warning)."""
+    if e.errno in SPACE_ERRNOS:  # the old entries stay; the new one's temporary folder is removed by the caller
+        raise space_error(e.filename or root, need, "cache_dir (the index cache; or pass cache_dir=False)",
+                          e.errno) from None
     if e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         warnings.warn(f"cache_dir {root!r} is not writable ({e.strerror}): the index is not cached, the next "
                       "build recomputes it", ConsumerWarning, stacklevel=4)
@@ -106,9 +110,36 @@ def _write_error(root: str, need: int, e: OSError) -> str | None:
     raise e
 
 
+def _write_npy(f, arr: np.ndarray) -> None:
+    """``np.save`` of a C-contiguous array, the same bytes, written with ``f.write``: numpy's own ``tofile``
+    reports a short write as a bare ``OSError`` without an errno, which would hide a full disk or a size limit."""
+    np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(arr))
+    if arr.size:
+        f.write(arr.reshape(-1).data.cast("B"))
+
+
+@contextmanager
+def building(root: str, key: str) -> Iterator[None]:
+    """Hold the claim on building entry ``key`` for the ``with`` block, waiting while another process (or
+    another dataset of this one) holds it: of many processes missing the same entry at once, one builds it
+    and the others, let in once it is saved, find it (:func:`load_entry`) instead of building it again. The
+    claim dies with its holder (a killed builder lets the next one in). A cache directory that cannot hold
+    the lock file (read-only) gives no claim: every process builds alone."""
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError:
+        pass
+    locks = RangeLocks(os.path.join(root, ENTRY_LOCKS))
+    try:
+        with locks.holding(slot_of(key)):
+            yield
+    finally:
+        locks.close()
+
+
 def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: dict) -> str | None:
     """Write an entry atomically (see the module docstring); returns its directory, or None when the cache
-    directory is read-only (a warning says so). A full disk raises InputError with the bytes needed.
+    directory is read-only (a warning says so). A full disk raises StorageFullError with the bytes needed.
     Damaged artefacts in the way (an entry or the ``index`` folder replaced by a file) are moved aside."""
     final = _entry_dir(root, key)
     parent = os.path.dirname(final)
@@ -129,7 +160,7 @@ def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: 
             arr = np.ascontiguousarray(arr)
             path = os.path.join(tmp, f"{name}.npy")
             with open(path, "wb") as f:
-                np.save(f, arr, allow_pickle=False)
+                _write_npy(f, arr)
                 f.flush()
                 os.fsync(f.fileno())
             files[name] = {"file": f"{name}.npy", "dtype": arr.dtype.str, "shape": list(arr.shape),

@@ -6,13 +6,18 @@ Arrays are handed over with ``torch.from_numpy`` (zero copy, int64, CPU); no Pyt
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..errors import MissingDependencyError
 
 __all__ = ["to_tensors"]
 
+_INT64, _INT32 = np.dtype(np.int64), np.dtype(np.int32)
 
+
+@functools.cache
 def _torch():
     try:
         import torch  # noqa: PLC0415  (the one home of this dependency)
@@ -24,6 +29,11 @@ def _torch():
 def to_tensors(columns: dict[str, np.ndarray]) -> dict:
     """Each numpy column as a CPU torch tensor sharing its memory (made contiguous if needed): int64, or int32
     for columns fetched with ``out_dtype=numpy.int32`` (``nn.Embedding`` takes both)."""
-    torch = _torch()
-    return {name: torch.from_numpy(np.ascontiguousarray(arr, dtype=arr.dtype if arr.dtype == np.int32 else np.int64))
-            for name, arr in columns.items()}
+    from_numpy = _torch().from_numpy
+    out = {}
+    for name, arr in columns.items():
+        if type(arr) is not np.ndarray or not (arr.dtype is _INT64 or arr.dtype is _INT32) or \
+                not arr.flags.c_contiguous:  # what the fetch path makes is all three already: no call for it
+            arr = np.ascontiguousarray(arr, dtype=arr.dtype if arr.dtype == np.int32 else np.int64)
+        out[name] = from_numpy(arr)
+    return out

@@ -13,18 +13,34 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError, InputError, short_repr
+from ..errors import InputError, short_repr
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from ..tokens.split import crop_offsets
 from ..util.validate import is_int
 from .columns import MaskConfig, build_columns, columns_of, mask_rng, needs_masking
-from .reader import packed_runs, read_rows, read_segments
+from .packed_rows import SMALL_BATCH, PackedRows
+from .raw_rows import FEW_ROWS, few_rows
+from .reader import read_rows, read_segments
 
 __all__ = ["Fetcher", "batch_budget"]
 
 _BUDGET_ENV = "CONSUMER_MAX_BATCH_BYTES"
 _DEFAULT_BUDGET = 16 << 30  # 16 GiB: far above any real batch, far below what a typo (seqlen=10**12) asks for
+
+
+_PLAIN = ("input_array",)  # the default query: the token rows alone
+_NONE = np.zeros(0, dtype=np.int64)  # a per-sample fact no selected column reads
+_INT64, _INT32 = np.dtype(np.int64), np.dtype(np.int32)
+
+
+def _out_dtype(out_dtype: Any) -> np.dtype | None:
+    """numpy int64 or int32 for an accepted ``out_dtype``, else None."""
+    if out_dtype is np.int64:
+        return _INT64
+    if out_dtype is np.int32:
+        return _INT32
+    return np.dtype(out_dtype) if out_dtype in (np.int64, np.int32, "int64", "int32") else None
 
 
 def batch_budget() -> int:
@@ -51,10 +67,8 @@ class Fetcher:
         self.class_ids = class_ids  # class index -> class id (class_to_id)
         self.seed = seed
         self.crop = crop  # long_files="crop": each long file's window moves per (seed, epoch, sample)
-        self._runs: np.ndarray | None = None  # packed stores: per-sample contiguous ranges, made on first use
-        self._checked: np.ndarray | None = None  # packed stores: per sample, its ids were found valid once
-        self._tokens = documents.source.tokens  # a packed store's token data, else None
-        self._stamp: tuple[int, ...] | None = None
+        # packed stores: each sample's store range, the clean-sample marks and the store stamp, made on first use
+        self._packed: PackedRows | None = None
 
     def fetch(self, sample_ids: np.ndarray, query=None, *, mask: MaskConfig, epoch: int = 0,
               width: int | None = None, out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
@@ -62,13 +76,19 @@ class Fetcher:
         ``width`` (>= the longest selected sample) narrows the rows from ``seqlen``."""
         cols = columns_of(query)
         n = len(self.index)
-        if sample_ids.size and (sample_ids.min() < 0 or sample_ids.max() >= n):
-            raise InputError(f"sample_ids must be in [0, {n}), got {short_repr(sample_ids.tolist())}")
+        if sample_ids.size:
+            if sample_ids.size <= SMALL_BATCH:  # min/max of a few Python ints: cheaper than two numpy reductions
+                listed = sample_ids.tolist()
+                outside = min(listed) < 0 or max(listed) >= n
+            else:
+                outside = sample_ids.min() < 0 or sample_ids.max() >= n
+            if outside:
+                raise InputError(f"sample_ids must be in [0, {n}), got {short_repr(sample_ids.tolist())}")
         if width is not None and sample_ids.size and int(self.index.sample_tokens()[sample_ids].max()) > width:
             raise InputError(f"width={width} is narrower than the longest selected sample "
                              f"({int(self.index.sample_tokens()[sample_ids].max())} tokens)")
         masking = needs_masking(cols)
-        dtype = np.dtype(out_dtype) if out_dtype in (np.int64, np.int32, "int64", "int32") else None
+        dtype = _out_dtype(out_dtype)
         if dtype is None:
             raise InputError(f"out_dtype must be numpy.int64 or numpy.int32, got {short_repr(out_dtype)}")
         rows, width_ = int(sample_ids.size), self.index.seqlen if width is None else int(width)
@@ -78,56 +98,37 @@ class Fetcher:
             raise InputError(f"sample_ids: a batch of {rows} rows x {width_} tokens needs about {need} bytes, over the "
                              f"fetch budget of {batch_budget()} bytes (${_BUDGET_ENV}); fetch fewer samples at a "
                              "time or choose a smaller seqlen")
-        if self._tokens is not None and self._runs is None:
-            self._runs = packed_runs(self.index, self.documents)
-            self._checked = np.zeros(len(self.index), dtype=bool)
-        first_seg = self.index.seg_ptr[sample_ids]
+        packed = self._packed
+        if packed is None and self.documents.source.tokens is not None:
+            packed = self._packed = PackedRows(self.index, self.documents)
+        tokens = None
+        if packed is not None and not masking and not self.crop:  # one store range per row: the lean path
+            tokens = packed.rows(sample_ids, width, dtype)
+        elif packed is None and not masking and not self.crop and rows <= FEW_ROWS:  # source files, a few rows
+            tokens = few_rows(self.index, self.documents, sample_ids.tolist(), width_, dtype)
         shift = None
-        if self.crop:
-            doc = self.index.seg_doc[first_seg]
-            room = self.documents.doc_len[doc] - self.index.seg_len[first_seg]
-            shift = crop_offsets(self.seed, epoch, sample_ids, room)
-        tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking, runs=self._runs,
-                                    width=width, shift=shift, dtype=dtype)
-        if self._tokens is not None:
-            self._check_ids(tokens, sample_ids, shift)
+        if tokens is None:
+            if self.crop:
+                first_seg = self.index.seg_ptr[sample_ids]
+                doc = self.index.seg_doc[first_seg]
+                room = self.documents.doc_len[doc] - self.index.seg_len[first_seg]
+                shift = crop_offsets(self.seed, epoch, sample_ids, room)
+            tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking,
+                                        runs=None if packed is None else packed.start, width=width, shift=shift,
+                                        dtype=dtype)
+            if packed is not None:
+                packed.check_rows(tokens, sample_ids, shift)
+        else:
+            content = None
+        if cols == _PLAIN and not mask.add_cls:
+            return {"input_array": tokens}
+        first_seg = self.index.seg_ptr[sample_ids] if "file_id" in cols or "offset" in cols else _NONE
         return build_columns(
             cols, tokens, content, vocab=self.documents.vocab, cfg=mask,
             rng_factory=lambda: mask_rng(self.seed, epoch, sample_ids), sample_ids=sample_ids,
-            sample_class_ids=self.class_ids[self.index.sample_class[sample_ids]],
-            file_id=self.index.seg_doc[first_seg].astype(np.int64),
-            offset=self.index.seg_start[first_seg] + (0 if shift is None else shift))
-
-    def _check_ids(self, tokens: np.ndarray, sample_ids: np.ndarray, shift: np.ndarray | None) -> None:
-        """Ids read from a store must be < vocab.size (a flipped bit must not reach an embedding): one
-        vectorised pass, negative ids caught too (as uint64 they are huge). A sample's tokens are the same
-        store ranges at every fetch (unless ``long_files="crop"`` moves its window), so a sample found clean
-        once is not checked again while the store's data file is unchanged (one ``stat`` per batch: a write
-        to it moves its change time and every sample is checked afresh); a store at a URL is read with its
-        ETag checked instead."""
-        checked = self._checked if shift is None else None
-        tokens_data = self._tokens
-        if checked is not None and tokens_data is not None and tokens_data.data_file is not None:  # changed in place?
-            stamp = tokens_data.stamp()
-            if stamp != self._stamp:
-                checked[:] = False
-                self._stamp = stamp
-        rows = tokens
-        if checked is not None:
-            fresh = np.flatnonzero(~checked[sample_ids])
-            if not fresh.size:
-                return
-            if 2 * fresh.size <= sample_ids.size:  # few rows not seen yet: copying them out beats scanning all
-                rows = tokens[fresh]
-        size = self.documents.vocab.size
-        if rows.size and int(rows.reshape(-1).view(np.dtype(f"u{tokens.itemsize}")).max()) >= size:
-            row = int(np.argmax(((tokens < 0) | (tokens >= size)).any(axis=1)))
-            bad = tokens[row][(tokens[row] < 0) | (tokens[row] >= size)]
-            raise FormatError(f"{getattr(tokens_data, 'prefix', '?')}: sample {int(sample_ids[row])}: token ids "
-                              f"must be in [0, {size}), got {short_repr(bad[:4].tolist())}; the store is damaged "
-                              "(consumer verify PREFIX checks all of it)")
-        if checked is not None:
-            checked[sample_ids] = True
+            sample_class_ids=self.class_ids[self.index.sample_class[sample_ids]] if "class" in cols else _NONE,
+            file_id=self.index.seg_doc[first_seg].astype(np.int64) if "file_id" in cols else _NONE,
+            offset=self.index.seg_start[first_seg] + (0 if shift is None else shift) if "offset" in cols else _NONE)
 
     def document_tokens(self, file_id: int) -> np.ndarray:
         """The whole token stream of one file: header, SEP, content, EOF."""

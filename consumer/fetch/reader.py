@@ -12,7 +12,8 @@ One call reads a whole batch into a preallocated ``[B, seqlen]`` array (int64, o
    they own with a few numpy operations for all segments at once (no Python per segment), and each
    row is padded after its last token.
 
-The source checks every file is the version indexed: one that changed raises :class:`~consumer.errors.FileChangedError`
+The source checks every file is the version indexed, before and after each read: one that changed (or was
+written while it was read: its bytes could mix two versions) raises :class:`~consumer.errors.FileChangedError`
 (see :mod:`consumer.sources.local`); no byte of it is served.
 """
 

@@ -31,6 +31,7 @@ from ..util.validate import INT64_MAX, int_vector
 
 __all__ = ["NEXT", "as_sample_ids", "resolve", "split_key"]
 
+_INT64 = np.dtype(np.int64)
 NEXT = object()  # marker: "the next batch" (I0), resolved by the caller's batcher
 
 
@@ -67,6 +68,10 @@ def _as_index(x) -> int | None:
 
 
 def _check_range(ids: np.ndarray, n: int, what: str) -> np.ndarray:
+    if ids.size <= 8:  # a few ids: Python ints cost less than three vectorised passes
+        listed = ids.tolist()
+        if all(0 <= i < n for i in listed):
+            return ids
     bad = (ids < -n) | (ids >= n)
     if bad.any():
         raise SampleIndexError(f"{what}: index {int(ids[bad][0])} out of range for {n} samples")
@@ -106,9 +111,13 @@ def as_sample_ids(values, n: int) -> np.ndarray:
     :class:`InputError` naming ``sample_ids`` and the value for floats (``0.5`` is not sample 0), bools,
     other objects, or ids outside ``[0, n)`` (checked before any cast: ``2**64 - 1`` never becomes ``-1``).
     """
-    if type(values) is np.ndarray and values.dtype == np.int64 and values.ndim == 1 and (
-            values.size == 0 or (values.min() >= 0 and values.max() < n)):
-        return values  # what int_vector returns for it, without the per-call checks of other forms
+    if type(values) is np.ndarray and (values.dtype is _INT64 or values.dtype == np.int64) and values.ndim == 1:
+        if values.size <= 8:  # a few ids: min/max of Python ints cost less than two numpy reductions
+            listed = values.tolist()
+            if not listed or (min(listed) >= 0 and max(listed) < n):
+                return values
+        elif values.min() >= 0 and values.max() < n:
+            return values  # what int_vector returns for it, without the per-call checks of other forms
     if _as_index(values) is not None:
         values = [values]
     elif np.ndim(values) == 0 and not isinstance(values, (list, tuple)):

@@ -278,6 +278,11 @@ class ChunkVerifier:
         """How many chunks were found intact so far."""
         return self.sums.chunks - self._left
 
+    @property
+    def complete(self) -> bool:
+        """Every chunk was found intact in this process: checks cost nothing from now on."""
+        return not self._left
+
     def check(self, tokens: Any, byte_lo: int, byte_hi: int) -> None:
         """Bytes ``[byte_lo, byte_hi)`` of the token data are about to be read: check the chunks they lie in
         that were not checked yet (FormatError naming the store, chunk and byte range on a mismatch)."""

@@ -1,9 +1,11 @@
 """Writing packed stores: :func:`pack` (a dataset's documents) and :func:`merge_packed` (stores into one).
 
 Both write every file under a temporary prefix in the target directory (hidden ``.name.<hex>.tmp``
-names, each file fsynced) and share one commit: remove an older sidecar, rename the data files and the
-table into place, then write the sidecar last. A write killed part-way leaves only hidden temporary
-files, which :func:`~consumer.packed.open.open_packed` never mistakes for a store.
+names, each file fsynced), the sidecar included, and share one commit: remove an older sidecar, rename the
+data files and the table into place, then the sidecar last. Nothing at the target is touched before every
+byte is written, so a full disk or a file-size limit (:class:`~consumer.errors.StorageFullError`, naming
+the prefix and the bytes needed) leaves a previous store there whole. A write killed part-way leaves only
+hidden temporary files, which :func:`~consumer.packed.open.open_packed` never mistakes for a store.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +26,7 @@ from ..formats.chunksums import DEFAULT_CHUNK_BYTES, ChunkHasher, check_chunk_by
 from ..formats.mmidx import merge
 from ..spec import Spec, metadata_name
 from ..tokens.documents import DocumentTable
-from ..util.fileio import atomic_write_bytes, discard, fsync_dir, sha256_file, temp_path
+from ..util.fileio import discard, fsync_dir, sha256_file, space_for, temp_path
 from ..util.progress import progress_bar
 from ..util.validate import check_bool, check_choice, check_int
 from .layout import (
@@ -41,7 +43,7 @@ from .open import Store, load_store
 from .sums import SIDECAR_KEY, SUMS_SUFFIX, data_offset, sidecar_entry, write_sums_file
 from .table import write_table
 
-__all__ = ["pack", "merge_packed", "DEFAULT_CHUNK_TOKENS"]
+__all__ = ["pack", "merge_packed", "token_pieces", "DEFAULT_CHUNK_TOKENS"]
 
 _INT32_MAX = 2**31 - 1
 DEFAULT_CHUNK_TOKENS = 1 << 22  # 4M tokens (32 MB of int64) per read_segments call while packing
@@ -69,8 +71,8 @@ def _chunks(doc_len: np.ndarray, chunk_tokens: int) -> Iterator[tuple[np.ndarray
         g0 = g1
 
 
-def _pieces(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar, digest
-            ) -> Iterator[tuple[np.ndarray, bool]]:
+def token_pieces(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar, digest
+                 ) -> Iterator[tuple[np.ndarray, bool]]:
     """Every document's tokens in ``dtype``, in order, as ``(piece, first)``: one :func:`read_segments`
     call per chunk of ``chunk_tokens`` tokens, so memory stays bounded whatever the document sizes
     (``digest`` hashes every token, the same bytes as the whole documents back to back)."""
@@ -151,7 +153,7 @@ def _check_all(store: Store, dtype: np.dtype) -> None:
 
 def _store_pieces(readers: list, owner: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
                   chunk_tokens: int) -> Iterator[tuple[np.ndarray, bool]]:
-    """Documents of stores as ``(piece, first)`` (see :func:`_pieces`): document ``k`` is ``lengths[k]``
+    """Documents of stores as ``(piece, first)`` (see :func:`token_pieces`): document ``k`` is ``lengths[k]``
     tokens from token ``starts[k]`` of store ``owner[k]``, read by ``readers[owner[k]](start, count)``
     at most ``chunk_tokens`` tokens at a time."""
     for k, start, n in zip(owner.tolist(), starts.tolist(), lengths.tolist()):
@@ -174,7 +176,9 @@ class _Both:
 
 
 def _commit(tmp: Path, prefix: Path, fmt: str, sidecar: dict) -> dict[str, dict]:
-    """Rename the temporary store files into place, then write the sidecar (last); returns its ``files``."""
+    """Write the sidecar under the temporary prefix too, then rename the store files into place, the sidecar
+    last; returns its ``files``. Every byte is written before anything at ``prefix`` is touched: a disk that
+    fills up (or a size limit) fails the pack while the previous store there is still whole."""
     kinds = store_suffixes(fmt)
     files = {}
     for kind, suffix in kinds.items():
@@ -185,24 +189,31 @@ def _commit(tmp: Path, prefix: Path, fmt: str, sidecar: dict) -> dict[str, dict]
         sidecar[SIDECAR_KEY] = dict(sidecar[SIDECAR_KEY], name=prefix.name + SUMS_SUFFIX,
                                     size=os.stat(with_suffix(tmp, SUMS_SUFFIX)).st_size)
     text = json.dumps(sidecar, indent=1, sort_keys=False).encode("utf-8")
+    with open(with_suffix(tmp, SIDECAR_SUFFIX), "xb") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     with_suffix(prefix, SIDECAR_SUFFIX).unlink(missing_ok=True)  # an old sidecar never describes new data
     fsync_dir(prefix.parent)
     for suffix in kinds.values():
         os.replace(with_suffix(tmp, suffix), with_suffix(prefix, suffix))
     fsync_dir(prefix.parent)
-    atomic_write_bytes(with_suffix(prefix, SIDECAR_SUFFIX), text)
+    os.replace(with_suffix(tmp, SIDECAR_SUFFIX), with_suffix(prefix, SIDECAR_SUFFIX))
+    fsync_dir(prefix.parent)
     return files
 
 
-def _write_store(final: Path, fmt: str, write, sidecar: dict) -> dict[str, dict]:
+def _write_store(final: Path, fmt: str, write, sidecar: dict, need: int) -> dict[str, dict]:
     """Run ``write(tmp_prefix)`` (which writes the store's files under a temporary prefix), then commit;
-    on any failure (or a kill signal turned into an exception) remove every temporary file."""
+    on any failure (or a kill signal turned into an exception) remove every temporary file. Running out of
+    room (about ``need`` bytes are written) is a :class:`~consumer.errors.StorageFullError` naming the prefix."""
     tmp = temp_path(final)
     try:
-        write(tmp)
-        return _commit(tmp, final, fmt, sidecar)
+        with space_for(final, need, "prefix (the packed store)"):
+            write(tmp)
+            return _commit(tmp, final, fmt, sidecar)
     except BaseException:
-        for suffix in [*store_suffixes(fmt).values(), SUMS_SUFFIX]:
+        for suffix in [*store_suffixes(fmt).values(), SUMS_SUFFIX, SIDECAR_SUFFIX]:
             discard(with_suffix(tmp, suffix))
         raise
 
@@ -233,7 +244,7 @@ def _summary(prefix: Path, fmt: str, dtype: np.dtype, files: dict, documents: in
 
 def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, format: str = "megatron",
          verbose: bool = False, *, chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
-         checksum_chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> dict:
+         checksum_chunk_bytes: int = DEFAULT_CHUNK_BYTES, pieces: Callable | None = None) -> dict:
     """Write every document of ``documents`` to a packed store at ``prefix`` (``Consumer.pack`` calls this).
 
     One document per source file, in ``documents`` order (corpus order), with exactly the tokens the
@@ -253,7 +264,8 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
     time a process reads it.
     ``verbose`` reports the packed size and shows a progress bar (bytes); otherwise nothing is
     printed. Returns a summary: prefix, format, dtype, documents, tokens, source and store bytes, the
-    files written and the wall time.
+    files written and the wall time. ``pieces(dtype, chunk_tokens, bar, digest)`` replaces
+    :func:`token_pieces` as the source of the tokens (the same stream, made elsewhere: a pack on a cluster).
     """
     check_choice("format", format, sorted(FORMATS))
     check_bool("verbose", verbose)
@@ -281,14 +293,17 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
 
     def write(tmp: Path) -> None:
         digest, hasher = hashlib.sha256(), ChunkHasher(sum_bytes, data_offset(format))
-        FORMATS[format].write(tmp, _pieces(documents, dtype, chunk_tokens, bar, _Both(digest, hasher)), dtype)
+        sink = _Both(digest, hasher)
+        source = token_pieces(documents, dtype, chunk_tokens, bar, sink) if pieces is None \
+            else pieces(dtype, chunk_tokens, bar, sink)
+        FORMATS[format].write(tmp, source, dtype)
         sidecar["tokens_sha256"] = digest.hexdigest()
         _write_sums(tmp, sidecar, hasher.finish())
         write_table(with_suffix(tmp, TABLE_SUFFIX), documents.paths, documents.doc_class, documents.doc_size,
                     documents.doc_header)
 
     try:
-        files = _write_store(final, format, write, sidecar)
+        files = _write_store(final, format, write, sidecar, packed_bytes + 64 * len(documents) + (1 << 16))
     finally:
         bar.close()
     return _summary(final, format, dtype, files, len(documents), tokens, int(documents.doc_size.sum()),
@@ -407,7 +422,7 @@ def merge_packed(prefixes: Sequence, out_prefix, order_by: str = "corpus") -> di
         write_table(with_suffix(tmp, TABLE_SUFFIX), [paths[i] for i in order.tolist()], doc_class[order],
                     doc_size[order], doc_header[order])
 
-    files = _write_store(final, "megatron", write, sidecar)
+    files = _write_store(final, "megatron", write, sidecar, tokens * dtype.itemsize + 64 * documents + (1 << 16))
     out = _summary(final, "megatron", dtype, files, documents, tokens,
                    int(sum(int(s.doc_size.sum()) for s in stores)), time.perf_counter() - t0)
     out["inputs"] = [str(s.prefix) for s in stores]

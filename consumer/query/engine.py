@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..catalog.content import named_content_columns
-from ..errors import QueryError, short_repr
+from ..errors import ConsumerError, QueryError, short_repr
 from .functions import FUNCTIONS as SQL_FUNCTIONS
 from .functions import FunctionErrors, register_functions
 
@@ -282,7 +282,7 @@ class DatasetSQL:
             cur = conn.execute(statement, _plain_params(params))
             rows = cur.fetchall() if max_rows is None else _fetch_at_most(cur, max_rows, statement)
             columns = [c[0] for c in cur.description or []]
-        except QueryError:  # max_rows
+        except ConsumerError:  # max_rows; the content pass's own errors (a file changed, a full disk) as they are
             raise
         except sqlite3.DatabaseError as e:
             if watchdog.timed_out:

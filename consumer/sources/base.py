@@ -35,9 +35,10 @@ import numpy as np
 from ..errors import InputError
 from .paths import PathList
 
-__all__ = ["ByteSource", "CHUNK_BYTES", "check_ranges"]
+__all__ = ["ByteSource", "CHUNK_BYTES", "FEW_RANGES", "check_ranges", "check_few_ranges"]
 
 CHUNK_BYTES = 1 << 20  # default chunk of iter_chunks
+FEW_RANGES = 8  # up to this many ranges given as lists, read_ranges checks them with plain ints (no numpy round)
 
 
 class ByteSource(ABC):
@@ -68,24 +69,23 @@ class ByteSource(ABC):
         """The same source restricted to the files ``ids`` (sorted file ids), in that order."""
 
     @abstractmethod
-    def read_ranges(self, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, out: np.ndarray,
-                    at: np.ndarray, *, verify_after: bool = False) -> None:
+    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
         """Copy bytes ``[offsets[j], offsets[j] + lengths[j])`` of file ``ids[j]`` to ``out[at[j]:]`` for every
-        ``j`` (``out`` a writable 1-D uint8 array), every file checked to be the version listed; ``verify_after``
-        checks it again once read, so a file rewritten during the read is refused rather than served half old,
-        half new. :class:`~consumer.errors.FileChangedError` names the file that changed."""
+        ``j`` (int64 arrays, or lists of ints; ``out`` a writable 1-D uint8 array), every file checked to be the
+        version listed before and after its read, so a file rewritten during the read is refused rather than served
+        half old, half new. :class:`~consumer.errors.FileChangedError` names the file that changed."""
 
     def iter_chunks(self, i: int, chunk: int = CHUNK_BYTES) -> Iterator[memoryview]:
         """The bytes of file ``i`` in pieces of at most ``chunk`` bytes (one buffer reused: consume each piece
-        before asking for the next), checked to be the version listed before the first and after the last."""
+        before asking for the next), every piece checked to be the version listed: a file written between two
+        pieces raises :class:`~consumer.errors.FileChangedError` before the piece after the write is given."""
         size = int(self.sizes[i])
         buf: np.ndarray = np.empty(min(max(int(chunk), 1), max(size, 1)), dtype=np.uint8)
         ids = np.array([i], dtype=np.int64)
         zero = np.zeros(1, dtype=np.int64)
         for start in range(0, size, buf.size):
             n = min(buf.size, size - start)
-            self.read_ranges(ids, np.array([start], dtype=np.int64), np.array([n], dtype=np.int64), buf, zero,
-                             verify_after=start + n >= size)
+            self.read_ranges(ids, np.array([start], dtype=np.int64), np.array([n], dtype=np.int64), buf, zero)
             yield buf.data[:n]
 
     @abstractmethod
@@ -136,3 +136,21 @@ def check_ranges(n_files: int, ids: np.ndarray, offsets: np.ndarray, lengths: np
                          f"{int(sizes[ids[j]])} bytes")
     if int(at.min()) < 0 or int((at + lengths).max()) > out.size:
         raise InputError(f"at + lengths must stay inside out ({out.size} bytes)")
+
+
+def check_few_ranges(n_files: int, ids: list, offsets: list, lengths: list, out: np.ndarray, at: list,
+                     sizes: np.ndarray) -> None:
+    """:func:`check_ranges` for a few ranges given as lists of ints (a batch of one or four rows): the same
+    refusals, with plain ints."""
+    if not (len(ids) == len(offsets) == len(lengths) == len(at)):
+        raise InputError(f"ids, offsets, lengths and at must be 1-D of one length, got lengths {len(ids)}, "
+                         f"{len(offsets)}, {len(lengths)}, {len(at)}")
+    if not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.ndim != 1 or not out.flags.writeable:
+        raise InputError(f"out must be a writable 1-D numpy uint8 array, got {type(out).__name__}")
+    for i, lo, n, q in zip(ids, offsets, lengths, at):
+        if not 0 <= i < n_files:
+            raise InputError(f"ids must be file ids in [0, {n_files}), got {i}")
+        if lo < 0 or n < 0 or lo + n > sizes[i]:
+            raise InputError(f"range {lo}+{n} of file {i} is outside its {int(sizes[i])} bytes")
+        if q < 0 or q + n > out.size:
+            raise InputError(f"at + lengths must stay inside out ({out.size} bytes)")

@@ -33,7 +33,7 @@ def read_span(source: ByteSource, i: int, offset: int, n: int) -> bytes:
     n = max(0, min(n, size - offset))
     out = np.empty(max(n, 1), dtype=np.uint8)
     source.read_ranges(np.array([i], dtype=np.int64), np.array([offset], dtype=np.int64),
-                       np.array([n], dtype=np.int64), out, _ONE, verify_after=True)
+                       np.array([n], dtype=np.int64), out, _ONE)
     return out[:n].tobytes()
 
 
@@ -52,7 +52,7 @@ def read_spans(source: ByteSource, ids: np.ndarray, offsets: np.ndarray, lengths
 
     def read(k: int) -> None:
         a, b = int(cuts[k]), int(cuts[k + 1])
-        source.read_ranges(ids[a:b], offsets[a:b], lengths[a:b], out, at[a:b], verify_after=True)
+        source.read_ranges(ids[a:b], offsets[a:b], lengths[a:b], out, at[a:b])
 
     if pool is not None and cuts.size > 2:
         list(pool.map(read, range(cuts.size - 1)))

@@ -38,7 +38,8 @@ from ..util.fileio import check_path, stat_regular
 from .paths import PathList
 from .urls import expand_local, is_url, local_path_of
 
-__all__ = ["DEFAULT_CLASS", "ClassFiles", "Corpus", "corpus_of_walk", "normalise", "probe_files", "stat_files"]
+__all__ = ["DEFAULT_CLASS", "ClassFiles", "Corpus", "corpus_of_walk", "normalise", "probe_files", "refuse_same_files",
+           "stat_files"]
 
 DEFAULT_CLASS = "null"
 PathLike = (str, os.PathLike)
@@ -306,13 +307,13 @@ def stat_files(paths: Sequence[str], classes: list[str] | None = None, *, check_
         sizes[i], mtimes[i], ctimes[i] = st.st_size, st.st_mtime_ns, st.st_ctime_ns
         ident[i, 0], ident[i, 1] = st.st_dev, st.st_ino
     np.maximum(mtimes, ctimes, out=mtimes)
-    _refuse_same_files(paths, classes, ident)
+    refuse_same_files(paths, classes, ident)
     return sizes, mtimes
 
 
-def _refuse_same_files(paths: Sequence[str], classes: list[str] | None, ident: np.ndarray) -> None:
+def refuse_same_files(paths: Sequence[str], classes: list[str] | None, ident: np.ndarray) -> None:
     """InputError for the first path whose ``(device, inode)`` an earlier path has (inode 0: a file system
-    without inode numbers, never compared)."""
+    without inode numbers, never compared); what :func:`stat_files` checks, for callers that stat in parts."""
     if len(ident) < 2:
         return
     keys = np.ascontiguousarray(ident).view(np.dtype([("dev", np.int64), ("ino", np.int64)])).ravel()

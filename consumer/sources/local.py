@@ -4,7 +4,8 @@ Listing is :func:`~consumer.sources.corpus.stat_files` (one ``stat`` per file: s
 inode); a read opens each file read-only (``O_RDONLY | O_CLOEXEC | O_NONBLOCK``: a FIFO put in a file's place
 must not hang us) for the duration of one call, checks with one ``fstat`` that it is still the version listed
 (size, change stamp ``max(mtime, ctime)`` — users cannot set the ctime back — and, when known, device and inode),
-reads with one ``preadv`` per range and closes it. Files are never written. Anything else raises
+reads with one ``preadv`` per range, checks with one more ``fstat`` that nothing wrote to it meanwhile (old and
+new halves are never served) and closes it. Files are never written. Anything else raises
 :class:`~consumer.errors.FileChangedError` naming the file.
 """
 
@@ -12,12 +13,13 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import FileChangedError
-from .base import ByteSource, check_ranges
+from .base import FEW_RANGES, ByteSource, check_few_ranges, check_ranges
 from .corpus import probe_files, stat_files
 from .paths import PathList
 
@@ -43,12 +45,14 @@ class LocalFiles(ByteSource):
         self.ident = ident
 
     @classmethod
-    def listed(cls, paths: Sequence[str], classes: Sequence[str] | None = None) -> LocalFiles:
-        """Stat every file of ``paths`` (``classes``, one per path, only name a file's class in errors); no file
-        is opened yet (size-0 files excepted): :meth:`check_readable` does that when it is needed."""
+    def listed(cls, paths: Sequence[str], classes: Sequence[str] | None = None,
+               stat: Callable | None = None) -> LocalFiles:
+        """Stat every file of ``paths`` (``classes``, one per path, only name a file's class in errors) with
+        ``stat`` (default :func:`~consumer.sources.corpus.stat_files`); no file is opened yet (size-0 files
+        excepted): :meth:`check_readable` does that when it is needed."""
         ident = np.zeros((len(paths), 2), dtype=np.int64)
-        sizes, stamps = stat_files(paths, None if classes is None else list(classes), identity=ident,
-                                   check_open=np.zeros(len(paths), dtype=bool))
+        sizes, stamps = (stat or stat_files)(paths, None if classes is None else list(classes), identity=ident,
+                                             check_open=np.zeros(len(paths), dtype=bool))
         return cls(paths, sizes, stamps, ident)
 
     def check_readable(self) -> None:
@@ -72,22 +76,27 @@ class LocalFiles(ByteSource):
 
         return describe_files(paths, kinds=kinds, verbose=verbose, chunk=chunk)
 
-    def read_ranges(self, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, out: np.ndarray,
-                    at: np.ndarray, *, verify_after: bool = False) -> None:
+    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
         """See :meth:`ByteSource.read_ranges`: per range open, one ``fstat`` checked against the listing, one
         ``preadv`` (more for reads the kernel splits or cuts short), close. This loop is the per-file cost of a
         raw fetch, so it stays lean: locals, one comparison chain, no call per file."""
-        ids, offsets, lengths, at = (np.asarray(x, dtype=np.int64) for x in (ids, offsets, lengths, at))
-        check_ranges(len(self.paths), ids, offsets, lengths, out, at, self.sizes)
+        ident = self.ident
+        if isinstance(ids, list) and len(ids) <= FEW_RANGES:  # a small batch: plain ints, no numpy round trip
+            il, ol, nl, ql = ids, list(offsets), list(lengths), list(at)
+            check_few_ranges(len(self.paths), il, ol, nl, out, ql, self.sizes)
+            sizes, stamps = [int(self.sizes[i]) for i in il], [int(self.stamps[i]) for i in il]
+            inos = [-1] * len(il) if ident is None else [int(ident[i, 1]) for i in il]
+        else:
+            ids, offsets, lengths, at = (np.asarray(x, dtype=np.int64) for x in (ids, offsets, lengths, at))
+            check_ranges(len(self.paths), ids, offsets, lengths, out, at, self.sizes)
+            il, ol, nl, ql = ids.tolist(), offsets.tolist(), lengths.tolist(), at.tolist()
+            sizes, stamps = self.sizes[ids].tolist(), self.stamps[ids].tolist()
+            inos = [-1] * ids.size if ident is None else ident[ids, 1].tolist()  # -1: unknown, _check_same decides
         open_, fstat, preadv, close, flags = os.open, os.fstat, os.preadv, os.close, _OPEN_FLAGS
         view = out.data
-        sizes, stamps = self.sizes[ids].tolist(), self.stamps[ids].tolist()
-        ident = self.ident
-        inos = [-1] * ids.size if ident is None else ident[ids, 1].tolist()  # -1: unknown, _check_same decides
         # the paths' bytes as stored (no decoding per file); decoded only to name a file in an error
-        names = self.paths.take(ids, raw=True)
-        for j, (i, path, q, lo, m) in enumerate(zip(ids.tolist(), names, at.tolist(), offsets.tolist(),
-                                                    lengths.tolist())):
+        names = self.paths.take(il, raw=True)
+        for j, (i, path, q, lo, m) in enumerate(zip(il, names, ql, ol, nl)):
             try:
                 fd = open_(path, flags)
             except OSError as e:
@@ -107,9 +116,9 @@ class LocalFiles(ByteSource):
                                            f"{e.strerror}") from None
                 if got != m:
                     _read_rest(fd, os.fsdecode(path), view[q:q + m], lo, got)
-                if verify_after:  # a write during the read moved the stamp: refuse what was read
-                    _check_same(os.fsdecode(path), fstat(fd), sizes[j], stamps[j],
-                                None if ident is None else ident[i].tolist())
+                after = fstat(fd)  # once more after the read: a write while it ran (old and new halves) is refused
+                if after.st_ctime_ns != ct or after.st_mtime_ns != mt or after.st_size != st.st_size:
+                    _check_same(os.fsdecode(path), after, sizes[j], stamps[j], None, during=True)
             finally:
                 close(fd)
 
@@ -118,9 +127,15 @@ class LocalFiles(ByteSource):
         return None
 
 
-def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list | None) -> None:
+def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list | None,
+                during: bool = False) -> None:
     """The opened file must be the one listed: a regular file of the same size, change stamp and, when known,
-    device and inode; FileChangedError saying what differs otherwise."""
+    device and inode; FileChangedError saying what differs otherwise. ``during``: checked after the read, so a
+    change means the file was written while it was read."""
+    if during:
+        raise FileChangedError(f"{path!r} changed while it was read (size {st.st_size} bytes, indexed {size}; "
+                               f"modified at {max(st.st_mtime_ns, st.st_ctime_ns)} ns, indexed {stamp} ns): "
+                               "its bytes are not served; rebuild the dataset")
     mode = st.st_mode
     if not stat.S_ISREG(mode):
         kind = "Is a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \

@@ -71,10 +71,9 @@ class ObjectFiles(ByteSource):
         """The same objects under ``paths`` (the same strings)."""
         return ObjectFiles(self.reader, PathList.of(paths), self.sizes, self.stamps, self.etags)
 
-    def read_ranges(self, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, out: np.ndarray,
-                    at: np.ndarray, *, verify_after: bool = False) -> None:
+    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
         """See :meth:`ByteSource.read_ranges`: every range of the call in flight at once; each response's ETag and
-        object size are checked against the listing (``verify_after`` adds nothing: a response is one version)."""
+        object size are checked against the listing (a response is one version of the object)."""
         ids, offsets, lengths, at = (np.asarray(x, dtype=np.int64) for x in (ids, offsets, lengths, at))
         check_ranges(len(self.paths), ids, offsets, lengths, out, at, self.sizes)
         il = ids.tolist()

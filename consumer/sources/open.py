@@ -9,7 +9,7 @@ picks the implementation by the path's form). Everything above :mod:`consumer.so
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,17 +44,19 @@ def expand_fps(fps: Any, storage: Storage) -> Any:
 
 
 def open_source(paths: Sequence[str], storage: Storage, *, classes: Sequence[str] | None = None,
-                whole_files_for: str | None = None) -> ByteSource:
+                whole_files_for: str | None = None, stat: Callable | None = None) -> ByteSource:
     """The source of ``paths`` (one kind per dataset): local files (stat'ed) or objects behind URLs (listed: sizes,
     times, ETags), with ``storage`` (options and read-through cache for URLs; local files take none).
     ``classes`` (one per path) only name a file's class in errors. ``whole_files_for`` names a setting that reads
-    whole local files (e.g. ``"dedupe='content'"``): refused for URLs before anything is listed."""
+    whole local files (e.g. ``"dedupe='content'"``): refused for URLs before anything is listed. ``stat`` (same
+    signature as :func:`~consumer.sources.corpus.stat_files`) replaces the local ``stat`` of local files, e.g. by
+    one that runs on a cluster's workers."""
     urls = [is_url(p) for p in paths] if _may_hold_urls(paths) else []
     if not any(urls):
         if not storage.local_only:
             raise InputError("storage_options / remote_cache are for URLs (s3://, https://, ...); fps holds local "
                              "paths")
-        return LocalFiles.listed(paths, classes)
+        return LocalFiles.listed(paths, classes, stat=stat)
     if not all(urls):
         raise InputError(f"fps mixes URLs and local paths (e.g. {paths[urls.index(False)]!r}); build one dataset "
                          "per kind")

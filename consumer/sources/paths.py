@@ -125,7 +125,7 @@ class PathList(Sequence[str]):
         j += self._lo
         return self._view[self._at_view[j]:self._at_view[j + 1] - 1].tobytes().decode(_ENC, _ERR)
 
-    def take(self, ids: np.ndarray, raw: bool = False) -> list[Any]:
+    def take(self, ids: np.ndarray | list[int], raw: bool = False) -> list[Any]:
         """The paths at positions ``ids`` (valid, non-negative), as a list of ``str``, or with ``raw`` of their
         bytes as stored (``os.fsencode`` of each; ``os.open`` takes them as they are): the reader's per-batch
         look-up, offsets gathered in one numpy step."""

@@ -83,8 +83,7 @@ class StoreFiles(ByteSource):
         """The same documents under ``paths`` (the same strings)."""
         return StoreFiles(self.tokens, PathList.of(paths), self.sizes, self.stamps)
 
-    def read_ranges(self, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, out: np.ndarray,
-                    at: np.ndarray, *, verify_after: bool = False) -> None:
+    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
         """Refused: a packed store holds tokens, not the bytes of its files."""
         raise InputError(f"{self.tokens.prefix}: the files of a packed store are not read (it holds their tokens); "
                          "open the source files to read their bytes")

@@ -11,24 +11,29 @@
 - :func:`ensure_directory`: create a directory (``cache_dir``), turning "a parent is a file" and other
   OS refusals into :class:`InputError` naming the path and the part that is in the way;
 - :func:`load_json_bounded`: JSON metadata (sidecars, descriptions) with a size and nesting cap, as
-  :class:`FormatError` naming the file, never ``RecursionError`` or a raw decoder error.
+  :class:`FormatError` naming the file, never ``RecursionError`` or a raw decoder error;
+- :func:`space_error` / :func:`space_for`: the one translation of a write that ran out of room (``ENOSPC``,
+  ``EDQUOT``, ``EFBIG`` from ``RLIMIT_FSIZE``) into :class:`StorageFullError` naming the path, the bytes
+  needed, the bytes free and the limit that was hit.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
 import secrets
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 
-from ..errors import FormatError, InputError, short_repr
+from ..errors import FormatError, InputError, StorageFullError, short_repr
 
 __all__ = [
     "MAX_JSON_BYTES",
@@ -39,6 +44,11 @@ __all__ = [
     "fsync_dir",
     "load_json_bounded",
     "sha256_file",
+    "SPACE_ERRNOS",
+    "file_size_limit",
+    "free_bytes",
+    "space_error",
+    "space_for",
     "stat_regular",
     "temp_path",
     "pack_paths",
@@ -274,3 +284,64 @@ def load_json_bounded(text: str | bytes, what: str, *, max_bytes: int = MAX_JSON
         raise FormatError(f"{what}: JSON nested too deeply") from None
     except ValueError as e:  # JSONDecodeError, and int conversions past sys.get_int_max_str_digits()
         raise FormatError(f"{what}: invalid JSON: {e}") from None
+
+
+SPACE_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+                errno.EFBIG: "file size limit reached"}
+"""The ``errno`` values of a write that ran out of room, and how the message words each."""
+
+
+def free_bytes(path: str | os.PathLike) -> int | None:
+    """Bytes free to an unprivileged writer on the file system holding ``path`` (its nearest existing parent)."""
+    probe = os.path.abspath(os.fspath(path))
+    while probe and not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    try:
+        st = os.statvfs(probe)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def file_size_limit() -> int | None:
+    """This process's ``RLIMIT_FSIZE`` in bytes, None when unlimited (or unknown)."""
+    try:
+        import resource  # noqa: PLC0415  (POSIX only)
+
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def space_error(path: str | os.PathLike, need: int, what: str, code: int = errno.ENOSPC) -> StorageFullError:
+    """The :class:`StorageFullError` of a write to ``path`` that ran out of room (``code``: an errno of
+    :data:`SPACE_ERRNOS`): names ``what`` (the argument, e.g. ``cache_dir``), the path, the bytes the write
+    needed, the bytes free there and, for ``EFBIG``, the file-size limit."""
+    where = os.fspath(path)
+    free = free_bytes(where)
+    detail = [f"{need} bytes needed"]
+    if free is not None:
+        detail.append(f"{free} bytes free")
+    limit = file_size_limit()
+    if code == errno.EFBIG and limit is not None:
+        detail.append(f"file size limit (RLIMIT_FSIZE) {limit} bytes")
+    reason = SPACE_ERRNOS.get(code, os.strerror(code))
+    return StorageFullError(f"{what}: cannot write {where!r}: {reason} ({', '.join(detail)}); nothing was left "
+                            "half-written and what was there is kept: free space (or raise the limit) and run again, "
+                            "or write elsewhere")
+
+
+@contextmanager
+def space_for(path: str | os.PathLike, need: int, what: str) -> Iterator[None]:
+    """Run the ``with`` block (a write of about ``need`` bytes to ``path``), turning an ``OSError`` that means
+    "out of room" (:data:`SPACE_ERRNOS`) into :func:`space_error`; other errors pass unchanged."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in SPACE_ERRNOS:
+            raise space_error(path, need, what, e.errno) from e
+        raise

@@ -1,0 +1,230 @@
+"""Packed stores, the lean path: token rows of samples that are each one contiguous range of a local store.
+
+What a fetch from a memory-mapped store needs is worked out once per store (:class:`PackedRows`, built on the
+first fetch): each sample's store range (``start`` / ``length``, from :func:`~consumer.fetch.reader.packed_runs`),
+the tokens as a plain ``ndarray`` view (slicing an ``np.memmap`` subclass costs about a microsecond more), the
+PAD id, the vocabulary size and an unsigned view of the store for the id check. A call then copies one slice per
+row straight from the store into the output (converted to the output dtype in that one copy, no temporaries) and
+pads the tail; a batch of a few rows is handled with Python ints (numpy calls on 1-element arrays cost more than
+the work), a larger one with a handful of vectorised calls.
+
+Ids read from a store must be ``< vocab.size`` (a flipped bit must not reach an embedding). The store is checked
+in blocks of :data:`BLOCK` tokens, each once: all of a store of up to :data:`EAGER_BYTES` at the first fetch (one
+vectorised pass, a few milliseconds), a larger store block by block as fetches first touch them. A clean block is
+not checked again while the store's data file keeps its stamp (one ``fstat`` per call of the data file held open:
+a write to it moves its change time and every block is checked afresh). A block holding a bad id stays unmarked
+and each sample in it is checked on its own, so the clean samples around a damaged one are still served and the
+damaged one raises :class:`~consumer.errors.FormatError` naming it. A store whose dtype cannot hold an id
+``>= vocab.size`` is never checked.
+
+:meth:`PackedRows.rows` returns None when the batch needs the general reader (a sample that is not one store
+range, a store read by ranges from object storage); the caller falls back to
+:func:`~consumer.fetch.reader.read_rows` then, whose rows :meth:`PackedRows.check_rows` checks.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ..errors import FormatError, InputError, short_repr
+from ..tokens.documents import DocumentTable
+from ..tokens.index import SampleIndex
+from .reader import packed_runs
+
+__all__ = ["PackedRows", "SMALL_BATCH", "BLOCK", "EAGER_BYTES"]
+
+SMALL_BATCH = 8  # up to this many rows, per-row Python beats vectorised numpy calls on tiny arrays
+BLOCK_SHIFT = 16
+BLOCK = 1 << BLOCK_SHIFT  # tokens per checked block of the store
+EAGER_BYTES = 64 << 20  # stores up to this size are checked whole at the first fetch
+
+
+class PackedRows:
+    """What serving rows from one local packed store needs, computed once (see the module docstring)."""
+
+    def __init__(self, index: SampleIndex, docs: DocumentTable, *, block_shift: int = BLOCK_SHIFT,
+                 eager_bytes: int = EAGER_BYTES):
+        packed = docs.source.tokens
+        if packed is None:
+            raise InputError("docs: PackedRows needs documents served from a packed store, got source files")
+        self.start = packed_runs(index, docs)  # int64 [S]: store position of each sample, -1: not one range
+        self.length = index.sample_tokens()    # int64 [S]
+        self.seqlen = index.seqlen
+        tokens = packed.tokens
+        self.local = isinstance(tokens, np.ndarray)
+        self.tokens: Any = tokens.view(np.ndarray) if self.local else tokens
+        self.pad = int(docs.vocab.pad)
+        self.size = int(docs.vocab.size)
+        self.prefix = packed.prefix
+        self.store_file = packed.data_file
+        self.verifier = packed.verifier  # the store's chunk checksums (None for a store written without them)
+        if self.local:
+            kind = self.tokens.dtype
+            self.unsigned = self.tokens.view(np.dtype(f"u{kind.itemsize}"))
+            # a uint16 store under a vocabulary of 65536 ids or more cannot hold a bad id
+            self.must_check = not (kind.kind == "u" and self.size > int(np.iinfo(kind).max))
+        else:
+            self.unsigned = None
+            self.must_check = True
+        self.checked = np.zeros(len(self.length), dtype=bool)  # per sample (the general reader's rows)
+        n_tokens = int(self.tokens.size) if self.local else 0
+        self.shift = block_shift  # blocks of 2**shift tokens
+        self.blocks = np.zeros(-(-n_tokens >> block_shift), dtype=bool)  # per block of the store: found clean
+        self.eager = self.local and n_tokens * self.tokens.itemsize <= eager_bytes
+        self.clean = False  # every block found clean: a call only compares the stamp
+        self.all_runs = bool((self.start >= 0).all())  # every sample is one store range: no per-call test
+        self.stamp: tuple[int, ...] | None = None
+        # the data file held open for a cheap ``fstat`` per call (closed with this object): it is the file the
+        # memory map reads, so a file renamed over the store's path is not mistaken for a change of this one
+        self._fd = -1
+        if self.store_file is not None and self.must_check:
+            self._fd = os.open(self.store_file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            weakref.finalize(self, os.close, self._fd)
+
+    # ---------------------------------------------------------------- the id check
+    def fresh_stamp(self) -> None:
+        """Forget every clean mark when the store's data file changed since the last look (one ``fstat``)."""
+        if self._fd < 0:
+            return
+        st = os.fstat(self._fd)
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if stamp != self.stamp:
+            self.checked[:] = False
+            self.blocks[:] = False
+            self.stamp = stamp
+            if self.eager:
+                self._check_blocks(0, self.blocks.size)
+            self.clean = bool(self.blocks.all())
+
+    def _check_blocks(self, b0: int, b1: int) -> None:
+        """Mark the clean blocks among ``[b0, b1)`` (one vectorised pass over their tokens)."""
+        u, k = self.unsigned, self.shift
+        lo, hi = b0 << k, min(b1 << k, u.size)
+        full = (hi - lo) >> k
+        if full:
+            self.blocks[b0:b0 + full] = u[lo:lo + (full << k)].reshape(full, 1 << k).max(axis=1) < self.size
+        if lo + (full << k) < hi:
+            self.blocks[b0 + full] = int(u[lo + (full << k):hi].max()) < self.size
+
+    def _check_span(self, sample: int, s: int, n: int) -> None:
+        """Sample ``sample`` (store tokens ``[s, s + n)``, ``n > 0``) lies in blocks not all marked clean: check
+        those blocks, and the sample's own tokens when one of them holds a bad id."""
+        b0, b1 = s >> self.shift, ((s + n - 1) >> self.shift) + 1
+        self._check_blocks(b0, b1)
+        if not self.blocks[b0:b1].all() and int(self.unsigned[s:s + n].max()) >= self.size:
+            raise self._bad(sample, self.tokens[s:s + n])
+
+    def _bad(self, sample: int, row: np.ndarray) -> FormatError:
+        bad = row[(row < 0) | (row >= self.size)]
+        return FormatError(f"{self.prefix}: sample {sample}: token ids must be in [0, {self.size}), got "
+                           f"{short_repr(bad[:4].tolist())}; the store is damaged (consumer verify PREFIX checks all "
+                           "of it)")
+
+    def check_rows(self, tokens: np.ndarray, sample_ids: np.ndarray, shift: np.ndarray | None) -> None:
+        """Check rows the general reader made from this store (samples that are not one store range, masked
+        queries, ``long_files="crop"``): one vectorised pass, negative ids caught too (as unsigned they are huge).
+        A sample found clean is not checked again while the store is unchanged, unless ``shift`` (crop) moves its
+        window. A store at a URL is read with its ETag checked instead of a stamp."""
+        if not self.must_check:
+            return
+        checked = self.checked if shift is None else None
+        rows = tokens
+        if checked is not None:
+            self.fresh_stamp()
+            fresh = np.flatnonzero(~checked[sample_ids])
+            if not fresh.size:
+                return
+            if 2 * fresh.size <= sample_ids.size:  # few rows not seen yet: copying them out beats scanning all
+                rows = tokens[fresh]
+        size = self.size
+        if rows.size and int(rows.reshape(-1).view(np.dtype(f"u{tokens.itemsize}")).max()) >= size:
+            row = int(np.argmax(((tokens < 0) | (tokens >= size)).any(axis=1)))
+            raise self._bad(int(sample_ids[row]), tokens[row])
+        if checked is not None:
+            checked[sample_ids] = True
+
+    # ---------------------------------------------------------------- rows
+    def rows(self, ids: np.ndarray, width: int | None, dtype: np.dtype) -> np.ndarray | None:
+        """``[B, width or seqlen]`` rows of ``ids`` (in range, checked by the caller) in ``dtype``, PAD after each
+        sample's tokens; None when a sample is not one store range or the store is not memory-mapped."""
+        if not self.local:
+            return None
+        if ids.size <= SMALL_BATCH:
+            return self._few(ids.tolist(), self.seqlen if width is None else width, dtype)
+        return self._many(ids, self.seqlen if width is None else width, dtype)
+
+    def _few(self, ids: list, L: int, dtype: np.dtype) -> np.ndarray | None:
+        start, length = self.start, self.length
+        spans = []
+        for i in ids:
+            s = int(start[i])
+            if s < 0:
+                return None
+            spans.append((i, s, int(length[i])))
+        verifier = self.verifier
+        if verifier is not None and not verifier.complete:  # chunks not yet found intact: checked before anything else
+            verifier.check_ranges(self.tokens, np.array([s for _, s, _ in spans], dtype=np.int64),
+                                  np.array([n for _, _, n in spans], dtype=np.int64))
+        if self.must_check:
+            self.fresh_stamp()
+            if not self.clean:
+                blocks, k = self.blocks, self.shift
+                for i, s, n in spans:
+                    if n and not (blocks[s >> k] and blocks[(s + n - 1) >> k] and
+                                  (n <= 1 << k or blocks[s >> k:((s + n - 1) >> k) + 1].all())):
+                        self._check_span(i, s, n)
+                self.clean = bool(blocks.all())
+        out = np.empty((len(spans), L), dtype=dtype)
+        tokens, pad = self.tokens, self.pad
+        for r, (_, s, n) in enumerate(spans):
+            row = out[r]
+            row[:n] = tokens[s:s + n]
+            if n < L:
+                row[n:] = pad
+        return out
+
+    def _many(self, ids: np.ndarray, L: int, dtype: np.dtype) -> np.ndarray | None:
+        start = self.start[ids]
+        if not self.all_runs and start.min() < 0:
+            return None
+        starts, lengths = start.tolist(), self.length[ids].tolist()
+        verifier = self.verifier
+        if verifier is not None and not verifier.complete:  # chunks not yet found intact: checked before anything else
+            verifier.check_ranges(self.tokens, start, self.length[ids], self.seqlen)
+        if self.must_check:
+            self.fresh_stamp()
+            if not self.clean:
+                self._check_many(ids, start)
+        tokens, pad = self.tokens, self.pad
+        if 2 * sum(lengths) < ids.size * L:  # mostly padding: one fill, then the tokens
+            out = np.full((ids.size, L), pad, dtype=dtype)
+            for r, (s, n) in enumerate(zip(starts, lengths)):
+                out[r, :n] = tokens[s:s + n]
+            return out
+        out = np.empty((ids.size, L), dtype=dtype)
+        for r, (s, n) in enumerate(zip(starts, lengths)):
+            if n < L:
+                row = out[r]
+                row[:n] = tokens[s:s + n]
+                row[n:] = pad
+            else:
+                out[r] = tokens[s:s + n]
+        return out
+
+    def _check_many(self, ids: np.ndarray, start: np.ndarray) -> None:
+        """The block check of a larger batch: samples whose blocks are not all marked clean are checked."""
+        length = self.length[ids]
+        last = np.maximum(start + length - 1, start) >> self.shift
+        first = start >> self.shift
+        ok = self.blocks[first] & self.blocks[last]
+        for j in np.flatnonzero(last - first > 1).tolist():  # samples over more than two blocks: those between too
+            ok[j] &= bool(self.blocks[first[j]:last[j] + 1].all())
+        if not ok.all():
+            for j in np.flatnonzero(~ok).tolist():
+                if length[j]:
+                    self._check_span(int(ids[j]), int(start[j]), int(length[j]))
+            self.clean = bool(self.blocks.all())

@@ -1,0 +1,126 @@
+"""The build's passes on an :class:`~consumer.scale.engines.Engine`: stat, probe, libmagic, content.
+
+Each function cuts the files into tasks (:func:`~consumer.scale.engines.plan_tasks`), runs the matching
+function of :mod:`consumer.scale.tasks` on the engine, and hands back what the local function would have
+returned, in corpus order. :func:`describer` and :func:`content_computer` have the signatures of
+:func:`~consumer.sources.magic.describe_files` and :func:`~consumer.catalog.content.compute_content`, so the
+catalog (:meth:`~consumer.catalog.catalog.Catalog.sync`, ``ensure_content``) commits the results chunk by
+chunk, in order, exactly as it commits local results: the same rows, whatever engine computed them.
+:func:`complete_catalog` fills a dataset's libmagic and content columns on an engine before SQL needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..catalog.content import READ_CHUNK, ContentStats
+from ..errors import InputError
+from ..sources.base import ByteSource
+from ..sources.corpus import refuse_same_files
+from ..util.progress import progress_bar
+from .engines import COSTS, Engine, plan_tasks
+from .tasks import check_readable_task, content_task, describe_task, stat_task
+
+__all__ = ["stat_on", "check_readable", "describer", "content_computer", "complete_catalog"]
+
+
+def _slices(paths: Sequence[str], bounds: list[tuple[int, int]]) -> list[list[str]]:
+    return [list(paths[a:b]) for a, b in bounds]
+
+
+def stat_on(engine: Engine) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
+    """A ``stat(paths, classes, identity=, check_open=)`` with the signature of
+    :func:`~consumer.sources.corpus.stat_files` that stats on ``engine`` (what
+    :func:`~consumer.sources.open.open_source` takes as ``stat``): sizes and change stamps; ``identity`` (int64
+    ``[N, 2]``) receives ``(device, inode)``. The same file under two paths is refused across tasks as within one.
+    ``check_open`` is accepted for the signature: the tasks open no file (size-0 files excepted), as the local
+    listing before the index cache lookup."""
+
+    def stat(paths: Sequence[str], classes: list[str] | None = None, *, identity: np.ndarray | None = None,
+             check_open: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        n = len(paths)
+        names = list(classes) if classes is not None else [""] * n
+        sizes, mtimes = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        ident = identity if identity is not None else np.empty((n, 2), dtype=np.int64)
+        bounds = plan_tasks(n, engine.slots, COSTS["stat"])
+        tasks = [(list(paths[a:b]), names[a:b]) for a, b in bounds]
+        for (a, b), (s, m, i) in zip(bounds, engine.map(stat_task, tasks, label="stat")):
+            sizes[a:b], mtimes[a:b], ident[a:b] = s, m, i
+        refuse_same_files(paths, names, ident)
+        return sizes, mtimes
+
+    return stat
+
+
+def check_readable(engine: Engine, source: ByteSource) -> None:
+    """:meth:`~consumer.sources.base.ByteSource.check_readable` on ``engine``, each task on its part of the source
+    (the first unreadable file in corpus order raises, naming its path)."""
+    bounds = plan_tasks(len(source), engine.slots, COSTS["probe"])
+    parts = [(source.subset(np.arange(a, b, dtype=np.int64)),) for a, b in bounds]
+    for _ in engine.map(check_readable_task, parts, label="probe"):
+        pass
+
+
+def describer(engine: Engine, source: ByteSource) -> Callable[..., Iterator[tuple[str | None, str | None]]]:
+    """A ``describe(paths, kinds=, verbose=, chunk=)`` for :meth:`Catalog.sync` that runs ``source.describe`` on
+    ``engine``, each task on its part of the source (local files by path; objects from a few byte ranges read by
+    the worker, with the sizes and ETags of the client's one listing)."""
+    where: dict[str, int] = {}
+
+    def describe(todo: Sequence[str], *, kinds: Sequence[str] = ("description", "mime"), verbose: bool = False,
+                 chunk: int = 0) -> Iterator[tuple[str | None, str | None]]:
+        if not where:
+            where.update((p, i) for i, p in enumerate(source.paths))
+        ids = np.fromiter((where[p] for p in todo), dtype=np.int64, count=len(todo))
+        bounds = plan_tasks(len(todo), engine.slots, COSTS["libmagic"])
+        tasks = [(source.subset(ids[a:b]), tuple(kinds)) for a, b in bounds]
+        bar = progress_bar(len(todo), verbose, f"libmagic ({engine.name})")
+        try:
+            for part in engine.map(describe_task, tasks, label="libmagic"):
+                bar.update(len(part))
+                yield from part
+        finally:
+            bar.close()
+
+    return describe
+
+
+def content_computer(engine: Engine) -> Callable[..., Generator[ContentStats, None, None]]:
+    """A ``compute(paths, verbose=, workers=, chunk=)`` for :meth:`Catalog.ensure_content` on ``engine``
+    (tasks sized by files only: the catalog passes the stale files, whose sizes it does not hand over)."""
+
+    def compute(paths: Sequence[str], *, verbose: bool = False, workers: int | None = None,
+                chunk: int = READ_CHUNK) -> Generator[ContentStats, None, None]:
+        bounds = plan_tasks(len(paths), engine.slots, COSTS["content"])
+        bar = progress_bar(len(paths), verbose, f"content ({engine.name})")
+        try:
+            for part in engine.map(content_task, [(p, chunk) for p in _slices(paths, bounds)], label="content"):
+                bar.update(len(part))
+                yield from part
+        finally:
+            bar.close()
+
+    return compute
+
+
+def complete_catalog(catalog: Any, documents: Any, engine: Engine, *, libmagic: bool = True, content: bool = True,
+                     verbose: bool = False) -> dict[str, int]:
+    """Fill the catalog columns the query engine computes on demand — libmagic's ``description`` and ``mime``,
+    and the content columns — for every file of a dataset, on ``engine`` (``catalog``, ``documents``: a
+    Consumer's ``ds.catalog`` and ``ds.documents``). The next ``ds.sql(...)`` then finds them computed and runs
+    no pass of its own. Files already complete are skipped (as the query engine would). Returns
+    ``{"libmagic": calls, "content": files read}``."""
+    source = documents.source
+    if not source.durable:
+        raise InputError(f"engine: the files of this dataset are {source.kind}: they have no catalog rows to complete "
+                         f"on an engine ({engine.name}); query it without one")
+    before = catalog.magic_calls
+    if libmagic:
+        catalog.sync(documents.paths, documents.doc_size, documents.doc_mtime, want=("description", "mime"),
+                     verbose=verbose, describe=describer(engine, source))
+    read = catalog.ensure_content(documents.paths, documents.doc_size, documents.doc_mtime, verbose=verbose,
+                                  compute=content_computer(engine)) if content and source.whole_files else 0
+    return {"libmagic": catalog.magic_calls - before, "content": read}
