@@ -19,7 +19,7 @@ from .peers import PEERS, ROOT
 __all__ = ["main"]
 
 SECTIONS = ("workloads", "limits", "fetchpaths", "loader", "filesize", "grid", "scale", "content", "cold", "remote",
-            "gpu", "dask")
+            "gpu", "dask", "query")
 
 
 def _peer_python(values: list[str]) -> dict[str, str]:

@@ -12,6 +12,7 @@ from .bench_cold_build import render_section as render_cold
 from .bench_content import render_section as render_content
 from .bench_dask import render_section as render_dask
 from .bench_gpu_feed import render_section as render_gpu
+from .bench_query_engine import render_section as render_query
 from .bench_remote import render_section as render_remote
 from .sections import render_failed
 
@@ -544,5 +545,5 @@ def render(res: dict, command: str, plots: list[str], plot_note: str = "") -> st
              + _filesize_section(res) + _grid_section(res)
              + _scale_section(res) + render_content(res.get("content")) + render_cold(res.get("cold"))
              + render_remote(res.get("remote")) + render_gpu(res.get("gpu")) + render_dask(res.get("dask"))
-             + [_REPRO])
+             + render_query(res.get("query")) + [_REPRO])
     return "\n".join(parts).rstrip() + "\n"

@@ -17,6 +17,8 @@ Sections (each a method of :class:`Run`, each filling ``results[section]``):
 - ``content``: the content pass against a plain read (:mod:`benchmarks.bench_content`).
 - ``cold``: cold build with libmagic headers against gperc 0.7, and libmagic's per-file costs
   (:mod:`benchmarks.bench_cold_build`).
+- ``query``: the query engine (``ds.sql``) against DuckDB on an Arrow table of the same rows, up to 10^7 rows
+  (:mod:`benchmarks.bench_query_engine`).
 - ``gpu``: training a byte-level model from ``ds.dataloader`` (:mod:`benchmarks.bench_gpu_feed`); skipped with the
   reason when there is no CUDA device (quick mode runs its CPU smoke loop instead).
 
@@ -576,6 +578,16 @@ class Run:
             return
         self.results["dask"] = measure_dask(self.s.dask_files, self.s.dask_reps, os.path.join(self.work, "dask"),
                                             self.data, log=self.log)
+
+    # ------------------------------------------------------------------ query
+    def query(self) -> None:
+        """The query engine against DuckDB on an Arrow table of the same rows (:mod:`benchmarks.bench_query_engine`):
+        10^5 rows (quick) or up to 10^7 (full), the byte predicate and first statement on real files."""
+        from .bench_query_engine import measure as measure_query
+
+        full = self.s.mode == "full"
+        sizes = (100_000, 1_000_000, 10_000_000) if full else (100_000,)
+        self.results["query"] = measure_query(sizes, 100_000 if full else 5_000, 7 if full else 3, log=self.log)
 
     # ------------------------------------------------------------------ scale
     def scale(self) -> None:

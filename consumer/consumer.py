@@ -113,9 +113,20 @@ class Consumer:
         ids = split_file_ids(self.files, self.documents.doc_class, fractions, self.seed if seed is None else seed)
         return {name: self.subset(part) for name, part in ids.items()}
 
-    def where(self, condition: str, params: Any = ()) -> Consumer:
-        """A new dataset over the files matching an SQL condition on the ``files`` view (see :meth:`sql`)."""
+    def where(self, condition: Any, params: Any = ()) -> Consumer:
+        """A new dataset over the files matching an SQL condition on the ``files`` view (see :meth:`sql`), or over
+        the files of a list (an Arrow table / dataframe / Parquet file with ``file_id`` or ``path``, or paths)."""
+        if not isinstance(condition, str):
+            return self.subset(self._session.file_ids_of(condition))
         return self.subset(self._session.file_ids_where(condition, params))
+
+    @classmethod
+    def from_catalog(cls, files: Any, **options: Any) -> Consumer:
+        """A dataset over a file list (an Arrow table, dataframe or Parquet file with ``path`` and optionally
+        ``class`` columns, e.g. from ``export_catalog`` filtered elsewhere, or a list of paths)."""
+        from .query.export import file_list  # noqa: PLC0415
+        paths, classes = file_list(files)
+        return cls(dict(zip(paths, classes)) if classes is not None else paths, **options)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -206,6 +217,19 @@ class Consumer:
     def sql(self, statement: str, params: Any = (), **limits: Any) -> Rows:
         """One read-only SQL statement over the view ``files``; limits: ``timeout=`` (s), ``max_rows=``."""
         return self._session.query(statement, params, **limits)
+
+    def to_arrow(self, statement: str | None = None, params: Any = (), *, content: bool = False,
+                 **limits: Any) -> Any:
+        """A ``pyarrow.Table``: the ``files`` view (``statement=None``; ``content=True`` computes the content
+        columns first) or a statement's result, straight from DuckDB's columnar result."""
+        if statement is None:
+            return self._session.files_arrow(content=content, **limits)
+        return self._session.query_arrow(statement, params, **limits)
+
+    def export_catalog(self, path: Any, *, content: bool = False) -> str:
+        """Write the ``files`` view to a Parquet file (schema in ``docs/query.md``); returns its path."""
+        from .query.export import write_parquet  # noqa: PLC0415
+        return write_parquet(self.to_arrow(content=content), path)
 
     def duplicates(self) -> list:
         """Groups of files with equal bytes (``.members``: file_id, path, class; ``.cross_class``)."""

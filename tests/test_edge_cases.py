@@ -90,7 +90,7 @@ def test_no_descriptor_or_connection_leaks(corpus_dir, tmp_path):
     gc.collect()
     before = _open_fds()
     with Consumer(corpus_dir, cache_dir=cache) as ds:
-        ds.sql("SELECT 1")
+        ds.sql("SELECT count(*) FROM files WHERE mime IS NOT NULL")  # names a libmagic column: opens the catalog
         assert _open_fds() > before  # the catalog and the SQL view are open
     gc.collect()  # ds is still referenced: only close() can have released its connections
     assert _open_fds() <= before  # leaving the block closed both
@@ -213,5 +213,5 @@ def test_small_api_errors(corpus_dir):
 
 
 def test_cli_unexpected_errors_are_one_line(corpus_dir, tmp_path, capsys):
-    assert main(["sql", corpus_dir, "SELECT randomblob(2) AS b", "--json", "--cache-dir", str(tmp_path / "c")]) == 0
+    assert main(["sql", corpus_dir, "SELECT x'00ff' AS b", "--json", "--cache-dir", str(tmp_path / "c")]) == 0
     assert len(json.loads(capsys.readouterr().out)[0]["b"]) == 4

@@ -312,13 +312,31 @@ def content_summary(rows, groups, *, top: int = 5) -> str:
     return "\n".join(out)
 
 
+def _lazy_calls(ds) -> int:
+    """libmagic calls the statement made (the engine runs libmagic only for statements that need it, with its own
+    progress bar); 0 when it never opened the catalog."""
+    catalog = ds._session.open_catalog  # not ds.catalog: that would open (and check) a catalog it never needed
+    return 0 if catalog is None else catalog.magic_calls
+
+
 def sql(args: argparse.Namespace) -> int:
     from ..catalog.content import named_content_columns  # noqa: PLC0415
 
     t0 = time.perf_counter()
     with _engine(args) as engine:
         ds = _open(args, engine)
-        calls = _describe_all(ds, args, engine, content=bool(named_content_columns(args.statement)))
+        calls = 0
+        if engine is not None:  # --scheduler: the cluster describes (and, when named, reads) every file up front
+            calls = _describe_all(ds, args, engine, content=bool(named_content_columns(args.statement)))
+    before = _lazy_calls(ds)  # without a cluster the engine computes lazy columns only when a statement needs them
+    if args.format == "parquet":
+        from ..query.export import write_parquet  # noqa: PLC0415
+        if not args.output:
+            raise InputError("--format parquet needs -o/--output FILE.parquet")
+        table = ds.to_arrow(args.statement, timeout=args.timeout or None)
+        print(f"wrote {table.num_rows} rows to {write_parquet(table, args.output)}")
+        _finish(ds, args, t0, calls + _lazy_calls(ds) - before)
+        return 0
     rows = ds.sql(args.statement, timeout=args.timeout or None)
     if args.format == "json":
         print(json.dumps([{k: _cell(v) for k, v in r.items()} for r in rows.as_dicts()], indent=1, default=str))
@@ -328,7 +346,7 @@ def sql(args: argparse.Namespace) -> int:
         out.writerows([_cell(v) for v in r] for r in rows)
     else:
         print(_table(rows.columns, list(rows)))
-    _finish(ds, args, t0, calls)
+    _finish(ds, args, t0, calls + _lazy_calls(ds) - before)
     return 0
 
 

@@ -196,9 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
                                      '"SELECT class, count(*), sum(size) FROM files GROUP BY class"')
     q.add_argument("--timeout", type=float, default=60.0,
                    help="seconds the statement may run before it is stopped; 0 for no limit (default: %(default)s)")
-    q.add_argument("--format", default="table", choices=["table", "csv", "json"],
-                   help="output: an aligned table, CSV with a header row, or a JSON list of objects "
-                        "(default: %(default)s)")
+    q.add_argument("--format", default="table", choices=["table", "csv", "json", "parquet"],
+                   help="output: an aligned table, CSV with a header row, a JSON list of objects, or a Parquet "
+                        "file (needs -o) (default: %(default)s)")
+    q.add_argument("-o", "--output", default=None,
+                   help="the file --format parquet writes (default: none)")
     q.add_argument("--json", dest="format", action="store_const", const="json",
                    help="the same as --format json (default: off)")
     _add_scheduler_option(q)

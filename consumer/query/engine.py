@@ -1,4 +1,7 @@
-"""Read-only SQL over the catalog, joined with one dataset's own per-file facts.
+"""Read-only SQL over the catalog, joined with one dataset's own per-file facts (SQLite: ``dialect="sqlite"``).
+
+Since #18 ``ds.sql`` runs on DuckDB (:mod:`consumer.query.duck`); this SQLite engine of 0.2 answers
+``ds.sql(..., dialect="sqlite")`` and keeps :class:`Rows` and :func:`check_timeout`, which both engines use.
 
 A dataset's connection sees one view, ``files``, with one row per file of the dataset::
 

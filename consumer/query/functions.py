@@ -34,7 +34,7 @@ import numpy as np
 from ..catalog.content import decode_histogram, entropy_bits
 from ..errors import ConsumerError, InputError, short_repr
 
-__all__ = ["FUNCTIONS", "FunctionErrors", "js_distance", "l1_distance", "register_functions"]
+__all__ = ["FUNCTIONS", "SIGNATURES", "FunctionErrors", "js_distance", "l1_distance", "register_functions", "wrapped"]
 
 
 class FunctionErrors:
@@ -111,6 +111,26 @@ FUNCTIONS: dict[str, tuple[int, Callable]] = {
     "hist_l1": (2, lambda a, b: l1_distance(decode_histogram(a), decode_histogram(b))),
     "hist_json": (1, lambda h: json.dumps(decode_histogram(h).tolist(), separators=(",", ":"))),
 }
+
+
+SIGNATURES: dict[str, tuple[tuple[str, ...], str]] = {
+    "hist_entropy": (("BLOB",), "DOUBLE"),
+    "hist_total": (("BLOB",), "BIGINT"),
+    "hist_count": (("BLOB", "BIGINT", "BIGINT"), "BIGINT"),
+    "hist_fraction": (("BLOB", "BIGINT", "BIGINT"), "DOUBLE"),
+    "hist_mode": (("BLOB",), "BIGINT"),
+    "hist_distance": (("BLOB", "BLOB"), "DOUBLE"),
+    "hist_l1": (("BLOB", "BLOB"), "DOUBLE"),
+    "hist_json": (("BLOB",), "VARCHAR"),
+}
+"""Argument and result types of :data:`FUNCTIONS` in DuckDB's type names (the DuckDB engine registers them
+with these; SQLite needs none)."""
+
+
+def wrapped(name: str, errors: FunctionErrors) -> Callable:
+    """The function ``name`` of :data:`FUNCTIONS` as registered: NULL in, NULL out; its error message kept
+    in ``errors``."""
+    return _wrap(name, FUNCTIONS[name][1], errors)
 
 
 def _wrap(name: str, fn: Callable, errors: FunctionErrors) -> Callable:

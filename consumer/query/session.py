@@ -1,26 +1,37 @@
 """One dataset's SQL session: its catalog (opened when first needed) and its read-only ``files`` view.
 
-:class:`SQLSession` is what ``ds.sql()``, ``ds.where()`` and ``ds.catalog`` use. On the first query it
-brings the catalog rows of the dataset's files up to date for both libmagic columns (description and
-MIME type: a build computed only the one its headers needed), then opens a
-:class:`~consumer.query.engine.DatasetSQL` whose TEMP table holds the per-dataset facts (class, header,
-tokens, samples). A packed dataset never touches its source files: its rows come from the store's
-file table and headers, in an in-memory catalog.
+:class:`SQLSession` is what ``ds.sql()``, ``ds.where()``, ``ds.to_arrow()`` and ``ds.catalog`` use. Statements
+run on the DuckDB engine (:class:`~consumer.query.duck.DuckSQL`) over the dataset's own arrays as Arrow columns
+(:func:`~consumer.query.table.dataset_columns`); the libmagic columns (one pass for ``description`` and
+``mime``, cached in the catalog) and the content columns are computed by the session's loaders the first time
+a statement needs them, and a statement that names neither never opens the catalog. A packed dataset never
+touches its source files: its ``description``/``mime`` come from the store's headers.
+
+``dialect="sqlite"`` runs a statement on the 0.2 engine instead (:class:`~consumer.query.engine.DatasetSQL`:
+a TEMP table filled per file, then SQLite), for statements written in SQLite's dialect.
 """
 
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ..catalog.catalog import CATALOG_NAME, Catalog, display_path, path_key
+from ..catalog.content import CONTENT_COLUMNS
 from ..catalog.duplicates import DuplicateGroup, catalog_sha256s, find_duplicates
 from ..errors import QueryError, SelectionError, short_repr
+from ..sources.paths import PathList
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
+from .bytefuncs import ByteFunctions
 from .engine import DatasetSQL, Rows, content_completer
+from .export import conform, file_ids_of, files_statement
+from .table import MAGIC_COLUMNS, content_columns, dataset_columns, magic_columns, path_array
 
 __all__ = ["SQLSession"]
 
@@ -38,6 +49,19 @@ def _view_rows(docs: DocumentTable, index: SampleIndex, classes: list[str], clas
     return rows
 
 
+def _take(paths, ids: np.ndarray) -> list[str]:
+    """The paths at ``ids`` (a PathList gathers them in one step)."""
+    return paths.take(ids) if isinstance(paths, PathList) else [paths[i] for i in ids.tolist()]
+
+
+def _alive(ref: weakref.ref) -> SQLSession:
+    """The session behind a weak reference (alive while its engine runs a statement)."""
+    session = ref()
+    if session is None:
+        raise QueryError("statement: this dataset's SQL session was closed")
+    return session
+
+
 class SQLSession:
     """The catalog and the ``files`` view of one dataset (see the module docstring)."""
 
@@ -53,6 +77,9 @@ class SQLSession:
         self._catalog = None if catalog is None else catalog.retain()  # shared with a parent: counted, not owned
         self.verbose = verbose  # progress bars while libmagic or the content pass run
         self._sql: DatasetSQL | None = None
+        self._duck_sql: Any = None  # a consumer.query.duck.DuckSQL once queried (duckdb is imported then)
+        self._magic_values: tuple[list, list] | None = None  # description, mime per file computed so far
+        self._content_values: list | None = None  # content row per file computed so far (None: not yet)
 
     @property
     def catalog(self) -> Catalog:
@@ -61,8 +88,102 @@ class SQLSession:
             self._catalog = Catalog(os.path.join(self.cache_root, CATALOG_NAME) if self.cache_root else None).retain()
         return self._catalog
 
-    def query(self, statement: str, params=(), *, timeout: float | None = None, max_rows: int | None = None) -> Rows:
-        """Run one read-only statement over the ``files`` view (``timeout`` seconds, ``max_rows`` rows at most)."""
+    def query(self, statement: str, params=(), *, timeout: float | None = None, max_rows: int | None = None,
+              dialect: str = "duckdb") -> Rows:
+        """Run one read-only statement over the ``files`` view (``timeout`` seconds, ``max_rows`` rows at most).
+
+        ``dialect``: ``"duckdb"`` (the engine: :mod:`consumer.query.duck`) or ``"sqlite"`` (the SQLite view of
+        0.2, for statements written in SQLite's dialect: slower, and it computes both libmagic columns first).
+        """
+        if dialect == "duckdb":
+            return self._duck().query(statement, params, timeout=timeout, max_rows=max_rows)
+        if dialect == "sqlite":
+            return self._sqlite().query(statement, params, timeout=timeout, max_rows=max_rows)
+        raise QueryError(f"dialect must be 'duckdb' or 'sqlite', got {short_repr(dialect)}")
+
+    def query_arrow(self, statement: str, params=(), *, timeout: float | None = None) -> Any:
+        """One read-only statement on the DuckDB engine, its result as a ``pyarrow.Table``."""
+        return self._duck().query_arrow(statement, params, timeout=timeout)
+
+    def files_arrow(self, *, content: bool = False, timeout: float | None = None) -> Any:
+        """The ``files`` view as a ``pyarrow.Table`` of :data:`~consumer.query.export.FILES_SCHEMA` (``content``:
+        compute the content columns first, else they are shown as stored)."""
+        return conform(self.query_arrow(files_statement(content), timeout=timeout))
+
+    def file_ids_of(self, files: Any) -> np.ndarray:
+        """The ``file_id`` values of a file list (a table, dataframe, Parquet file or paths; see
+        :func:`consumer.query.export.file_ids_of`); SelectionError when it is empty."""
+        ids = file_ids_of(files, self.documents.paths)
+        if not ids.size:
+            raise SelectionError("where(files): the file list is empty")
+        return ids
+
+    def _duck(self):
+        """The DuckDB engine over this dataset's columns (made on first use)."""
+        if self._duck_sql is None:
+            from .duck import DuckSQL, LazyGroup  # noqa: PLC0415  (duckdb loads with the first statement)
+
+            docs = self.documents
+            samples = np.bincount(self.index.seg_doc, minlength=len(docs))
+            class_ids = np.array([self.class_to_id[c] for c in self.classes], dtype=np.int64)
+            columns = dataset_columns(docs.paths, docs.doc_class, self.classes, class_ids, docs.doc_size,
+                                      docs.doc_mtime, docs.doc_header, docs.headers, docs.doc_len, samples,
+                                      with_path=False)
+            source = docs.source
+            local = source.whole_files  # local files: the content pass and the byte predicates read them
+            paths = docs.paths
+            me = weakref.ref(self)  # the engine is ours: a strong reference back would make a cycle, and the
+            # catalog would then close only when the cyclic GC runs, not when the dataset goes away
+            lazy = [LazyGroup(("path", "extension"), lambda: {"path": path_array(paths)}, star=True),
+                    LazyGroup(MAGIC_COLUMNS, lambda ids=None: _alive(me)._magic_columns(ids), star=True,
+                              partial=source.durable)]
+            if local:  # the content pass reads whole local files (objects and stores keep NULL content columns)
+                lazy.append(LazyGroup(CONTENT_COLUMNS, lambda ids=None: _alive(me)._content_columns(ids),
+                                      partial=True))
+            self._duck_sql = DuckSQL(columns, lazy, byte_functions=ByteFunctions(source) if local else None)
+        return self._duck_sql
+
+    def _magic_columns(self, ids: np.ndarray | None = None) -> dict:
+        """``description`` and ``mime``: one libmagic pass for both (cached in the catalog), for the files ``ids``
+        (None: all); the arrays cover every file, NULL where not computed yet. A packed store's come from its
+        headers."""
+        docs = self.documents
+        if not docs.source.durable:  # a packed store: its headers
+            text = pa.DictionaryArray.from_arrays(pa.array(np.asarray(docs.doc_header, dtype=np.int32)),
+                                                  pa.array(list(docs.headers), type=pa.string()))
+            text = text.cast(pa.large_string())
+            nulls = pa.nulls(len(docs), type=pa.large_string())
+            return {"description": text if self.metadata == "file" else nulls,
+                    "mime": text if self.metadata == "mime" else nulls}
+        n = len(docs)
+        if self._magic_values is None:
+            self._magic_values = ([None] * n, [None] * n)
+        ids = np.arange(n) if ids is None else ids
+        desc, mime = self.catalog.sync(_take(docs.paths, ids), docs.doc_size[ids], docs.doc_mtime[ids],
+                                       want=MAGIC_COLUMNS, verbose=self.verbose, describe=docs.source.describe)
+        all_desc, all_mime = self._magic_values
+        for i, d, m in zip(ids.tolist(), desc, mime):
+            all_desc[i], all_mime[i] = d, m
+        return magic_columns(all_desc, all_mime)
+
+    def _content_columns(self, ids: np.ndarray | None = None) -> dict:
+        """The content columns of the files ``ids`` (None: all; the catalog's content pass, run only on files
+        lacking them); the arrays cover every file, NULL where not computed yet."""
+        docs = self.documents
+        catalog = self.catalog
+        n = len(docs)
+        if self._content_values is None:
+            self._content_values = [None] * n
+        ids = np.arange(n) if ids is None else ids
+        paths, sizes, mtimes = _take(docs.paths, ids), docs.doc_size[ids], docs.doc_mtime[ids]
+        catalog.ensure_content(paths, sizes, mtimes, verbose=self.verbose)
+        values = self._content_values
+        for i, row in zip(ids.tolist(), catalog.content_rows(paths, sizes, mtimes)):
+            values[i] = row
+        return content_columns(values)
+
+    def _sqlite(self) -> DatasetSQL:
+        """The SQLite view of 0.2 (``dialect="sqlite"``)."""
         if self._sql is None:
             docs = self.documents
             source = docs.source
@@ -85,7 +206,7 @@ class SQLSession:
             self._sql = DatasetSQL(catalog.path, None if catalog.path else catalog.connection,
                                    _view_rows(docs, self.index, self.classes, self.class_to_id),
                                    identity=(docs.doc_size, docs.doc_mtime), ensure_content=ensure)
-        return self._sql.query(statement, params, timeout=timeout, max_rows=max_rows)
+        return self._sql
 
     def duplicates(self) -> list[DuplicateGroup]:
         """Groups of files with equal content (sha256 from the catalog's content pass, run once per file)."""
@@ -117,6 +238,8 @@ class SQLSession:
         try:
             if self._sql is not None:
                 self._sql.close()
+            if self._duck_sql is not None:
+                self._duck_sql.close()
             if self._catalog is not None:
                 self._catalog.release()
         except Exception:  # noqa: BLE001  (never raise from __del__, e.g. at interpreter exit)
@@ -127,6 +250,9 @@ class SQLSession:
         if self._sql is not None:
             self._sql.close()
             self._sql = None
+        if self._duck_sql is not None:
+            self._duck_sql.close()
+            self._duck_sql = None
         if self._catalog is not None:
             self._catalog.release()  # closed when no other dataset (a subset, its parent) still uses it
             self._catalog = None

@@ -95,6 +95,12 @@ class PathList(Sequence[str]):
             return self._blob[:0]
         return self._blob[int(self._at[self._lo]):int(self._at[self._hi]) - 1]
 
+    def offsets(self) -> np.ndarray:
+        """Where each path starts in :meth:`packed` (int64, ``len + 1`` entries, a new array): path ``i`` is
+        ``packed()[o[i]:o[i + 1] - 1]`` (the byte before each next start is its NUL separator)."""
+        at = self._at[self._lo:self._hi + 1]
+        return at - at[0]
+
     def __len__(self) -> int:
         return self._hi - self._lo
 

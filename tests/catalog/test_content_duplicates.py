@@ -193,7 +193,7 @@ def test_cli_info_shows_content_and_duplicates(planted, tmp_path, capsys):
     assert main(["info", str(planted), "--cache-dir", str(tmp_path / "c"), "--seqlen", "64", "--quiet",
                  "--no-content"]) == 0
     assert "duplicates:" not in capsys.readouterr().out
-    assert main(["sql", str(planted), "SELECT class, round(avg(entropy), 2) FROM files GROUP BY class",
+    assert main(["sql", str(planted), "SELECT class, round(avg(entropy), 2) FROM files GROUP BY class ORDER BY class",
                  "--cache-dir", str(tmp_path / "c"), "--format", "csv", "--quiet"]) == 0
     rows = capsys.readouterr().out.strip().splitlines()
     assert rows[0].startswith("class,") and len(rows) == 4 and all(7.0 < float(r.split(",")[1]) <= 8.0

@@ -33,7 +33,7 @@ def test_to_pandas(ds):
     assert df["missing"].isna().all()
     empty = ds.sql("SELECT file_id, path FROM files WHERE size < 0").to_pandas()
     assert empty.shape == (0, 2) and list(empty.columns) == ["file_id", "path"]
-    assert ds.sql("SELECT 1 AS v UNION ALL SELECT 'a'").to_pandas()["v"].tolist() == [1, "a"]
+    assert ds.sql("SELECT 1 AS v UNION ALL SELECT 'a'", dialect="sqlite").to_pandas()["v"].tolist() == [1, "a"]
     dup = ds.sql("SELECT 1 AS a, 2 AS a").to_pandas()
     assert dup.shape == (1, 2) and dup.values.tolist() == [[1, 2]]
 
@@ -49,7 +49,7 @@ def test_to_arrow(ds):
     empty = ds.sql("SELECT file_id FROM files WHERE size < 0").to_arrow()
     assert empty.num_rows == 0 and empty.column_names == ["file_id"]
     with pytest.raises(QueryError, match=r"to_arrow\(\): column 'v' mixes value types .*CAST\(v AS TEXT\)"):
-        ds.sql("SELECT 1 AS v UNION ALL SELECT 'a'").to_arrow()
+        ds.sql("SELECT 1 AS v UNION ALL SELECT 'a'", dialect="sqlite").to_arrow()
     assert ds.sql("SELECT CAST(v AS TEXT) AS v FROM (SELECT 1 AS v UNION ALL SELECT 'a')").to_arrow()[
         "v"].to_pylist() == ["1", "a"]
 
