@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -98,3 +102,31 @@ def identity(paths) -> tuple[np.ndarray, np.ndarray]:
     st = [os.stat(p) for p in paths]
     return (np.array([s.st_size for s in st], dtype=np.int64),
             np.array([max(s.st_mtime_ns, s.st_ctime_ns) for s in st], dtype=np.int64))
+
+
+def interrupted_child(code: str, *args: str) -> str:
+    """Run ``python -c code args...`` from the repository root, wait for it to print ``running``, send it SIGINT
+    and return what it printed after; it must exit with status 0 (it catches the KeyboardInterrupt itself)."""
+    root = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen([sys.executable, "-c", code, root, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=root)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "running"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    return out
+
+
+def without_chunk_sums(prefix: Path) -> None:
+    """Make the packed store at ``prefix`` a store as packed before per-chunk sums: no sidecar field, no sums
+    file."""
+    side_path = Path(f"{prefix}.consumer.json")
+    side = json.loads(side_path.read_text())
+    del side["chunksums"]
+    side_path.write_text(json.dumps(side))
+    Path(f"{prefix}.consumer.sums").unlink()

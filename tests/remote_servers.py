@@ -79,6 +79,22 @@ def moto_server(delay_s: float = 0.0) -> Iterator[str]:
     raise RuntimeError("moto server did not start on three free ports")
 
 
+@contextmanager
+def s3_with_files(local: Path) -> Iterator[tuple[dict, object]]:
+    """A moto S3 server holding every file under ``local`` at ``s3://data/corpus/<path below local>``; yields the
+    ``storage_options`` that reach it and its fsspec file system."""
+    from consumer.sources.urls import open_filesystem
+
+    with moto_server() as endpoint:
+        so = {"endpoint_url": endpoint, "key": "test", "secret": "test"}
+        fs, _ = open_filesystem("s3://data", so)
+        fs.mkdir("data")
+        for f in sorted(local.rglob("*")):
+            if f.is_file():
+                fs.pipe(f"data/corpus/{f.relative_to(local)}", f.read_bytes())
+        yield so, fs
+
+
 def etag_of_bytes(data: bytes) -> str:
     """The ETag the file server gives a body (content-derived, so a change of content changes it)."""
     return hashlib.md5(data).hexdigest()

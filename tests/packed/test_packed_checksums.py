@@ -18,7 +18,7 @@ from consumer.errors import ConsumerWarning
 from consumer.fetch.reader import packed_runs
 from consumer.formats import IndexedReader, read_pbin
 
-from ..conftest import write_corpus
+from ..conftest import without_chunk_sums, write_corpus
 
 CHUNK = 4096
 FLIPS = 1000
@@ -36,15 +36,6 @@ def corpus(tmp_path_factory) -> Consumer:
 
 def _open(prefix: Path) -> Consumer:
     return Consumer.from_packed(prefix, style="diff", seqlen="auto")
-
-
-def _without_chunk_sums(prefix: Path) -> None:
-    """Make ``prefix`` a store as packed before per-chunk sums: no sidecar field, no sums file."""
-    side_path = Path(f"{prefix}.consumer.json")
-    side = json.loads(side_path.read_text())
-    del side["chunksums"]
-    side_path.write_text(json.dumps(side))
-    Path(f"{prefix}.consumer.sums").unlink()
 
 
 @pytest.mark.parametrize("fmt", ["megatron", "modalities"])
@@ -136,7 +127,7 @@ def test_a_store_packed_before_chunk_sums_opens_with_a_warning_and_todays_checks
     prefix = tmp_path / "store"
     corpus.pack(prefix, checksum_chunk_bytes=CHUNK)
     rows = _open(prefix).fetch_numpy(np.arange(len(corpus)))["input_array"]
-    _without_chunk_sums(prefix)
+    without_chunk_sums(prefix)
     with pytest.warns(ConsumerWarning, match=r"store: this store was packed before per-chunk checksums existed"):
         ds = _open(prefix)
     assert ds.documents.source.tokens.verifier is None

@@ -21,7 +21,7 @@ from consumer.dataset.cache import load_entry
 from consumer.errors import ConsumerWarning
 from consumer.fetch.reader import packed_runs
 
-from ..conftest import write_corpus
+from ..conftest import without_chunk_sums, write_corpus
 
 SMALL = {"cat": [0, 1, 5, 100, 301], "dog": [6, 31, 64], "eel": [250, 11]}
 KW = {"style": "concat", "seqlen": 32, "n_bytes": 2}
@@ -106,15 +106,6 @@ def test_single_bit_flips_in_the_description_are_never_served(built, data):
 # ------------------------------------------------------------------------------------------ packed stores
 
 
-def _without_chunk_sums(prefix: Path) -> None:
-    """Make ``prefix`` a store as packed before per-chunk sums: no sidecar field, no sums file."""
-    side_path = Path(f"{prefix}.consumer.json")
-    side = json.loads(side_path.read_text())
-    del side["chunksums"]
-    side_path.write_text(json.dumps(side))
-    Path(f"{prefix}.consumer.sums").unlink()
-
-
 @pytest.mark.parametrize("fmt", ["megatron", "modalities"])
 def test_verify_detects_a_flipped_token_and_ids_outside_the_vocabulary(tmp_path, fmt):
     fps = write_corpus(tmp_path / "data", SMALL)
@@ -136,7 +127,7 @@ def test_verify_detects_a_flipped_token_and_ids_outside_the_vocabulary(tmp_path,
     ds = Consumer.from_packed(prefix, style="concat", seqlen=32)  # opened without verify: the fetch refuses
     with pytest.raises(FormatError, match=r"chunk 0 \(bytes \d+\.\.\d+ of .*\): crc32c expected"):
         ds.fetch_numpy(np.arange(len(ds)))
-    _without_chunk_sums(prefix)  # a store packed before chunk sums: the fetch's id check still refuses
+    without_chunk_sums(prefix)  # a store packed before chunk sums: the fetch's id check still refuses
     ds = Consumer.from_packed(prefix, style="concat", seqlen=32)
     with pytest.raises(FormatError, match=r"token ids must be in \[0, 65542\), got \[70000\]"):
         ds.fetch_numpy(np.arange(len(ds)))
@@ -152,7 +143,7 @@ def test_a_bad_id_is_refused_by_every_fetch_that_serves_it_and_only_those(tmp_pa
     fps = write_corpus(tmp_path / "data", SMALL)
     prefix = tmp_path / "store"
     Consumer(fps, cache_dir=False, **KW).pack(prefix, format="megatron")
-    _without_chunk_sums(prefix)
+    without_chunk_sums(prefix)
     clean = Consumer.from_packed(prefix, style="concat", seqlen=32)
     rows = clean.fetch_numpy(np.arange(len(clean)))["input_array"]
     data = tmp_path / "store.bin"

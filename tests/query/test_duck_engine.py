@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -18,7 +15,7 @@ from consumer import Consumer
 from consumer.errors import QueryError
 from consumer.query.statement import analyse, output_names
 
-from ..conftest import write_corpus
+from ..conftest import interrupted_child, write_corpus
 
 RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
 FILES_COLUMNS = ["file_id", "path", "class", "class_id", "size", "mtime_ns", "extension", "description", "mime",
@@ -224,19 +221,8 @@ _SIGINT_CHILD = textwrap.dedent(
 
 def test_ctrl_c_interrupts_a_runaway_statement(tmp_path):
     write_corpus(tmp_path / "data")
-    root = str(Path(__file__).resolve().parents[2])
-    proc = subprocess.Popen([sys.executable, "-c", _SIGINT_CHILD, root, str(tmp_path / "data"), RUNAWAY],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root)
-    try:
-        assert proc.stdout.readline().strip() == "running"
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, err
-    assert out.startswith("KeyboardInterrupt: SQL statement interrupted: 'WITH RECURSIVE"), (out, err)
+    out = interrupted_child(_SIGINT_CHILD, str(tmp_path / "data"), RUNAWAY)
+    assert out.startswith("KeyboardInterrupt: SQL statement interrupted: 'WITH RECURSIVE"), out
     assert "usable: 17" in out
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,6 +14,8 @@ from consumer.catalog.catalog import Catalog, display_path, path_key
 from consumer.errors import QueryError
 from consumer.query import engine as consumer_sql
 from consumer.query.engine import ALLOWED_FUNCTIONS, DatasetSQL, check_timeout
+
+from ..conftest import interrupted_child
 
 RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
 
@@ -106,19 +106,8 @@ _SIGINT_CHILD = textwrap.dedent(
 @pytest.mark.parametrize("where", ["file", "memory"])
 def test_ctrl_c_interrupts_a_runaway_statement(tmp_path: Path, where: str) -> None:
     """A real process runs a statement that never ends (no timeout); SIGINT stops it with KeyboardInterrupt."""
-    root = str(Path(__file__).resolve().parents[2])
-    proc = subprocess.Popen([sys.executable, "-c", _SIGINT_CHILD, root, str(tmp_path), where],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root)
-    try:
-        assert proc.stdout.readline().strip() == "running"
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, err
-    assert out.startswith("KeyboardInterrupt: SQL statement interrupted: 'WITH RECURSIVE"), (out, err)
+    out = interrupted_child(_SIGINT_CHILD, str(tmp_path), where)
+    assert out.startswith("KeyboardInterrupt: SQL statement interrupted: 'WITH RECURSIVE"), out
 
 
 @pytest.mark.parametrize(

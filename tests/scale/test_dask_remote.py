@@ -12,7 +12,7 @@ from consumer import Consumer
 from consumer.catalog.catalog import Catalog
 
 from ..conftest import write_corpus
-from ..remote_servers import moto_server
+from ..remote_servers import s3_with_files
 
 pytest.importorskip("distributed")
 pytest.importorskip("moto")
@@ -23,17 +23,9 @@ SIZES = {"cat": [0, 3, 40, 900, 5000] * 6, "dog": [7, 64, 2500] * 8}
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """A moto S3 server holding a corpus under s3://data/corpus/<class>/..."""
-    from consumer.sources.urls import open_filesystem
-
     local = tmp_path_factory.mktemp("local") / "corpus"
     write_corpus(local, SIZES, seed=5)
-    with moto_server() as endpoint:
-        so = {"endpoint_url": endpoint, "key": "test", "secret": "test"}
-        fs, _ = open_filesystem("s3://data", so)
-        fs.mkdir("data")
-        for f in sorted(local.rglob("*")):
-            if f.is_file():
-                fs.pipe(f"data/corpus/{f.relative_to(local)}", f.read_bytes())
+    with s3_with_files(local) as (so, _):
         yield so
 
 

@@ -11,7 +11,7 @@ import pytest
 from consumer import Consumer, FileChangedError, InputError
 
 from ..conftest import write_corpus
-from ..remote_servers import file_server, moto_server
+from ..remote_servers import file_server, s3_with_files
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
@@ -23,17 +23,9 @@ QUERY = ["input_array", "attention_mask", "class", "labels", "file_id", "offset"
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """A moto S3 server holding a corpus under s3://data/corpus/<class>/..., and the local copy."""
-    from consumer.sources.urls import open_filesystem
-
     local = tmp_path_factory.mktemp("local") / "corpus"
     write_corpus(local, SIZES, seed=3)
-    with moto_server() as endpoint:
-        so = {"endpoint_url": endpoint, "key": "test", "secret": "test"}
-        fs, _ = open_filesystem("s3://data", so)
-        fs.mkdir("data")
-        for f in sorted(local.rglob("*")):
-            if f.is_file():
-                fs.pipe(f"data/corpus/{f.relative_to(local)}", f.read_bytes())
+    with s3_with_files(local) as (so, fs):
         yield so, fs, local
 
 
