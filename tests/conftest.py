@@ -130,3 +130,18 @@ def without_chunk_sums(prefix: Path) -> None:
     del side["chunksums"]
     side_path.write_text(json.dumps(side))
     Path(f"{prefix}.consumer.sums").unlink()
+
+
+@pytest.fixture
+def magic_calls(monkeypatch):
+    """The paths of every real libmagic call (python-magic's ``Magic.from_file``, which still runs), in order."""
+    import magic
+    calls: list[str] = []
+    original = magic.Magic.from_file
+
+    def counting(self, path):
+        calls.append(path)
+        return original(self, path)
+
+    monkeypatch.setattr(magic.Magic, "from_file", counting)
+    return calls

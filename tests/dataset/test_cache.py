@@ -16,45 +16,30 @@ from consumer.dataset.cache import clear, list_entries
 from ..conftest import write_corpus
 
 
-@pytest.fixture
-def magic_counter(monkeypatch):
-    """Counts real libmagic calls (python-magic's Magic.from_file)."""
-    import magic
-    calls = []
-    original = magic.Magic.from_file
-
-    def counting(self, path):
-        calls.append(path)
-        return original(self, path)
-
-    monkeypatch.setattr(magic.Magic, "from_file", counting)
-    return calls
-
-
 def _same(a: Consumer, b: Consumer) -> bool:
     ta = a.fetch_numpy(np.arange(len(a)), ["input_array", "class"])
     tb = b.fetch_numpy(np.arange(len(b)), ["input_array", "class"])
     return all(np.array_equal(ta[k], tb[k]) for k in ta)
 
 
-def test_reopen_hits_the_cache_and_runs_no_libmagic(tmp_path, corpus_dir, magic_counter):
+def test_reopen_hits_the_cache_and_runs_no_libmagic(tmp_path, corpus_dir, magic_calls):
     cache = tmp_path / "cache"
     first = Consumer(corpus_dir, cache_dir=cache)
     n = len(first.files)
-    assert first.build_info["cache"] == "miss" and len(magic_counter) == n  # descriptions only
+    assert first.build_info["cache"] == "miss" and len(magic_calls) == n  # descriptions only
     second = Consumer(corpus_dir, cache_dir=cache)
-    assert second.build_info["cache"] == "hit" and len(magic_counter) == n
+    assert second.build_info["cache"] == "hit" and len(magic_calls) == n
     second.sql("SELECT count(*) FROM files WHERE mime IS NOT NULL")  # naming mime computes it once, for every file
-    assert len(magic_counter) == 2 * n
+    assert len(magic_calls) == 2 * n
     Consumer(corpus_dir, cache_dir=cache, metadata="mime", style="concat", seqlen=99).sql("SELECT 1")
-    assert len(magic_counter) == 2 * n  # both columns are now known
+    assert len(magic_calls) == 2 * n  # both columns are now known
     assert second.build_info["key"] == first.build_info["key"] and _same(first, second)
 
 
-def test_incremental_reindex_runs_libmagic_only_on_changed_files(tmp_path, corpus_dir, magic_counter):
+def test_incremental_reindex_runs_libmagic_only_on_changed_files(tmp_path, corpus_dir, magic_calls):
     cache = tmp_path / "cache"
     ds = Consumer(corpus_dir, cache_dir=cache)
-    magic_counter.clear()
+    magic_calls.clear()
     changed = ds.files[3]
     with open(changed, "ab") as f:
         f.write(b"more bytes")
@@ -63,11 +48,11 @@ def test_incremental_reindex_runs_libmagic_only_on_changed_files(tmp_path, corpu
         f.write("hello")
     again = Consumer(corpus_dir, cache_dir=cache)
     assert again.build_info["cache"] == "miss"
-    assert sorted(set(magic_counter)) == sorted([changed, new]) and len(magic_counter) == 2
+    assert sorted(set(magic_calls)) == sorted([changed, new]) and len(magic_calls) == 2
     # a new setting on unchanged files: a new index, but no libmagic at all
-    magic_counter.clear()
+    magic_calls.clear()
     concat = Consumer(corpus_dir, cache_dir=cache, style="concat", seqlen=64)
-    assert concat.build_info["cache"] == "miss" and magic_counter == []
+    assert concat.build_info["cache"] == "miss" and magic_calls == []
 
 
 @pytest.mark.parametrize("change", [
@@ -181,7 +166,7 @@ def _build_in_subprocess(corpus, cache):
     return subprocess.Popen([sys.executable, "-c", _BUILD_SCRIPT, str(corpus), str(cache)], env=env)
 
 
-def test_build_killed_part_way_resumes_to_the_same_result(tmp_path, magic_counter):
+def test_build_killed_part_way_resumes_to_the_same_result(tmp_path, magic_calls):
     root = tmp_path / "big"
     n = 3000
     write_corpus(root, {"a": [40 + i % 50 for i in range(n // 2)], "b": [7 + i % 30 for i in range(n - n // 2)]})
@@ -206,9 +191,9 @@ def test_build_killed_part_way_resumes_to_the_same_result(tmp_path, magic_counte
     committed = Catalog(str(db)).count()
     assert 0 < committed < n
     assert not os.path.isdir(cache / "index") or list_entries(str(cache)) == []  # no index entry was completed
-    magic_counter.clear()
+    magic_calls.clear()
     resumed = Consumer(str(root), cache_dir=cache)
-    assert len(magic_counter) == n - committed  # only the files the killed build had not committed
+    assert len(magic_calls) == n - committed  # only the files the killed build had not committed
     clean = Consumer(str(root), cache_dir=tmp_path / "clean")
     assert resumed.catalog.dump() == clean.catalog.dump()
     assert _same(resumed, clean)

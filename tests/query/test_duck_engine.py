@@ -23,21 +23,6 @@ FILES_COLUMNS = ["file_id", "path", "class", "class_id", "size", "mtime_ns", "ex
 
 
 @pytest.fixture
-def magic_calls(monkeypatch):
-    """Every real libmagic call (python-magic's Magic.from_file, which still runs) is recorded."""
-    import magic
-    calls: list[str] = []
-    original = magic.Magic.from_file
-
-    def counting(self, path):
-        calls.append(path)
-        return original(self, path)
-
-    monkeypatch.setattr(magic.Magic, "from_file", counting)
-    return calls
-
-
-@pytest.fixture
 def built(tmp_path, corpus_dir, magic_calls):
     ds = Consumer(corpus_dir, cache_dir=tmp_path / "cache", metadata=None, style="concat", seqlen=64)
     assert magic_calls == []  # metadata=None: the build runs no libmagic
