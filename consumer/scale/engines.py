@@ -117,9 +117,10 @@ class DaskEngine(Engine):
         released = 0
         try:
             for future in futures:
-                yield future.result()
-                future.release()
+                result = future.result()
+                future.release()  # before handing the result out: an interrupt at the yield leaves nothing held
                 released += 1
+                yield result
         finally:  # normal end: nothing left; an error, Ctrl-C or an abandoned generator: cancel the rest
             if released < len(futures):
                 self.client.cancel(futures[released:])
