@@ -19,6 +19,17 @@ import numpy as np
 from consumer.catalog.catalog import Catalog
 
 
+def filled_catalog(path: str, n: int) -> tuple[Catalog, list[str], np.ndarray, np.ndarray]:
+    """A catalog at ``path`` holding ``n`` synthetic rows (10 classes, 1,000 files a folder, libmagic columns set):
+    ``(catalog, paths, sizes, mtimes)``."""
+    paths = [f"/data/class{i % 10}/dir{i // 1000}/file{i}.bin" for i in range(n)]
+    sizes = np.arange(n, dtype=np.int64) + 100
+    mtimes = np.full(n, 1_700_000_000_000_000_000, dtype=np.int64)
+    cat = Catalog(path)
+    cat.insert(paths, sizes, mtimes, ["data"] * n, ["application/octet-stream"] * n)
+    return cat, paths, sizes, mtimes
+
+
 def main() -> None:
     """Fill the catalog, time the reads, print one markdown row."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -26,12 +37,8 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=5)
     args = p.parse_args()
     n = args.rows
-    paths = [f"/data/class{i % 10}/dir{i // 1000}/file{i}.bin" for i in range(n)]
-    sizes = np.arange(n, dtype=np.int64) + 100
-    mtimes = np.full(n, 1_700_000_000_000_000_000, dtype=np.int64)
     with tempfile.TemporaryDirectory() as tmp:
-        cat = Catalog(os.path.join(tmp, "catalog.sqlite"))
-        cat.insert(paths, sizes, mtimes, ["data"] * n, ["application/octet-stream"] * n)
+        cat, paths, _, _ = filled_catalog(os.path.join(tmp, "catalog.sqlite"), n)
         times = []
         for _ in range(args.repeat):
             t = time.perf_counter()

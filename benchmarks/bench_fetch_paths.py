@@ -32,7 +32,7 @@ import time
 import numpy as np
 
 from .corpora import make_corpus
-from .measure import median
+from .measure import gather_fetch, median
 from .naive import NaiveConcat, NaiveDiff
 from .peers import PEERS, ROOT, PeerUnavailable, peer_version, resolve_python, start_peer
 from .peers.storeio import read_store, save_plan
@@ -61,20 +61,6 @@ def _interleave(systems: list, batches: list[list[np.ndarray]], log) -> dict[str
     for row in out.values():
         row["median_s"] = median(row["per_rep"])
     return out
-
-
-def _gather(tokens: np.ndarray, batch: int, seqlen: int, dtype) -> object:
-    """The main suite's DRAM-gather floor: ``batch`` random row slices of the store into a preallocated batch."""
-    dst = np.empty((batch, seqlen), dtype=dtype)
-    span = max(int(tokens.size) - seqlen, 1)
-    rng = np.random.default_rng(1)
-
-    def fetch(ids):
-        for r, o in enumerate(rng.integers(0, span, batch).tolist()):
-            np.copyto(dst[r], tokens[o:o + seqlen])
-        return dst
-
-    return fetch
 
 
 class _Peers:
@@ -173,8 +159,9 @@ def floor(corpus, work: str, reps: int, n_batches: int, log) -> dict:
         src = np.random.default_rng(0).integers(0, 60000, (B, L)).astype(dt)
         dst = np.empty_like(src)
         systems += [LocalSystem(f"memcpy {name}", lambda ids, d=dst, x=src: np.copyto(d, x), check=False),
-                    LocalSystem(f"DRAM gather {name}", _gather(tokens, B, L, dt), check=False),
-                    LocalSystem(f"DRAM gather plain {name}", _gather(tokens.view(np.ndarray), B, L, dt), check=False),
+                    LocalSystem(f"DRAM gather {name}", gather_fetch(tokens, B, L, dt), check=False),
+                    LocalSystem(f"DRAM gather plain {name}", gather_fetch(tokens.view(np.ndarray), B, L, dt),
+                                check=False),
                     LocalSystem(f"consumer packed {name}",
                                 lambda ids, dt=dt: ds.fetch_numpy(ids, out_dtype=dt)["input_array"], check=False)]
     batches = [make_batches(len(ds), B, n_batches, seed=rep) for rep in range(reps)]

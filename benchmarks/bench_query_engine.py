@@ -248,14 +248,10 @@ def catalog(n: int) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from consumer.catalog.catalog import Catalog
+    from .bench_catalog_rows import filled_catalog
 
-    paths = [f"/data/class{i % 10}/dir{i // 1000}/file{i}.bin" for i in range(n)]
-    sizes = np.arange(n, dtype=np.int64) + 100
-    mtimes = np.full(n, 1_700_000_000_000_000_000, dtype=np.int64)
     with tempfile.TemporaryDirectory() as tmp:
-        cat = Catalog(os.path.join(tmp, "catalog.sqlite"))
-        cat.insert(paths, sizes, mtimes, ["data"] * n, ["application/octet-stream"] * n)
+        cat, paths, sizes, mtimes = filled_catalog(os.path.join(tmp, "catalog.sqlite"), n)
         t = time.perf_counter()
         desc, mime = cat.sync(paths, sizes, mtimes, want=("description", "mime"))
         sqlite_s = time.perf_counter() - t

@@ -136,3 +136,18 @@ def gather_floor_seconds(tokens: np.ndarray, batch: int, seqlen: int, reps: int 
             np.copyto(dst[r, :min(seqlen, tokens.size - s)], tokens[s:s + seqlen])
         times.append(time.perf_counter() - t0)
     return median(times)
+
+
+def gather_fetch(tokens: np.ndarray, batch: int, seqlen: int, dtype: Any = np.int64) -> Callable[[Any], np.ndarray]:
+    """The DRAM-gather floor as a fetch function: each call copies ``batch`` random ``seqlen``-token slices of
+    ``tokens`` into one preallocated ``[batch, seqlen]`` array of ``dtype`` (the ids it is given are ignored)."""
+    dst = np.empty((batch, seqlen), dtype=dtype)
+    span = max(int(tokens.size) - seqlen, 1)
+    rng = np.random.default_rng(1)
+
+    def fetch(ids: Any) -> np.ndarray:
+        for r, o in enumerate(rng.integers(0, span, batch).tolist()):
+            np.copyto(dst[r], tokens[o:o + seqlen])
+        return dst
+
+    return fetch

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from .corpora import make_corpus
-from .measure import median
+from .measure import gather_fetch, median
 from .naive import NaiveConcat, NaiveDiff
 from .peers import PEERS, PeerUnavailable, peer_version, resolve_python, start_peer
 from .peers.storeio import read_store, save_plan
@@ -306,7 +306,7 @@ class Run:
             src = np.random.default_rng(0).integers(0, 60000, (b, SEQLEN))
             dst = np.empty_like(src)
             floors[b] = [LocalSystem("memcpy (limit)", lambda ids, d=dst, x=src: np.copyto(d, x), check=False),
-                         LocalSystem("DRAM gather (limit)", _gather(tokens, b), check=False)]
+                         LocalSystem("DRAM gather (limit)", gather_fetch(tokens, b, SEQLEN), check=False)]
         for b in s.batch_sizes:
             batches = [make_batches(len(raw), b, s.batches, seed=rep) for rep in range(s.reps)]
             systems_b = [x for x in systems if b == BATCH or x.label != "gperc 0.7"] + floors[b]
@@ -404,7 +404,7 @@ class Run:
             dst = np.empty_like(src)
             name = np.dtype(dt).name
             systems.append(LocalSystem(f"memcpy {name}", lambda ids, d=dst, x=src: np.copyto(d, x), check=False))
-            systems.append(LocalSystem(f"DRAM gather {name}", _gather(tokens, BATCH, dt), check=False))
+            systems.append(LocalSystem(f"DRAM gather {name}", gather_fetch(tokens, BATCH, SEQLEN, dt), check=False))
             if dt is np.int64:
                 systems.append(LocalSystem("consumer packed int64", lambda ids: packed.fetch_numpy(ids)["input_array"],
                                            check=False))
@@ -648,19 +648,6 @@ class _InProcess:
     def __call__(self, batch_size: int, workers: int, seed: int):
         for ids in make_batches(len(self.ds), batch_size, self.n + 1, seed):
             yield self.ds.fetch(ids)["input_array"]
-
-
-def _gather(tokens: np.ndarray, batch: int, dtype=np.int64):
-    dst = np.empty((batch, SEQLEN), dtype=dtype)
-    span = max(int(tokens.size) - SEQLEN, 1)
-    rng = np.random.default_rng(1)
-
-    def fetch(ids):
-        for r, o in enumerate(rng.integers(0, span, batch).tolist()):
-            np.copyto(dst[r], tokens[o:o + SEQLEN])
-        return dst
-
-    return fetch
 
 
 _CHILD = r"""

@@ -88,27 +88,28 @@ def test_imports_point_one_way_between_subpackages_and_never_cycle() -> None:
     assert not problems, "\n".join(problems)
 
 
+def sabotaged(tmp_path: Path, additions: dict[str, str]) -> Path:
+    """A copy of the package under ``tmp_path`` with ``additions[module]`` appended to each module."""
+    copy = tmp_path / "consumer"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    for module, text in additions.items():
+        (copy / module).write_text((copy / module).read_text() + text)
+    return copy
+
+
 @pytest.mark.parametrize("module, line", [
     ("tokens/documents.py", "from ..training import loader as _sabotage"),
     ("sources/paths.py", "from ..catalog.catalog import Catalog as _sabotage"),
     ("util/validate.py", "from ..spec import Spec as _sabotage"),
 ])
 def test_a_sabotage_import_is_caught(tmp_path: Path, module: str, line: str) -> None:
-    copy = tmp_path / "consumer"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    target = copy / module
-    target.write_text(target.read_text() + f"\n{line}\n")
-    problems = layout_violations(copy)
+    problems = layout_violations(sabotaged(tmp_path, {module: f"\n{line}\n"}))
     assert any(module.replace("/", ".")[:-3] in p and "may not import" in p for p in problems), problems
 
 
 def test_a_sabotage_cycle_is_caught(tmp_path: Path) -> None:
-    copy = tmp_path / "consumer"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "tokens" / "vocab.py").write_text((copy / "tokens" / "vocab.py").read_text()
-                                              + "\nfrom .index import SampleIndex as _sabotage\n")
-    (copy / "tokens" / "index.py").write_text((copy / "tokens" / "index.py").read_text()
-                                              + "\nfrom .vocab import Vocab as _sabotage\n")
+    copy = sabotaged(tmp_path, {"tokens/vocab.py": "\nfrom .index import SampleIndex as _sabotage\n",
+                                "tokens/index.py": "\nfrom .vocab import Vocab as _sabotage\n"})
     assert any(p.startswith("import cycle") for p in layout_violations(copy))
 
 
@@ -182,10 +183,7 @@ def test_only_sources_decides_the_kind_of_source_and_storage_travels_whole() -> 
                         "    return prefix\n"),
 ])
 def test_a_kind_branch_or_loose_settings_are_caught(tmp_path: Path, module: str, text: str) -> None:
-    copy = tmp_path / "consumer"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / module).write_text((copy / module).read_text() + text)
-    assert any(p.startswith(module) for p in source_kind_violations(copy))
+    assert any(p.startswith(module) for p in source_kind_violations(sabotaged(tmp_path, {module: text})))
 
 
 def private_imports_of_other_subpackages(tests: Path) -> list[str]:
