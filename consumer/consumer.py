@@ -1,6 +1,6 @@
 """The ``Consumer`` facade over a built dataset: every constructor goes through :mod:`consumer.dataset.build` and
-``_attach``; every method is a short call into the module that does the job (``fetch``, ``select``, ``sampler``,
-``export``, ``dataset_sql``, ``packed``, ``loader``, ``collate``)."""
+``_attach``; every method is a short call into the module that does the job (``fetch/``, ``query/``,
+``training/``, ``dataset/export``, ``packed/``, ``scale/``)."""
 
 from __future__ import annotations
 

@@ -83,6 +83,8 @@ class ByteSource(ABC):
         buf: np.ndarray = np.empty(min(max(int(chunk), 1), max(size, 1)), dtype=np.uint8)
         ids = np.array([i], dtype=np.int64)
         zero = np.zeros(1, dtype=np.int64)
+        if size == 0:  # nothing to read, but still the version listed (or FileChangedError)
+            self.read_ranges(ids, zero, zero, buf, zero)
         for start in range(0, size, buf.size):
             n = min(buf.size, size - start)
             self.read_ranges(ids, np.array([start], dtype=np.int64), np.array([n], dtype=np.int64), buf, zero)

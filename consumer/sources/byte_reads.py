@@ -16,11 +16,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .base import ByteSource
+from .base import CHUNK_BYTES, ByteSource
 
 __all__ = ["STREAM_CHUNK", "check_file", "iter_file", "read_span", "read_spans"]
 
-STREAM_CHUNK = 1 << 20  # bytes per read of iter_file
+STREAM_CHUNK = CHUNK_BYTES  # bytes per read of iter_file
 
 _ONE = np.zeros(1, dtype=np.int64)
 
@@ -70,8 +70,5 @@ def check_file(source: ByteSource, i: int) -> None:
 
 def iter_file(source: ByteSource, i: int, chunk: int = STREAM_CHUNK) -> Iterator[memoryview]:
     """The whole of file ``i`` in pieces of at most ``chunk`` bytes (one buffer reused: consume each piece before
-    asking for the next), checked to be the indexed version before the first read and after the last."""
-    if int(source.sizes[i]) == 0:
-        check_file(source, i)
-        return
+    asking for the next), checked to be the indexed version (:meth:`ByteSource.iter_chunks`)."""
     yield from source.iter_chunks(i, chunk)

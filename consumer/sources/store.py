@@ -9,7 +9,6 @@ in for descriptions), no durable catalog rows.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -48,19 +47,10 @@ class TokenData:
         """The documents ``ids``, in that order (the same token data)."""
         return replace(self, doc_ptr=self.doc_ptr[ids])
 
-    def stamp(self) -> tuple[int, ...] | None:
-        """The data file's ``(inode, size, mtime, ctime)`` now: a write to the store in place changes it (None for
-        a store at a URL)."""
-        if self.data_file is None:
-            return None
-        st = os.stat(self.data_file)
-        return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
 
 class StoreFiles(ByteSource):
-    """The files of a packed store's table: ``paths``, ``sizes``, ``stamps`` (zeros: a store records no times),
-    their ``tokens`` (:class:`TokenData`) and the ``headers`` recorded at pack time (one text per file, or None
-    without headers)."""
+    """The files of a packed store's table: ``paths``, ``sizes``, ``stamps`` (zeros: a store records no times) and
+    their ``tokens`` (:class:`TokenData`). The headers recorded at pack time live in the dataset's document table."""
 
     kind = "in a packed store"
     whole_files = False

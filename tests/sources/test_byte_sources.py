@@ -184,3 +184,13 @@ def test_storage_never_prints_its_options_and_refuses_unknown_keywords(tmp_path)
     assert storage.read_through_dir() == os.path.join(str(tmp_path), "remote")
     with pytest.raises(InputError, match=r"from_packed got unexpected options \['verbose'\]"):
         Storage.from_kwargs({"verbose": True}, "from_packed")
+
+
+def test_streaming_an_empty_file_still_checks_its_version(files) -> None:
+    source = open_source(files, Storage.of(cache_dir=False))
+    empty = files.index(min(files, key=os.path.getsize))
+    assert source.sizes[empty] == 0 and [bytes(b) for b in source.iter_chunks(empty)] == []
+    with open(files[empty], "ab") as f:  # grown since it was listed: no answer from the old empty version
+        f.write(b"new")
+    with pytest.raises(FileChangedError, match="longer than at build time"):
+        list(source.iter_chunks(empty))
