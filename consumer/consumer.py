@@ -84,7 +84,8 @@ class Consumer:
         self._session = SQLSession(built.documents, built.index, self.classes, self.class_to_id,
                                    metadata_name(s.metadata), built.cache_root, built.catalog, verbose)
         self._select_rng, self._mask, self.mode = generator(s.seed, "select"), MaskConfig(), None
-        self._cursor = BatchCursor(len(built.index), s.seed, built.index.sample_tokens())
+        self._cursor = BatchCursor(built.index.sample_class, self.classes, built.index.sample_tokens(), s.seed,
+                                   lambda: dataset_dict(built, mode=None, mask=self._mask, batches=None))
 
     @classmethod
     def from_packed(cls, prefix: Any, *, style: str = "diff", seqlen: int | str = "auto",
@@ -177,25 +178,27 @@ class Consumer:
         """Bytes of a token sequence (one row): specials skipped or rendered as ``<EOF>``-style tags."""
         return decode_ids(ids, self.vocab, specials=specials)
 
-    def create_batches(self, batch_size: int, drop_last: bool = False, seed: int | None = None,
-                       shuffle: bool = True) -> None:
-        """Batches for ``ds[None]``/:meth:`get_next_batch`: epoch ``e`` permutes by ``(seed or ds.seed, e)``."""
-        self._cursor.epochs(batch_size, drop_last, self.seed if seed is None else seed, shuffle)
+    def create_batches(self, batch_size: int | None, drop_last: bool = False, seed: int | None = None,
+                       shuffle: bool = True, **plan: Any) -> None:
+        """Batches for ``ds[None]``/:meth:`get_next_batch`, in :meth:`dataloader`'s order (and its ``balance``,
+        ``epoch_size``, ``rank``/``world_size``, ``max_tokens``, ``required_batch_size_multiple`` options)."""
+        self._cursor.epochs(batch_size, drop_last=drop_last, seed=self.seed if seed is None else seed,
+                            shuffle=shuffle, extra=int(self._mask.add_cls), **plan)
 
     def create_token_batches(self, max_tokens: int, max_sentences: int | None = None, required_batch_size_multiple:
                              int = 1, seed: int | None = None, shuffle: bool = True) -> None:
         """fairseq's token-budget batches (``B x longest sample <= max_tokens``); rows as wide as each batch needs."""
-        self._cursor.token_budget(max_tokens, max_sentences, required_batch_size_multiple,
-                                  self.seed if seed is None else seed, shuffle, int(self._mask.add_cls))
+        self.create_batches(max_sentences, seed=seed, shuffle=shuffle, max_tokens=max_tokens,
+                            required_batch_size_multiple=required_batch_size_multiple)
 
-    def dataloader(self, batch_size: int, **options: Any) -> Any:
+    def dataloader(self, batch_size: int | None, **options: Any) -> Any:
         """A resumable torch DataLoader over this dataset (workers, class balance, ranks): see ``make_loader``."""
         from .training.loader import make_loader  # noqa: PLC0415  (torch loads only when a loader is made)
         return make_loader(self, batch_size, **options)
 
     def batches(self, epoch: int) -> list[np.ndarray]:
         """The sample ids of every batch of ``epoch``, in serving order (after ``create_*batches``)."""
-        return self._cursor.require("batches").batches(epoch)
+        return self._cursor.batches(epoch)
 
     def get_next_batch(self, query: Any = _DEFAULT) -> dict:
         """The next batch (see :meth:`create_batches`); ``query`` defaults to the mode's query."""
@@ -203,7 +206,7 @@ class Consumer:
 
     def state_dict(self) -> dict:
         """JSON-able position of the batch iterator (epoch, batches served), for exact resumption."""
-        return self._cursor.require("state_dict").state_dict()
+        return self._cursor.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
         """Continue the batch iterator from a :meth:`state_dict` taken on an identical dataset."""
@@ -248,7 +251,7 @@ class Consumer:
     def get_dict(self, include_files: bool = False) -> dict:
         """Settings, classes, counts, vocab, versions and the file list (``include_files``) or its sha256."""
         return dataset_dict(self._built, mode=self.mode, mask=self._mask, include_files=include_files,
-                            batches=None if self._cursor.batcher is None else self._cursor.batcher.state_dict())
+                            batches=None if self._cursor.plan is None else self._cursor.state_dict())
 
     def to_json(self, fp: Any = None, include_files: bool = False) -> str | None:
         """:meth:`get_dict` as indented JSON; written to ``fp`` (a path) and ``None`` returned if given."""
@@ -269,12 +272,12 @@ class Consumer:
 
     def __getstate__(self) -> dict:  # how to rebuild (cache key, store or arrays), never connections or handles
         return {"recipe": self._built.recipe, "verbose": self.verbose, "query": self.mode,
-                "mask": self._mask, "batcher": self._cursor.batcher, "select": self._select_rng}
+                "mask": self._mask, "batcher": self._cursor.snapshot(), "select": self._select_rng}
 
     def __setstate__(self, state: dict) -> None:
         self._attach(restore(state["recipe"]), state["verbose"])
         self.mode, self._mask, self._select_rng = state["query"], state["mask"], state["select"]
-        self._cursor.batcher = state["batcher"]
+        self._cursor.restore(state["batcher"])
 
     __repr__ = text_repr
     _repr_html_ = repr_html

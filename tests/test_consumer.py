@@ -109,7 +109,7 @@ def test_get_dict_and_to_json(corpus_dir, tmp_path):
     full = ds.get_dict(include_files=True)
     assert len(full["files"]) == len(ds.files)
     ds.create_batches(4)
-    assert ds.get_dict()["batches"]["batch_size"] == 4
+    assert ds.get_dict()["batches"]["settings"]["batch_size"] == 4
     assert "samples=" in repr(ds)
 
 

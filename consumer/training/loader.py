@@ -3,8 +3,9 @@
 Three parts, kept apart as torch's own data loading keeps them:
 
 - **which ids**: :class:`consumer.training.plan.EpochPlan` (pure numpy) gives this rank's batches of every
-  epoch; a tiny batch sampler hands them to torch's ``DataLoader`` as :class:`BatchRequest` s
-  (the epoch travels with the ids, so workers need no shared state);
+  epoch (the same order as ``ds.create_batches`` + ``get_next_batch``); a tiny batch sampler hands them to
+  torch's ``DataLoader`` as :class:`BatchRequest` s (the epoch, and the row width of a token-budget batch,
+  travel with the ids, so workers need no shared state);
 - **read**: :class:`BatchDataset` answers a whole request with one vectorised
   ``ds.fetch_numpy(ids, query, epoch=epoch)`` (torch calls its ``__getitems__``) and turns the
   columns into tensors once (:func:`consumer.fetch.collate.to_tensors`);
@@ -14,15 +15,14 @@ Three parts, kept apart as torch's own data loading keeps them:
 Worker processes (``num_workers > 0``) hand batches over through a preallocated shared-memory ring
 (:mod:`consumer.training.workers`: no allocation, no pickling per batch), or with ``transport="torch"`` through
 torch's own ``DataLoader`` workers. Since an epoch's order is a pure function of the settings, the
-loader's whole state is (epoch, batches delivered to the caller) plus a fingerprint: a batch counts
+loader's whole state is (epoch, batches delivered to the caller) plus fingerprints, in the one schema of
+:mod:`consumer.training.state` (``ds.state_dict()`` writes it too): a batch counts
 when the loader hands it over, never when a worker prefetches it, so a resumed run continues with the
 next undelivered batch whatever ``num_workers`` either run used. torch is imported only when a loader is made.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import warnings
 import weakref
 from collections import deque
@@ -30,35 +30,62 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain, islice
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import InputError, short_repr
 from ..fetch.collate import _torch, to_tensors
 from ..fetch.columns import columns_of
-from .plan import EpochPlan
-from .workers import WorkerPool
+from ..tokens.index import SampleIndex
+from .plan import Balance, EpochPlan
+from .state import (
+    STATE_KIND,
+    check_position,
+    dataset_fingerprint,
+    digest,
+    make_state,
+    order_settings,
+    read_state,
+    settings_diff,
+)
+from .workers import Columns, WorkerPool
 
-__all__ = ["STATE_KIND", "BatchDataset", "BatchRequest", "ConsumerLoader", "dataset_fingerprint", "make_loader"]
+__all__ = ["STATE_KIND", "BatchDataset", "BatchRequest", "ConsumerLoader", "Dataset", "Query", "make_loader"]
 
-STATE_KIND = "consumer.loader"
-STATE_VERSION = 1
+Query = str | list[str] | None
+"""The columns of a batch, as in ``ds[sel, query]``: a mode's name, a list of columns, or None (the mode's)."""
+Batch = dict[str, Any]
+"""A batch as the loader yields it: column name -> ``torch.Tensor`` (torch is typed only where it is imported)."""
 _RESERVED = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last", "collate_fn", "dataset")
 # the DataLoader options the shared-memory ring understands (any other one needs transport="torch")
 _RING_OPTIONS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "multiprocessing_context",
                  "timeout", "worker_init_fn")
-# the parts of ds.get_dict() that decide which tokens a sample id gives (versions and the mode left out)
-_DATASET_KEYS = ("data_mode", "style", "n_bytes", "seqlen", "long_files", "sampling", "metadata", "max_header_bytes",
-                 "seed", "mask", "classes", "class_to_id", "per_class", "total_files", "total_samples", "files_sha256")
+
+
+class Dataset(Protocol):
+    """What the loader needs of a dataset (a :class:`~consumer.Consumer` is one)."""
+
+    seed: int
+    classes: list[str]
+    index: SampleIndex
+
+    def __len__(self) -> int: ...
+
+    def get_dict(self, include_files: bool = False) -> dict[str, Any]: ...
+
+    def fetch_numpy(self, sample_ids: np.ndarray, query: Any = None, *, epoch: int = 0, width: int | None = None,
+                    out_dtype: Any = np.int64) -> dict[str, np.ndarray]: ...
 
 
 @dataclass(frozen=True)
 class BatchRequest:
-    """What the batch sampler sends to a worker: the epoch (it seeds the masks) and the sample ids."""
+    """What the batch sampler sends to a worker: the epoch (it seeds the masks), the sample ids, and the row
+    width (a token-budget batch's longest sample; ``None``: the dataset's ``seqlen``)."""
 
     epoch: int
     ids: np.ndarray
+    width: int | None = None
 
     def __len__(self) -> int:
         return int(self.ids.size)
@@ -71,27 +98,28 @@ class BatchDataset:
     epoch=epoch)``. It holds only the dataset and the query, so it pickles as the dataset does.
     """
 
-    def __init__(self, ds: Any, query: Any):
+    def __init__(self, ds: Dataset, query: Query):
         self.ds = ds
         self.query = query
 
     def __len__(self) -> int:
         return len(self.ds)
 
-    def numpy(self, request: BatchRequest) -> dict[str, np.ndarray]:
+    def numpy(self, request: BatchRequest) -> Columns:
         """The whole batch of ``request`` as a dict of numpy columns (one vectorised fetch)."""
         if not isinstance(request, BatchRequest):
             raise InputError(f"BatchDataset reads BatchRequest(epoch, ids) objects, got {short_repr(request)}")
-        return self.ds.fetch_numpy(np.asarray(request.ids, dtype=np.int64), self.query, epoch=request.epoch)
+        return self.ds.fetch_numpy(np.asarray(request.ids, dtype=np.int64), self.query, epoch=request.epoch,
+                                   width=request.width)
 
-    def __getitems__(self, request: BatchRequest) -> dict:
+    def __getitems__(self, request: BatchRequest) -> Batch:
         """The whole batch of ``request`` as a dict of int64 tensors (one vectorised fetch)."""
         return to_tensors(self.numpy(request))
 
     __getitem__ = __getitems__
 
 
-def _identity(batch: dict) -> dict:
+def _identity(batch: Batch) -> Batch:
     """collate_fn of the loader: the batch dict is already made (a module-level function, so it pickles)."""
     return batch
 
@@ -103,29 +131,17 @@ class _PlanBatchSampler:
         self.plan = plan
         self.epoch = 0
         self.start = 0
-        self._ids: tuple[int, np.ndarray] | None = None  # (epoch, this rank's ids): computed once per epoch
+        self._requests: tuple[int, list[BatchRequest]] | None = None  # (epoch, its requests): once per epoch
 
     def __iter__(self) -> Iterator[BatchRequest]:
-        epoch, b = self.epoch, self.plan.batch_size
-        if self._ids is None or self._ids[0] != epoch:
-            self._ids = (epoch, self.plan.rank_ids(epoch))
-        ids = self._ids[1]
-        for j in range(self.start, self.plan.batches_per_epoch):
-            yield BatchRequest(epoch, ids[j * b:(j + 1) * b])
+        epoch = self.epoch
+        if self._requests is None or self._requests[0] != epoch:
+            batches = self.plan.batches(epoch)
+            self._requests = (epoch, [BatchRequest(epoch, b, w) for b, w in zip(batches, self.plan.widths(batches))])
+        yield from self._requests[1][self.start:]
 
     def __len__(self) -> int:
         return self.plan.batches_per_epoch - self.start
-
-
-def dataset_fingerprint(ds: Any, description: dict | None = None) -> dict:
-    """The settings, counts and file-table hash of a dataset that decide what each sample id reads
-    (from ``description``, an already computed ``ds.get_dict()``, when given)."""
-    d = ds.get_dict() if description is None else description
-    return {k: d[k] for k in _DATASET_KEYS if k in d}
-
-
-def _sha(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _distributed() -> tuple[int, int] | None:
@@ -149,28 +165,31 @@ class ConsumerLoader:
     the previous one.
     """
 
-    def __init__(self, ds: Any, plan: EpochPlan, query: Any, torch_kwargs: dict, description: dict | None = None,
-                 prefetch_threads: int = 0, transport: str = "ring"):
+    def __init__(self, ds: Dataset, plan: EpochPlan, query: Query, torch_kwargs: dict[str, Any],
+                 description: dict[str, Any] | None = None, prefetch_threads: int = 0, transport: str = "ring"):
         torch = _torch()
         self.prefetch_threads = prefetch_threads  # in-process only: batches read ahead by background threads
         self.transport = transport  # with workers: "ring" (shared-memory slots) or "torch" (torch's own workers)
         self._options = torch_kwargs
-        self._pool: WorkerPool | None = None
+        self._pool: WorkerPool[BatchRequest] | None = None
         self.dataset, self.plan, self.query = ds, plan, query
         self.epoch, self.position = 0, 0  # position: batches of self.epoch delivered to the caller
         self._generation = 0
         self._sampler = _PlanBatchSampler(plan)
         self._loader = torch.utils.data.DataLoader(BatchDataset(ds, query), batch_sampler=self._sampler,
                                                    collate_fn=_identity, **torch_kwargs)
-        self._fingerprint = _sha({"dataset": dataset_fingerprint(ds, description), "loader": self.settings()})
+        dataset = dataset_fingerprint(ds.get_dict() if description is None else description)
+        self._dataset = dataset
+        self._fingerprint = digest({"dataset": dataset, "loader": self.settings()})  # what a 0.2 state holds
 
     # ----------------------------------------------------------------- sizes
     def __len__(self) -> int:
         return self.plan.batches_per_epoch
 
     @property
-    def batch_size(self) -> int:
-        """Samples per batch on this rank (the last batch of an epoch may be shorter unless ``drop_last``)."""
+    def batch_size(self) -> int | None:
+        """Samples per batch on this rank (the last batch of an epoch may be shorter unless ``drop_last``); with
+        ``max_tokens``, the most samples of a batch (``None``: only the budget limits it)."""
         return self.plan.batch_size
 
     @property
@@ -183,16 +202,14 @@ class ConsumerLoader:
         """The underlying ``torch.utils.data.DataLoader``."""
         return self._loader
 
-    def settings(self) -> dict:
-        """The loader settings covered by the state fingerprint. ``num_workers`` and torch options are not,
-        and neither is the rank: every rank is at the same (epoch, batch) at every step, so one state
+    def settings(self) -> dict[str, object]:
+        """The loader settings a state records: the plan's and the query. ``num_workers`` and torch options are
+        not, and neither is the rank: every rank is at the same (epoch, batch) at every step, so one state
         (say rank 0's) resumes all ranks."""
-        out = {**self.plan.settings(), "query": self.query}
-        del out["rank"]
-        return out
+        return {**order_settings(self.plan), "query": self.query}
 
     # ----------------------------------------------------------------- iteration
-    def __iter__(self) -> Iterator[dict]:
+    def __iter__(self) -> Iterator[Batch]:
         self._generation += 1
         generation = self._generation
         if self.position >= self.plan.batches_per_epoch:  # only reachable through a hand-made state
@@ -200,7 +217,7 @@ class ConsumerLoader:
         self._sampler.epoch, self._sampler.start = self.epoch, self.position
         return self._run(generation)
 
-    def _batches(self) -> Iterator[dict]:
+    def _batches(self) -> Iterator[Batch]:
         """The remaining batches of the epoch: from the worker ring (or torch's workers), or in process.
         In process, torch's loader would only add a profiler record per batch, so the loader calls the
         sampler and ``__getitems__`` itself, pinning memory as torch would."""
@@ -213,7 +230,7 @@ class ConsumerLoader:
                                                  else torch.cuda.is_available())
         dataset = self._loader.dataset
         if self._loader.num_workers > 0:
-            batches: Iterator[dict] = map(to_tensors, self._ring(dataset))
+            batches: Iterator[Batch] = map(to_tensors, self._ring(dataset))
         elif self.prefetch_threads > 0:
             batches = self._prefetched(dataset)
         else:
@@ -221,7 +238,7 @@ class ConsumerLoader:
         for batch in batches:
             yield {k: v.pin_memory() for k, v in batch.items()} if pin else batch
 
-    def _ring(self, dataset: BatchDataset) -> Iterator[dict]:
+    def _ring(self, dataset: BatchDataset) -> Iterator[Columns]:
         """The batches as numpy columns from worker processes through a shared-memory ring
         (:class:`consumer.training.workers.WorkerPool`): one pool per pass, or one for the loader's life with
         ``persistent_workers``. A new pass ends the previous pass's pool."""
@@ -236,7 +253,7 @@ class ConsumerLoader:
             if pool is not None:
                 pool.close()
             probe = dataset.numpy(BatchRequest(first.epoch, first.ids[:1]))  # the columns' dtypes and row shapes
-            pool = WorkerPool(dataset.numpy, probe, self.plan.batch_size, self.num_workers,
+            pool = WorkerPool(dataset.numpy, probe, self.plan.max_rows, self.num_workers,
                               prefetch_factor=o.get("prefetch_factor") or 2, context=o.get("multiprocessing_context"),
                               worker_init_fn=o.get("worker_init_fn"), timeout=o.get("timeout", 0))
             self._pool = pool
@@ -248,7 +265,7 @@ class ConsumerLoader:
             if not persistent:
                 pool.close()
 
-    def _prefetched(self, dataset: BatchDataset) -> Iterator[dict]:
+    def _prefetched(self, dataset: BatchDataset) -> Iterator[Batch]:
         """The batches in order, each read by a background thread while the caller works on the previous one
         (reads release the GIL: ``preadv`` and numpy copies). At most ``prefetch_threads + 1`` batches are read
         ahead; none of them counts as delivered until it is yielded, and an abandoned iterator cancels the rest."""
@@ -264,7 +281,7 @@ class ConsumerLoader:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _run(self, generation: int) -> Iterator[dict]:
+    def _run(self, generation: int) -> Iterator[Batch]:
         n = self.plan.batches_per_epoch
         if generation != self._generation:  # superseded before its first batch: read nothing
             return
@@ -288,41 +305,27 @@ class ConsumerLoader:
             self._generation += 1
 
     # ----------------------------------------------------------------- resumption
-    def state_dict(self) -> dict:
-        """A small JSON-able state: epoch, batches of it delivered to the caller, and fingerprints."""
-        return {"kind": STATE_KIND, "version": STATE_VERSION, "epoch": self.epoch, "position": self.position,
-                "batches_per_epoch": self.plan.batches_per_epoch, "fingerprint": self._fingerprint,
-                "settings": self.settings()}
+    def state_dict(self) -> dict[str, object]:
+        """A small JSON-able state (:mod:`consumer.training.state`): epoch, batches of it delivered to the caller,
+        the settings and the dataset's fingerprint. ``ds.load_state_dict`` takes it too."""
+        return make_state(self.plan, self.epoch, self.position, self._dataset, {"query": self.query})
 
-    def load_state_dict(self, state: dict) -> None:
-        """Continue exactly after the last batch a :meth:`state_dict` counted (same dataset and settings;
-        ``num_workers`` and other torch options may differ). Raises :class:`InputError` (a ``ValueError``)
-        for a state of another dataset or other loader settings."""
-        if not isinstance(state, dict) or state.get("kind") != STATE_KIND:
-            raise InputError(f"state must be a dict made by ConsumerLoader.state_dict(), got {short_repr(state)}")
-        if state.get("version") != STATE_VERSION:
-            raise InputError(f"state['version'] must be {STATE_VERSION}, got {short_repr(state.get('version'))}")
-        missing = [k for k in ("epoch", "position", "fingerprint") if k not in state]
-        if missing:
-            raise InputError(f"state misses {missing}; pass a dict made by state_dict()")
-        if state["fingerprint"] != self._fingerprint:
-            theirs = state.get("settings")
-            theirs = theirs if isinstance(theirs, dict) else {}
-            mine = self.settings()
-            diff = {k: (theirs.get(k), mine.get(k)) for k in mine if theirs.get(k) != mine.get(k)}
+    def load_state_dict(self, state: object) -> None:
+        """Continue exactly after the last batch a state counted: a :meth:`state_dict`, a ``ds.state_dict()`` or a
+        0.2 loader's state (same dataset and settings; ``num_workers`` and other torch options may differ).
+        Raises :class:`InputError` (a ``ValueError``) for a state of another dataset or other settings."""
+        saved = read_state(state)
+        if saved.origin == "cursor-0.2":
+            raise InputError("state was saved by a 0.2 batch cursor: load it with ds.load_state_dict()")
+        mine = self.settings()
+        same = (saved.fingerprint == self._fingerprint if saved.origin == "loader-0.2"
+                else saved.dataset == digest(self._dataset) and not settings_diff(saved.settings, mine))
+        if not same:
+            diff = settings_diff(saved.settings, mine)
             what = (f"loader settings differ (state, this loader): {short_repr(diff, 300)}" if diff
                     else "the dataset differs (files, settings or counts)")
             raise InputError(f"state does not belong to this loader: {what}")
-        epoch, position = state["epoch"], state["position"]
-        for name, v in (("epoch", epoch), ("position", position)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise InputError(f"state[{name!r}] must be an int >= 0, got {short_repr(v)}")
-        if position > self.plan.batches_per_epoch:
-            raise InputError(f"state['position']={position} is past the {self.plan.batches_per_epoch} batches "
-                             f"of an epoch")
-        if position == self.plan.batches_per_epoch:
-            epoch, position = epoch + 1, 0
-        self.epoch, self.position = epoch, position
+        self.epoch, self.position = check_position(self.plan, saved)
         self._generation += 1
 
     def __repr__(self) -> str:
@@ -332,15 +335,18 @@ class ConsumerLoader:
                 f"balance={s.balance!r}, num_workers={self.num_workers})")
 
 
-def make_loader(ds: Any, batch_size: int, *, query: Any = None, shuffle: bool = True, seed: int | None = None,
-                drop_last: bool = False, num_workers: int = 0, balance: Any = None, epoch_size: int | None = None,
-                rank: int | None = None, world_size: int | None = None, prefetch_threads: int | None = None,
-                transport: str | None = None, **torch_kwargs: Any) -> ConsumerLoader:
+def make_loader(ds: Dataset, batch_size: int | None, *, query: Query | tuple[str, ...] = None, shuffle: bool = True,
+                seed: int | None = None, drop_last: bool = False, num_workers: int = 0, balance: Balance = None,
+                epoch_size: int | None = None, rank: int | None = None, world_size: int | None = None,
+                max_tokens: int | None = None, required_batch_size_multiple: int = 1,
+                prefetch_threads: int | None = None, transport: str | None = None,
+                **torch_kwargs: Any) -> ConsumerLoader:
     """A :class:`ConsumerLoader` over ``ds``: batches of ``batch_size`` samples as dicts of tensors.
 
     Args:
         ds: the dataset (a :class:`~consumer.Consumer`).
-        batch_size: samples per batch on each rank.
+        batch_size: samples per batch on each rank; with ``max_tokens``, the most samples of a batch
+            (``None``: only the budget limits it).
         query: the columns (as in ``ds[sel, query]``); ``None`` uses the dataset's mode, as ``ds[sel]`` does.
         shuffle: a new order every epoch (a pure function of seed and epoch).
         seed: seed of the epoch orders; ``None`` means ``ds.seed``.
@@ -350,6 +356,10 @@ def make_loader(ds: Any, batch_size: int, *, query: Any = None, shuffle: bool = 
         epoch_size: samples per epoch over all ranks (default ``len(ds)``).
         rank, world_size: this process's shard; default: from ``torch.distributed`` when it is
             initialised, else 0 and 1.
+        max_tokens: a token budget per batch instead of a fixed size (fairseq's ``batch_by_size``, as
+            ``ds.create_token_batches``): ``rows x longest row <= max_tokens``, rows only as wide as the batch's
+            longest sample. Every sample once per epoch (no ``balance`` or ``epoch_size``).
+        required_batch_size_multiple: with ``max_tokens``, a batch longer than this is cut down to a multiple.
         prefetch_threads: with ``num_workers=0``, background threads reading the next batches while the
             training step runs (default 0: each batch is read when it is asked for, the fastest delivery to a
             loop that does little per batch; 1 overlaps reading with a step that computes, since reads
@@ -378,9 +388,12 @@ def make_loader(ds: Any, batch_size: int, *, query: Any = None, shuffle: bool = 
     columns_of(query)  # validated here, not in a worker
     if isinstance(query, tuple):
         query = list(query)
+    mask = description.get("mask")
+    extra = int(bool(mask.get("add_cls"))) if isinstance(mask, dict) and max_tokens is not None else 0
     plan = EpochPlan(sample_class=ds.index.sample_class, classes=list(ds.classes), batch_size=batch_size,
                      seed=ds.seed if seed is None else seed, shuffle=shuffle, drop_last=drop_last, balance=balance,
-                     epoch_size=epoch_size, rank=rank, world_size=world_size)
+                     epoch_size=epoch_size, rank=rank, world_size=world_size, lengths=ds.index.sample_tokens(),
+                     max_tokens=max_tokens, multiple=required_batch_size_multiple, extra=extra)
     if num_workers > plan.batches_per_epoch:
         warnings.warn(f"num_workers={num_workers} but an epoch has only {plan.batches_per_epoch} batch(es) on this "
                       f"rank: {num_workers - plan.batches_per_epoch} worker(s) will have nothing to read",

@@ -4,8 +4,9 @@ A :class:`WorkerPool` starts ``num_workers`` processes, each holding the batch m
 ``fetch(request) -> {column: numpy array}``), and one shared-memory segment cut into slots of one batch
 each, allocated once. The main process sends a worker ``(seq, slot, request)`` through the worker's own
 pipe; the worker fetches the batch, copies its ``[B, ...]`` columns (the token rows) straight into the slot
-and answers ``(seq, slot, rows, small columns)`` — a few hundred bytes whatever the batch size. The main
-process wraps the slot in numpy arrays (no copy) and hands them on.
+and answers ``(seq, slot, shapes, small columns)`` — a few hundred bytes whatever the batch size. The main
+process wraps the slot in numpy arrays (no copy) and hands them on. A slot holds the largest batch (``max_rows``
+rows as wide as the probe's); a smaller or narrower batch (a token-budget batch) fills the front of it.
 
 **Slot lifetime.** A slot is reused only once every array handed out for it has been garbage-collected
 (a ``weakref.finalize`` per array; ``torch.from_numpy`` keeps the array alive as long as any tensor or
@@ -35,39 +36,57 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from multiprocessing import connection
+from multiprocessing.connection import Connection
+from multiprocessing.context import BaseContext
+from multiprocessing.process import BaseProcess
 from multiprocessing.shared_memory import SharedMemory
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from ..errors import ConsumerError, InputError, WorkerError, short_repr
 
-__all__ = ["WorkerPool", "ring_layout"]
+__all__ = ["Columns", "Fetch", "WorkerPool", "ring_layout"]
 
-Layout = tuple[tuple[str, np.dtype, tuple[int, ...], int], ...]  # (column, dtype, row shape, byte offset in a slot)
+Columns = dict[str, np.ndarray]
+"""A batch as numpy columns: column name -> array (``[B, ...]`` for the token rows)."""
+R = TypeVar("R")
+Fetch = Callable[[R], Columns]
+"""The batch maker a worker runs: a picklable ``fetch(request) -> columns`` (the request type is the caller's)."""
+Shapes = dict[str, tuple[int, ...]]
+# a worker's answer: (seq, slot, shapes of the ring columns, the small columns, (exception, traceback) or None)
+_Answer = tuple[int, int, Shapes, "Columns | None", "tuple[BaseException | None, str] | None"]
+# (column, dtype, byte offset in a slot, capacity in bytes)
+Layout = tuple[tuple[str, "np.dtype[Any]", int, int], ...]
 _ALIGN = 64
 _WATCH_S = 2.0  # how often an idle worker checks that its parent lives
 
 
-def ring_layout(probe: dict[str, np.ndarray], batch_size: int) -> tuple[Layout, int]:
-    """Where each ``[B, ...]`` column of a batch goes in a slot (from a batch of one row, ``probe``), and the
-    slot size in bytes. One-dimensional columns (class, sample id, ...) travel in the answer instead."""
+def ring_layout(probe: Columns, max_rows: int) -> tuple[Layout, int]:
+    """Where each ``[B, ...]`` column of a batch goes in a slot (from a batch of one full-width row, ``probe``), and
+    the slot size in bytes. One-dimensional columns (class, sample id, ...) travel in the answer instead."""
     layout, offset = [], 0
     for name, arr in probe.items():
         if arr.ndim < 2:
             continue
-        layout.append((name, arr.dtype, tuple(arr.shape[1:]), offset))
-        offset += -(-batch_size * arr[:1].nbytes // _ALIGN) * _ALIGN
+        capacity = max_rows * arr[:1].nbytes
+        layout.append((name, arr.dtype, offset, capacity))
+        offset += -(-capacity // _ALIGN) * _ALIGN
     return tuple(layout), offset
 
 
-def _views(ring: np.ndarray, layout: Layout, slot_bytes: int, slot: int, rows: int) -> dict[str, np.ndarray]:
-    """The columns of a batch of ``rows`` rows in ``slot`` of ``ring`` (a uint8 array over the segment), as views."""
+def _views(ring: np.ndarray, layout: Layout, slot_bytes: int, slot: int, shapes: Shapes) -> Columns:
+    """The columns of a batch of column ``shapes`` in ``slot`` of ``ring`` (a uint8 array over the segment),
+    as views."""
     out = {}
-    for name, dtype, shape, off in layout:
+    for name, dtype, off, capacity in layout:
+        shape = shapes[name]
+        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if n > capacity:
+            raise WorkerError(f"column {name!r}: a batch of {shape} {dtype} needs {n} bytes, over the ring slot's "
+                              f"{capacity}")
         start = slot * slot_bytes + off
-        n = rows * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        out[name] = ring[start:start + n].view(dtype).reshape(rows, *shape)
+        out[name] = ring[start:start + n].view(dtype).reshape(shape)
     return out
 
 
@@ -85,8 +104,8 @@ class _Segment(SharedMemory):
         self._buf = self._mmap = None
 
 
-def _work(wid: int, conn: Any, fetch: Callable[[Any], dict], shm: SharedMemory | str, layout: Layout,
-          slot_bytes: int, init: Callable[[int], Any] | None, inherited: list, parent: int) -> None:
+def _work(wid: int, conn: Connection, fetch: Fetch[Any], shm: SharedMemory | str, layout: Layout,
+          slot_bytes: int, init: Callable[[int], object] | None, inherited: list[Connection], parent: int) -> None:
     """A worker's loop: answer tasks from ``conn`` until it sends ``None`` or closes, or the parent is gone.
     ``inherited``: the main process's pipe ends a forked worker got by inheritance (closed at once, so that
     the death of the main process closes every worker's pipe)."""
@@ -116,18 +135,17 @@ def _work(wid: int, conn: Any, fetch: Callable[[Any], dict], shm: SharedMemory |
         seq, slot, request = task
         try:
             cols = fetch(request)
-            rows = len(next(iter(cols.values()))) if cols else 0
-            views = _views(ring, layout, slot_bytes, slot, rows)
+            shapes = {name: tuple(cols[name].shape) for name in big}
+            views = _views(ring, layout, slot_bytes, slot, shapes)
             for name, view in views.items():
                 arr = cols[name]
-                if arr.shape != view.shape or arr.dtype != view.dtype:
-                    raise WorkerError(f"column {name!r}: batch of {arr.shape} {arr.dtype}, the ring expects "
-                                      f"{view.shape} {view.dtype}")
+                if arr.dtype != view.dtype:
+                    raise WorkerError(f"column {name!r}: batch of {arr.dtype}, the ring expects {view.dtype}")
                 np.copyto(view, arr)
             del views
-            answer: tuple = (seq, slot, rows, {k: v for k, v in cols.items() if k not in big}, None)
+            answer: _Answer = (seq, slot, shapes, {k: v for k, v in cols.items() if k not in big}, None)
         except Exception as exc:  # noqa: BLE001  (re-raised by the main process)
-            answer = (seq, slot, 0, None, (_portable(exc), traceback.format_exc()))
+            answer = (seq, slot, {}, None, (_portable(exc), traceback.format_exc()))
         try:
             conn.send(answer)
         except (BrokenPipeError, OSError):
@@ -143,7 +161,7 @@ def _portable(exc: BaseException) -> BaseException | None:
         return None
 
 
-def _reraise(wid: int, pid: int, exc: BaseException | None, tb: str) -> BaseException:
+def _reraise(wid: int, pid: int | None, exc: BaseException | None, tb: str) -> BaseException:
     """The error to raise in the main process for an exception of worker ``wid``: the same class when it can
     be made from a message (so ``except FileChangedError`` keeps working), else :class:`WorkerError`."""
     name = type(exc).__name__ if exc is not None else "an exception"
@@ -196,19 +214,19 @@ def _check_shared_memory(n_slots: int, slot_bytes: int, num_workers: int, prefet
                          "/dev/shm (docker run --shm-size=...)")
 
 
-class WorkerPool:
+class WorkerPool(Generic[R]):
     """``num_workers`` processes serving batches through a ring of ``num_workers * prefetch_factor + 2`` slots.
 
     ``run(requests)`` yields the batches of ``requests`` in order, as dicts of numpy arrays; only the
     latest ``run`` is live (starting one ends the previous). :meth:`close` stops the workers.
     """
 
-    def __init__(self, fetch: Callable[[Any], dict], probe: dict[str, np.ndarray], batch_size: int, num_workers: int,
-                 *, prefetch_factor: int = 2, context: Any = None, worker_init_fn: Callable[[int], Any] | None = None,
+    def __init__(self, fetch: Fetch[R], probe: Columns, max_rows: int, num_workers: int, *, prefetch_factor: int = 2,
+                 context: str | BaseContext | None = None, worker_init_fn: Callable[[int], object] | None = None,
                  timeout: float = 0):
         ctx: Any = multiprocessing.get_context(context) if context is None or isinstance(context, str) else context
         self.fetch, self.timeout = fetch, float(timeout)
-        self.layout, self.slot_bytes = ring_layout(probe, batch_size)
+        self.layout, self.slot_bytes = ring_layout(probe, max_rows)
         n_slots = num_workers * prefetch_factor + 2
         _check_shared_memory(n_slots, self.slot_bytes, num_workers, prefetch_factor)
         self.slots = _Slots(n_slots)
@@ -218,12 +236,12 @@ class WorkerPool:
         forked = ctx.get_start_method() == "fork"
         if forked:
             self._unlink()  # the workers inherit the mapping: no name needs to outlive this line
-        self.conns: list[Any] = []
-        self.procs: list[Any] = []
+        self.conns: list[Connection] = []
+        self.procs: list[BaseProcess] = []
         self._seq = 0
         self._run_id = 0
         self._inflight: dict[int, int] = {}  # seq -> run id, of tasks sent and not answered
-        self._answers: dict[int, tuple] = {}
+        self._answers: dict[int, tuple[int, Shapes, Columns]] = {}
         self._turn = 0
         self.closed = False
         try:
@@ -258,14 +276,15 @@ class WorkerPool:
         return WorkerError(f"loader worker {wid} (pid {p.pid}) exited unexpectedly with code {p.exitcode} "
                            "(killed, or out of memory?)")
 
-    def _recv(self, wid: int) -> tuple:
+    def _recv(self, wid: int) -> tuple[Any, ...]:
         """The next message of worker ``wid`` (start-up only)."""
         conn, p = self.conns[wid], self.procs[wid]
         while not conn.poll(0.1):
             if not p.is_alive() and not conn.poll(0):
                 raise self._died(wid)
         try:
-            return conn.recv()
+            message: tuple[Any, ...] = conn.recv()
+            return message
         except (EOFError, OSError):
             raise self._died(wid) from None
 
@@ -285,7 +304,7 @@ class WorkerPool:
                 if id(r) in conns:
                     wid = conns[id(r)]
                     try:
-                        seq, slot, rows, small, error = self.conns[wid].recv()
+                        seq, slot, shapes, small, error = self.conns[wid].recv()
                     except (EOFError, OSError):
                         raise self._died(wid) from None
                     run = self._inflight.pop(seq)
@@ -295,7 +314,7 @@ class WorkerPool:
                     if error is not None:
                         self.slots.free.append(slot)
                         raise _reraise(wid, self.procs[wid].pid, *error)
-                    self._answers[seq] = (slot, rows, small)
+                    self._answers[seq] = (slot, shapes, small or {})
                     got = True
             if got:
                 return
@@ -303,23 +322,23 @@ class WorkerPool:
                 if s in ready and not self.conns[wid].poll(0):
                     raise self._died(wid)
 
-    def _wrap(self, slot: int, rows: int, small: dict) -> dict[str, np.ndarray]:
-        big = _views(self.ring, self.layout, self.slot_bytes, slot, rows)
+    def _wrap(self, slot: int, shapes: Shapes, small: Columns) -> Columns:
+        big = _views(self.ring, self.layout, self.slot_bytes, slot, shapes)
         self.slots.hold(slot, list(big.values()))
         return {**big, **small}
 
     # ------------------------------------------------------------ the stream
-    def run(self, requests: Iterator[Any]) -> Iterator[dict[str, np.ndarray]]:
+    def run(self, requests: Iterator[R]) -> Iterator[Columns]:
         """The batches of ``requests`` in order (ends any earlier run of this pool)."""
         if self.closed:
             raise InputError("this loader's worker pool is closed; start a new iteration of the loader")
         self._run_id += 1
-        for slot, _rows, _small in self._answers.values():  # read for an abandoned run, never handed out
+        for slot, _shapes, _small in self._answers.values():  # read for an abandoned run, never handed out
             self.slots.free.append(slot)
         self._answers.clear()
         return self._stream(self._run_id, iter(requests))
 
-    def _stream(self, run_id: int, requests: Iterator[Any]) -> Iterator[dict[str, np.ndarray]]:
+    def _stream(self, run_id: int, requests: Iterator[R]) -> Iterator[Columns]:
         try:
             yield from self._serve(run_id, requests)
         except Exception:  # a failed pass leaves tasks in flight: the next pass starts a fresh pool
@@ -329,8 +348,8 @@ class WorkerPool:
             self.close()
             raise
 
-    def _serve(self, run_id: int, requests: Iterator[Any]) -> Iterator[dict[str, np.ndarray]]:
-        pending: deque[tuple[int, Any]] = deque()  # (seq, request) not yet sent, in order
+    def _serve(self, run_id: int, requests: Iterator[R]) -> Iterator[Columns]:
+        pending: deque[tuple[int, R]] = deque()  # (seq, request) not yet sent, in order
         order: deque[int] = deque()  # seqs sent, in order
         exhausted = False
         collected = False  # collected garbage since the last slot came free, in vain
@@ -357,8 +376,8 @@ class WorkerPool:
             if order:
                 while order[0] not in self._answers:
                     self._collect()
-                slot, rows, small = self._answers.pop(order.popleft())
-                yield self._wrap(slot, rows, small)
+                slot, shapes, small = self._answers.pop(order.popleft())
+                yield self._wrap(slot, shapes, small)
                 continue
             if exhausted and not pending:
                 return

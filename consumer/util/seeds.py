@@ -8,7 +8,12 @@ streams never share draws. Tags are fixed forever: changing one changes every or
 =========  ============  =================================================================
 stream     tag           extra words
 =========  ============  =================================================================
-epoch      (none)        epoch: the permutation of samples (or token batches) of an epoch
+order      ``"load"``    epoch: the draws of an epoch plan (``training/plan.py``): the samples of
+                         the epoch, their order, and the order of token-budget batches. The one
+                         batch order of ``create_batches``, ``ds[None]`` and ``ds.dataloader``.
+epoch      (none)        epoch: the same draws as ``order``, with 0.2's tag. Release 0.2's batch
+                         cursor drew its epochs here; only its saved states still use it, so
+                         that they resume in the order they started.
 select     ``"sele"``    none: the draws of ``{class: n}`` selections, one generator per dataset
 mask       ``"mask"``    epoch, sha256 of the batch's sample ids: masked-LM corruption
 ties       ``"ties"``    none: the order of equally long samples before token batching
@@ -19,14 +24,18 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["STREAMS", "generator"]
+__all__ = ["ORDER_STREAMS", "STREAMS", "generator"]
 
 STREAMS: dict[str, tuple[int, ...]] = {
+    "order": (0x6C6F6164,),  # "load"
     "epoch": (),
     "select": (0x73656C65,),  # "sele"
     "mask": (0x6D61736B,),    # "mask"
     "ties": (0x74696573,),    # "ties"
 }
+
+ORDER_STREAMS = ("order", "epoch")
+"""The streams an epoch plan may draw from: ``order`` (every new plan), ``epoch`` (plans resumed from 0.2)."""
 
 
 def generator(seed: int, stream: str, *words: int) -> np.random.Generator:

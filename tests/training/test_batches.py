@@ -100,13 +100,20 @@ def test_resume_continues_exactly(ds):
 def test_bad_state(ds):
     with pytest.raises(InputError, match="no batches yet"):
         ds.state_dict()
-    with pytest.raises(InputError, match="state must be a dict with version"):
+    with pytest.raises(InputError, match=r"state must be a dict made by state_dict\(\) \(kind 'consumer.order', "
+                       r"version 2, or a state saved by 0.2\), got kind=None"):
         ds.load_state_dict({"epoch": 3})
     ds.create_batches(2)
     state = ds.state_dict()
-    state["n_samples"] += 1
-    with pytest.raises(InputError, match="does not match this dataset"):
-        ds.load_state_dict(state)
+    assert state["kind"] == "consumer.order" and state["version"] == 2
+    with pytest.raises(InputError, match=r"state\['position'\] must be an int >= 0, got -1"):
+        ds.load_state_dict({**state, "position": -1})
+    with pytest.raises(InputError, match="state does not belong to this dataset: the dataset differs"):
+        ds.load_state_dict({**state, "dataset": "0" * 64})
+    old = {"version": 1, "kind": "samples", "n_samples": len(ds) + 1, "batch_size": 2, "drop_last": False,
+           "seed": 4, "shuffle": True, "epoch": 0, "position": 0}
+    with pytest.raises(InputError, match=r"state\['n_samples'\]=18 does not match this dataset \(17 samples\)"):
+        ds.load_state_dict(old)
 
 
 def test_unshuffled_batches_follow_sample_order(ds):
@@ -114,7 +121,7 @@ def test_unshuffled_batches_follow_sample_order(ds):
     n = len(ds)
     seen = [i for _ in range(-(-n // 3)) for i in _ids(ds.get_next_batch(["sample_id"]))]
     assert seen == list(range(n))
-    assert ds.state_dict()["shuffle"] is False
+    assert ds.state_dict()["settings"]["shuffle"] is False
     with pytest.raises(InputError, match="shuffle must be a bool"):
         ds.create_batches(3, shuffle="no")
 
@@ -147,7 +154,7 @@ def test_token_budget_batches(corpus_dir):
     nxt = ds.get_next_batch(["sample_id"])["sample_id"].tolist()
     ds.load_state_dict(state)
     assert ds.get_next_batch(["sample_id"])["sample_id"].tolist() == nxt
-    assert ds.get_dict()["batches"]["max_tokens"] == 1200
+    assert ds.get_dict()["batches"]["settings"]["max_tokens"] == 1200
 
 
 def test_token_budget_errors(corpus_dir):

@@ -230,7 +230,7 @@ def test_state_refuses_other_datasets_and_settings(ds, tmp_path):
         _make(reseeded, 0, batch_size=8, seed=ds.seed).load_state_dict(state)
     _make(ds, 0, batch_size=8, seed=ds.seed).load_state_dict(state)
     for bad in (None, {"kind": "other"}, {**state, "version": 9}, {**state, "position": 10**6},
-                {**state, "epoch": -1}, {k: v for k, v in state.items() if k != "fingerprint"}):
+                {**state, "epoch": -1}, {k: v for k, v in state.items() if k != "dataset"}):
         with pytest.raises(InputError):
             _make(ds, 0, batch_size=8).load_state_dict(bad)
     # more workers is not another setting

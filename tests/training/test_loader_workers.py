@@ -223,5 +223,5 @@ def test_ring_layout_of_rows_and_one_dimensional_columns():
     probe = {"input_array": np.zeros((1, 16), np.int64), "class": np.zeros(1, np.int64),
              "mask": np.zeros((1, 16), np.int32)}
     layout, slot = ring_layout(probe, 5)
-    assert [(n, o) for n, _, _, o in layout] == [("input_array", 0), ("mask", 640)]
+    assert [(n, o, c) for n, _, o, c in layout] == [("input_array", 0, 640), ("mask", 640, 320)]
     assert slot == 640 + 320
