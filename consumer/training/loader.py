@@ -33,6 +33,7 @@ from itertools import chain, islice
 from typing import Any, Protocol
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from ..errors import InputError, short_repr
 from ..fetch.collate import _torch, to_tensors
@@ -72,10 +73,10 @@ class Dataset(Protocol):
 
     def __len__(self) -> int: ...
 
-    def get_dict(self, include_files: bool = False) -> dict[str, Any]: ...
+    def get_dict(self, include_files: bool = False) -> dict[str, object]: ...
 
-    def fetch_numpy(self, sample_ids: np.ndarray, query: Any = None, *, epoch: int = 0, width: int | None = None,
-                    out_dtype: Any = np.int64) -> dict[str, np.ndarray]: ...
+    def fetch_numpy(self, sample_ids: np.ndarray, query: Query = None, *, epoch: int = 0, width: int | None = None,
+                    out_dtype: DTypeLike = np.int64) -> dict[str, np.ndarray]: ...
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ class ConsumerLoader:
     """
 
     def __init__(self, ds: Dataset, plan: EpochPlan, query: Query, torch_kwargs: dict[str, Any],
-                 description: dict[str, Any] | None = None, prefetch_threads: int = 0, transport: str = "ring"):
+                 description: dict[str, object] | None = None, prefetch_threads: int = 0, transport: str = "ring"):
         torch = _torch()
         self.prefetch_threads = prefetch_threads  # in-process only: batches read ahead by background threads
         self.transport = transport  # with workers: "ring" (shared-memory slots) or "torch" (torch's own workers)
@@ -384,7 +385,8 @@ def make_loader(ds: Dataset, batch_size: int | None, *, query: Query | tuple[str
         rank, world_size = _distributed() or (0, 1)
     description = ds.get_dict()
     if query is None:
-        query = description.get("mode")  # the query ds[sel] uses when none is given
+        mode = description.get("mode")  # the query ds[sel] uses when none is given
+        query = mode if isinstance(mode, str) else None
     columns_of(query)  # validated here, not in a worker
     if isinstance(query, tuple):
         query = list(query)

@@ -224,6 +224,7 @@ class WorkerPool(Generic[R]):
     def __init__(self, fetch: Fetch[R], probe: Columns, max_rows: int, num_workers: int, *, prefetch_factor: int = 2,
                  context: str | BaseContext | None = None, worker_init_fn: Callable[[int], object] | None = None,
                  timeout: float = 0):
+        # Any: typeshed's BaseContext lacks .Process, which every concrete context has
         ctx: Any = multiprocessing.get_context(context) if context is None or isinstance(context, str) else context
         self.fetch, self.timeout = fetch, float(timeout)
         self.layout, self.slot_bytes = ring_layout(probe, max_rows)
