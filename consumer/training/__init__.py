@@ -1,3 +1,4 @@
-"""Feeding torch training loops: batch orders (``sampler``), epoch plans for ranks and class balance
-(``plan``), the resumable DataLoader (``loader``) and its shared-memory worker pool (``workers``).
+"""Feeding torch training loops: the one batch order (``plan``: epoch plans for ranks, class balance and token
+budgets from ``budget``), the dataset's cursor over it (``sampler``), the versioned state both write (``state``),
+the resumable DataLoader (``loader``) and its shared-memory worker pool (``workers``).
 """
