@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..formats.fairseq_batching import batch_by_size
-
 __all__ = ["budget_batches", "deal_batches"]
 
 
@@ -18,6 +16,8 @@ def budget_batches(ids: np.ndarray, lengths: np.ndarray, tie_rank: np.ndarray, m
     """``ids`` sorted by ``lengths`` (equal lengths by ``tie_rank``) and cut under the padding-aware budget
     ``rows x longest row <= max_tokens`` (at most ``max_rows`` rows; a batch longer than ``multiple`` is cut down
     to a multiple of it). ``lengths`` and ``tie_rank`` are indexed by sample id."""
+    from ..formats.fairseq_batching import batch_by_size  # noqa: PLC0415  (loaded only by a plan with a budget)
+
     order = ids[np.lexsort((tie_rank[ids], lengths[ids]))]
     return batch_by_size(order, lengths[order], max_tokens=max_tokens, max_sentences=max_rows,
                          required_batch_size_multiple=multiple)
