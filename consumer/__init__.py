@@ -18,8 +18,8 @@ from ._version import __version__
 from .catalog.duplicates import dedupe_plan, find_duplicates
 from .consumer import Consumer
 from .dataset import compat as _compat
-from .dataset.cache import clear as clear_cache
 from .dataset.cache import list_entries as list_cache_entries
+from .dataset.clear import clear as clear_cache
 from .errors import (
     ConsumerError,
     ConsumerWarning,

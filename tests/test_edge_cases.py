@@ -12,7 +12,8 @@ import consumer.sources.local as local_files_module
 from consumer import Consumer, FileChangedError, FormatError, InputError, QueryError
 from consumer.catalog.headers import normalise_description
 from consumer.cli.main import main
-from consumer.dataset.cache import clear, list_entries
+from consumer.dataset.cache import list_entries
+from consumer.dataset.clear import clear
 from consumer.tokens.megatron_index import MegatronSampling
 
 

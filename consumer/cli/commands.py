@@ -351,7 +351,8 @@ def sql(args: argparse.Namespace) -> int:
 
 
 def cache(args: argparse.Namespace) -> int:
-    from ..dataset.cache import clear, list_entries
+    from ..dataset.cache import list_entries
+    from ..dataset.clear import clear
     from ..storage import check_cache_dir  # noqa: PLC0415
 
     root = check_cache_dir(args.cache_dir)

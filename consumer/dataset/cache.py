@@ -22,7 +22,7 @@ sha256. A truncated, edited, incomplete or otherwise damaged entry is never serv
 the reader (:func:`load_entry` returns None and the caller rebuilds it). A read-only cache directory
 is used as it is (entries are read, new ones are not written: a warning says so); a full disk is an
 error naming the directory and the bytes needed. Only our own artefacts are ever
-deleted; source files are never touched.
+deleted (``consumer cache clear``: :mod:`consumer.dataset.clear`); source files are never touched.
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ import numpy as np
 
 from ..errors import ConsumerWarning, FormatError
 from ..sources.paths import PathList
-from ..util.fileio import SPACE_ERRNOS, fsync_dir, is_temp_name, load_json_bounded, sha256_file, space_error, temp_path
+from ..util.fileio import SPACE_ERRNOS, fsync_dir, load_json_bounded, sha256_file, space_error, temp_path
 from ..util.locks import RangeLocks, slot_of
 
 __all__ = ["CACHE_FORMAT", "ENTRY_LOCKS", "building", "cache_key", "file_table_sha256",
-           "save_entry", "load_entry", "list_entries", "clear"]
+           "save_entry", "load_entry", "list_entries", "is_entry", "INDEX_DIR"]
 
 CACHE_FORMAT = 3  # 2: settings from Spec.key_dict(), file mtimes stored as an array; 3: int32 index fields
 INDEX_DIR = "index"
@@ -225,7 +225,7 @@ def list_entries(root: str) -> list[dict]:
         return out
     for key in sorted(os.listdir(folder)):
         path = os.path.join(folder, key)
-        if not os.path.isdir(path) or not _is_entry(path):
+        if not os.path.isdir(path) or not is_entry(path):
             continue
         size = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
         try:
@@ -239,7 +239,7 @@ def list_entries(root: str) -> list[dict]:
     return out
 
 
-def _is_entry(folder: str) -> bool:
+def is_entry(folder: str) -> bool:
     """Whether ``folder`` is one of our index entries (a sha256 name with our description.json)."""
     if not _KEY.fullmatch(os.path.basename(folder)):
         return False
@@ -248,30 +248,3 @@ def _is_entry(folder: str) -> bool:
             return "cache_format" in json.load(f)
     except (OSError, ValueError):
         return False
-
-
-def clear(root: str, *, catalog: bool = False) -> int:
-    """Delete every index entry (and the catalog when ``catalog``); returns the number of bytes freed.
-
-    Only our own artefacts are removed: ``index/<sha256>/`` folders holding our ``description.json``,
-    leftover temporary folders of interrupted writes, and ``catalog.sqlite`` (+ ``-wal``,
-    ``-shm``, moved-aside ``.corrupt-*`` copies). Anything else under ``root`` is left alone.
-    """
-    freed = 0
-    folder = os.path.join(root, INDEX_DIR)
-    if os.path.isdir(folder):
-        for name in os.listdir(folder):
-            path = os.path.join(folder, name)
-            if os.path.isdir(path) and (_is_entry(path) or is_temp_name(name) or name.startswith(".tmp-")):
-                freed += sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
-                shutil.rmtree(path)
-        if not os.listdir(folder):
-            os.rmdir(folder)
-    if catalog and os.path.isdir(root):
-        for name in os.listdir(root):
-            if name in ("catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm") or \
-                    name.startswith("catalog.sqlite.corrupt-"):
-                path = os.path.join(root, name)
-                freed += os.path.getsize(path)
-                os.remove(path)
-    return freed

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 
 from ..errors import InputError
 
-__all__ = ["SLOTS", "RangeLocks", "claimed", "slot_of"]
+__all__ = ["SLOTS", "RangeLocks", "claimed", "in_use", "slot_of"]
 
 SLOTS = 1 << 20
 _FLOCK = "hhqqi"  # struct flock on 64-bit Linux: l_type, l_whence, l_start, l_len, l_pid
@@ -199,3 +199,26 @@ def claimed(locks: RangeLocks, slots: Sequence[int], window: int, work: Callable
             work(mine)
         finally:
             locks.release()
+
+
+def in_use(path: str) -> bool:
+    """Whether another holder has a slot of the existing lock file ``path`` locked now (``consumer cache clear``
+    leaves such a file alone). A file that is missing or cannot be locked counts as unused."""
+    if not os.path.isfile(path):
+        return False
+    locks = RangeLocks(path)
+    try:
+        if locks._fd is None:
+            return False
+        import fcntl  # noqa: PLC0415
+
+        try:
+            free = locks._fcntl(-1, False, fcntl.F_WRLCK)
+        except OSError:  # no lock support here: no one can hold it either
+            return False
+        if free:
+            locks._fcntl(-1, False, fcntl.F_UNLCK)
+        return not free
+    finally:
+        locks.close()
+

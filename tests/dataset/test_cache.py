@@ -11,7 +11,8 @@ import pytest
 
 from consumer import Consumer
 from consumer.catalog.catalog import Catalog
-from consumer.dataset.cache import clear, list_entries
+from consumer.dataset.cache import list_entries
+from consumer.dataset.clear import clear
 
 from ..conftest import write_corpus
 
