@@ -21,6 +21,7 @@ from .query.frames import files_table
 from .query.session import SQLSession
 from .spec import Metadata, Spec, metadata_name
 from .storage import Storage
+from .tokens.index import PaddingNotice
 from .tokens.split import split_file_ids
 from .tokens.vocab import decode_ids
 from .training.sampler import BatchCursor
@@ -84,6 +85,7 @@ class Consumer:
         self._session = SQLSession(built.documents, built.index, self.classes, self.class_to_id,
                                    metadata_name(s.metadata), built.cache_root, built.catalog, verbose)
         self._select_rng, self._mask, self.mode = generator(s.seed, "select"), MaskConfig(), None
+        self._padding = PaddingNotice(s.seqlen, s.style, built.index, enabled=built.info.get("cache") != "subset")
         self._cursor = BatchCursor(built.index.sample_class, self.classes, built.index.sample_tokens(), s.seed,
                                    lambda: dataset_dict(built, mode=None, mask=self._mask, batches=None))
 
@@ -168,6 +170,7 @@ class Consumer:
     def fetch_numpy(self, sample_ids: np.ndarray, query: Any = None, *, epoch: int = 0, width: int | None = None,
                     out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
         """:meth:`fetch` as numpy (``width`` narrows rows; ``out_dtype=numpy.int32`` halves the bytes written)."""
+        self._padding.once()  # rows are made here: the padding warning, if any, is said now (once)
         return self._fetcher.fetch(sample_ids, query, mask=self._mask, epoch=epoch, width=width, out_dtype=out_dtype)
 
     def document_tokens(self, file_id: int) -> np.ndarray:
@@ -277,6 +280,7 @@ class Consumer:
     def __setstate__(self, state: dict) -> None:
         self._attach(restore(state["recipe"]), state["verbose"])
         self.mode, self._mask, self._select_rng = state["query"], state["mask"], state["select"]
+        self._padding.pending = False  # a copy (a worker's): the original says it
         self._cursor.restore(state["batcher"])
 
     __repr__ = text_repr

@@ -38,7 +38,7 @@ from ..sources.paths import PathList
 from ..spec import Metadata, Spec, headers_already_made
 from ..storage import Storage
 from ..tokens.documents import DOC_ARRAYS, DocumentTable, build_documents
-from ..tokens.index import AUTO_SEQLEN_CAP, INDEX_ARRAYS, SampleIndex, warn_if_padded
+from ..tokens.index import AUTO_SEQLEN_CAP, INDEX_ARRAYS, SampleIndex
 from ..tokens.vocab import Vocab
 from ..util.validate import check_bool, check_class_to_id, int_vector
 from .cache import building, cache_key, file_table_sha256, load_entry, save_entry
@@ -83,8 +83,9 @@ def _info(cache: str, key: str | None, magic_calls: int, t0: float) -> dict:
 def build(fps: Any, spec: Spec, storage: Storage, *, verbose: bool = False, distributed: bool = True,
           engine: Any = None) -> Built:
     """Normalise ``fps``, list every file, then load the sample index from the cache or build it (catalog,
-    libmagic on new or changed files only, documents, index) and cache it. Warns (``ConsumerWarning``)
-    when ``seqlen="auto"`` pads most of every row. Where the bytes come from is the source
+    libmagic on new or changed files only, documents, index) and cache it. (The warning when ``seqlen="auto"``
+    pads most of every row comes when rows are first made: :class:`~consumer.tokens.index.PaddingNotice`.)
+    Where the bytes come from is the source
     :func:`~consumer.sources.open.open_source` picks (local files, or URLs listed, described from byte ranges and
     read through fsspec with ``storage``). With ``distributed`` and ``torch.distributed`` initialised, rank 0 alone
     builds; the other ranks open what it cached (:mod:`consumer.dataset.shared`; ``build_info["cache"]`` is
@@ -103,7 +104,6 @@ def build(fps: Any, spec: Spec, storage: Storage, *, verbose: bool = False, dist
         request = fingerprint(fps, spec.to_dict(), __version__)  # the dataset asked for (not where it is cached)
         built = build_once(group, request, root, lambda: _build(fps, spec, storage, verbose, engine),
                            _publish, lambda handoff: _open_shared(handoff, spec, storage))
-    warn_if_padded(spec.seqlen, spec.style, built.index)
     return built
 
 
@@ -294,7 +294,6 @@ def build_packed(prefix: Any, spec: Spec, storage: Storage, verify: bool = False
         store.sidecar["class_to_id"] if spec.class_to_id is None else spec.class_to_id, corpus.class_names, where))
     requested = spec
     index = _index(spec, documents, len(corpus.classes))
-    warn_if_padded(spec.seqlen, spec.style, index)
     return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, None,
                  _info("packed", None, 0, t0), recipe=("packed", str(store.prefix), requested,
                                                        (store.sidecar.get("tokens_sha256"), store.sidecar["files"]),

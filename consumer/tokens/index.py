@@ -20,7 +20,9 @@ Everything is vectorised (cumsum / repeat / searchsorted): no Python loop per sa
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
@@ -31,7 +33,7 @@ from ..errors import ConsumerWarning, InputError, short_repr
 from ..util.validate import check_int, int_vector
 
 __all__ = ["AUTO_SEQLEN_CAP", "INDEX_ARRAYS", "LONG_FILES", "MAX_SEQLEN", "STYLES", "SampleIndex", "auto_seqlen",
-           "build_index", "check_seqlen", "index_dtype", "resolve_seqlen", "warn_if_padded"]
+           "build_index", "check_seqlen", "index_dtype", "resolve_seqlen", "warn_if_padded", "PaddingNotice"]
 
 LONG_FILES = ("truncate", "windows", "crop")  # crop: like truncate, the window moved per epoch at fetch time
 _CHUNK = 1 << 20  # elements per step of the once-per-index checks (bounded temporaries at 10^7 files)
@@ -199,6 +201,28 @@ def warn_if_padded(requested, style: str, index: SampleIndex, *, stacklevel: int
     return share
 
 
+class PaddingNotice:
+    """A dataset's padding warning (:func:`warn_if_padded`), given once, where rows are made (the dataset's
+    ``fetch_numpy``, under ``ds[...]``, ``fetch``, ``get_next_batch`` and the loader): building a dataset, SQL,
+    ``info`` and ``pack`` make no rows, so they never warn. ``enabled=False`` (a subset) never warns; neither
+    does a pickled copy (a loader worker's), whose original says it."""
+
+    def __init__(self, requested: object, style: str, index: SampleIndex, *, enabled: bool = True):
+        self.requested, self.style, self.index = requested, style, index
+        self.pending = enabled and style == "diff" and requested == "auto"  # the only case that can warn
+
+    def once(self) -> None:
+        """Warn if it applies and has not been said yet, pointing at the first caller outside this package."""
+        if not self.pending:
+            return
+        self.pending = False
+        frame, level = sys._getframe(1), 3  # level 1: warn_if_padded, 2: once, 3: once's caller
+        while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+            frame, level = frame.f_back, level + 1
+        warn_if_padded(self.requested, self.style, self.index, stacklevel=level)
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the consumer package
 _PIECE_CHUNK = 1 << 16  # documents cut at a time: temporaries stay a few MB whatever the corpus size
 
 

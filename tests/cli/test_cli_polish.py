@@ -223,11 +223,11 @@ def test_summary_goes_to_stderr_after_the_output(corpus_dir, tmp_path, capsys):
 
 
 def test_library_warnings_are_one_line_and_only_on_success(corpus_dir, tmp_path, capsys):
-    assert main(["info", corpus_dir, "--cache-dir", "off", "--quiet"]) == 0  # diff style, seqlen auto: mostly PAD
+    assert main(["demo", "--dir", corpus_dir, "--seqlen", "auto"]) == 0  # diff style, seqlen auto: mostly PAD
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("consumer: warning: seqlen='auto' resolved to ")
     assert "long_files='windows'" in err[0]
-    assert main(["info", corpus_dir, "--cache-dir", "off", "--quiet", "--seqlen", "auto:p50"]) == 0
+    assert main(["demo", "--dir", corpus_dir, "--seqlen", "auto:p50"]) == 0
     assert capsys.readouterr().err == ""  # a percentile is a deliberate choice: no warning
     assert main(["sql", corpus_dir, "DELETE FROM files", "--cache-dir", "off"]) == 2
     assert capsys.readouterr().err.count("\n") == 1  # an error is the only line

@@ -89,13 +89,25 @@ def test_no_warning(requested, style, lengths):
         warn_if_padded(requested, style, index)
 
 
+def _padding_warnings(record: list[warnings.WarningMessage]) -> list[warnings.WarningMessage]:
+    return [w for w in record if "of every row is PAD" in str(w.message)]
+
+
 def test_consumer_percentile_and_warning(corpus_dir, tmp_path):
-    with pytest.warns(ConsumerWarning, match=r"seqlen='auto' resolved to \d+ tokens") as record:
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
         ds = Consumer(corpus_dir, cache_dir=tmp_path / "c")
-    assert record[0].filename == __file__
+        ds.sql("SELECT count(*) FROM files")
+        ds.samples_per_class()
+    assert _padding_warnings(record) == []  # building and SQL make no rows: nothing to warn about yet
+    with pytest.warns(ConsumerWarning, match=r"seqlen='auto' resolved to \d+ tokens") as record:
+        ds[0]
+    assert record[0].filename == __file__  # it points at the line that made the rows
     assert ds.seqlen == int(ds.documents.doc_len.max())
-    with pytest.warns(ConsumerWarning):  # a cache hit warns too
-        assert Consumer(corpus_dir, cache_dir=tmp_path / "c").build_info["cache"] == "hit"
+    hit = Consumer(corpus_dir, cache_dir=tmp_path / "c")
+    assert hit.build_info["cache"] == "hit"
+    with pytest.warns(ConsumerWarning):  # a cache hit warns too, at its first rows
+        hit.fetch([0, 1])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ds = Consumer(corpus_dir, seqlen="auto:p50", long_files="windows", style="concat", cache_dir=tmp_path / "c")
@@ -104,3 +116,22 @@ def test_consumer_percentile_and_warning(corpus_dir, tmp_path):
         Consumer(corpus_dir, seqlen=64, cache_dir=False)
     with pytest.raises(InputError, match="got 'auto:p0'"):
         Consumer(corpus_dir, seqlen="auto:p0")
+
+
+def test_making_rows_warns_once_per_dataset_whatever_the_route(corpus_dir):
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        ds = Consumer(corpus_dir, cache_dir=False)
+        ds[0]
+        ds[1:3]
+        ds.create_batches(2)
+        ds.get_next_batch()
+        for _ in ds.dataloader(4):
+            pass
+    assert len(_padding_warnings(record)) == 1 and _padding_warnings(record)[0].filename == __file__
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        fresh = Consumer(corpus_dir, cache_dir=False)
+        next(iter(fresh.dataloader(4, query=["sample_id"])))  # the loader's first batch makes rows
+        fresh.subset([0, 1, 2])[0]  # a subset never warns (as before)
+    assert len(_padding_warnings(record)) == 1 and _padding_warnings(record)[0].filename == __file__
