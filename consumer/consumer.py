@@ -183,10 +183,8 @@ class Consumer:
 
     def create_batches(self, batch_size: int | None, drop_last: bool = False, seed: int | None = None,
                        shuffle: bool = True, **plan: Any) -> None:
-        """Batches for ``ds[None]``/:meth:`get_next_batch`, in :meth:`dataloader`'s order (and its ``balance``,
-        ``epoch_size``, ``rank``/``world_size``, ``max_tokens``, ``required_batch_size_multiple`` options)."""
-        self._cursor.epochs(batch_size, drop_last=drop_last, seed=self.seed if seed is None else seed,
-                            shuffle=shuffle, extra=int(self._mask.add_cls), **plan)
+        """``ds[None]``/:meth:`get_next_batch` batches in :meth:`dataloader`'s order (``plan``: its keyword options)."""
+        self._cursor.epochs(batch_size, drop_last, seed, shuffle, int(self._mask.add_cls), **plan)
 
     def create_token_batches(self, max_tokens: int, max_sentences: int | None = None, required_batch_size_multiple:
                              int = 1, seed: int | None = None, shuffle: bool = True) -> None:

@@ -28,18 +28,16 @@ import weakref
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from itertools import chain, islice
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
-from numpy.typing import DTypeLike
 
 from ..errors import InputError, short_repr
 from ..fetch.collate import _torch, to_tensors
 from ..fetch.columns import columns_of
-from ..tokens.index import SampleIndex
 from .plan import Balance, EpochPlan
+from .requests import Batch, BatchDataset, BatchRequest, Dataset, PlanBatchSampler, Query, identity
 from .state import (
     STATE_KIND,
     check_position,
@@ -54,95 +52,10 @@ from .workers import Columns, WorkerPool
 
 __all__ = ["STATE_KIND", "BatchDataset", "BatchRequest", "ConsumerLoader", "Dataset", "Query", "make_loader"]
 
-Query = str | list[str] | None
-"""The columns of a batch, as in ``ds[sel, query]``: a mode's name, a list of columns, or None (the mode's)."""
-Batch = dict[str, Any]
-"""A batch as the loader yields it: column name -> ``torch.Tensor`` (torch is typed only where it is imported)."""
 _RESERVED = ("batch_size", "shuffle", "sampler", "batch_sampler", "drop_last", "collate_fn", "dataset")
 # the DataLoader options the shared-memory ring understands (any other one needs transport="torch")
 _RING_OPTIONS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor", "multiprocessing_context",
                  "timeout", "worker_init_fn")
-
-
-class Dataset(Protocol):
-    """What the loader needs of a dataset (a :class:`~consumer.Consumer` is one)."""
-
-    seed: int
-    classes: list[str]
-    index: SampleIndex
-
-    def __len__(self) -> int: ...
-
-    def get_dict(self, include_files: bool = False) -> dict[str, object]: ...
-
-    def fetch_numpy(self, sample_ids: np.ndarray, query: Query = None, *, epoch: int = 0, width: int | None = None,
-                    out_dtype: DTypeLike = np.int64) -> dict[str, np.ndarray]: ...
-
-
-@dataclass(frozen=True)
-class BatchRequest:
-    """What the batch sampler sends to a worker: the epoch (it seeds the masks), the sample ids, and the row
-    width (a token-budget batch's longest sample; ``None``: the dataset's ``seqlen``)."""
-
-    epoch: int
-    ids: np.ndarray
-    width: int | None = None
-
-    def __len__(self) -> int:
-        return int(self.ids.size)
-
-
-class BatchDataset:
-    """A map-style view of a dataset for torch's ``DataLoader``: one batched read per :class:`BatchRequest`.
-
-    ``__getitems__(request)`` returns the batch dict of tensors of ``ds.fetch_numpy(ids, query,
-    epoch=epoch)``. It holds only the dataset and the query, so it pickles as the dataset does.
-    """
-
-    def __init__(self, ds: Dataset, query: Query):
-        self.ds = ds
-        self.query = query
-
-    def __len__(self) -> int:
-        return len(self.ds)
-
-    def numpy(self, request: BatchRequest) -> Columns:
-        """The whole batch of ``request`` as a dict of numpy columns (one vectorised fetch)."""
-        if not isinstance(request, BatchRequest):
-            raise InputError(f"BatchDataset reads BatchRequest(epoch, ids) objects, got {short_repr(request)}")
-        return self.ds.fetch_numpy(np.asarray(request.ids, dtype=np.int64), self.query, epoch=request.epoch,
-                                   width=request.width)
-
-    def __getitems__(self, request: BatchRequest) -> Batch:
-        """The whole batch of ``request`` as a dict of int64 tensors (one vectorised fetch)."""
-        return to_tensors(self.numpy(request))
-
-    __getitem__ = __getitems__
-
-
-def _identity(batch: Batch) -> Batch:
-    """collate_fn of the loader: the batch dict is already made (a module-level function, so it pickles)."""
-    return batch
-
-
-class _PlanBatchSampler:
-    """Yields the remaining :class:`BatchRequest` s of one epoch, from a start position set before each pass."""
-
-    def __init__(self, plan: EpochPlan):
-        self.plan = plan
-        self.epoch = 0
-        self.start = 0
-        self._requests: tuple[int, list[BatchRequest]] | None = None  # (epoch, its requests): once per epoch
-
-    def __iter__(self) -> Iterator[BatchRequest]:
-        epoch = self.epoch
-        if self._requests is None or self._requests[0] != epoch:
-            batches = self.plan.batches(epoch)
-            self._requests = (epoch, [BatchRequest(epoch, b, w) for b, w in zip(batches, self.plan.widths(batches))])
-        yield from self._requests[1][self.start:]
-
-    def __len__(self) -> int:
-        return self.plan.batches_per_epoch - self.start
 
 
 def _distributed() -> tuple[int, int] | None:
@@ -176,9 +89,9 @@ class ConsumerLoader:
         self.dataset, self.plan, self.query = ds, plan, query
         self.epoch, self.position = 0, 0  # position: batches of self.epoch delivered to the caller
         self._generation = 0
-        self._sampler = _PlanBatchSampler(plan)
+        self._sampler = PlanBatchSampler(plan)
         self._loader = torch.utils.data.DataLoader(BatchDataset(ds, query), batch_sampler=self._sampler,
-                                                   collate_fn=_identity, **torch_kwargs)
+                                                   collate_fn=identity, **torch_kwargs)
         dataset = dataset_fingerprint(ds.get_dict() if description is None else description)
         self._dataset = dataset
         self._fingerprint = digest({"dataset": dataset, "loader": self.settings()})  # what a 0.2 state holds

@@ -72,12 +72,13 @@ class BatchCursor:
         self.epoch, self.position = 0, 0
         self._epoch: tuple[int, list[np.ndarray], list[int | None]] | None = None
 
-    def epochs(self, batch_size: int | None, *, drop_last: bool = False, seed: int, shuffle: bool = True,
-               extra: int = 0, balance: Balance = None, epoch_size: int | None = None, rank: int | None = None,
+    def epochs(self, batch_size: int | None, drop_last: bool = False, seed: int | None = None, shuffle: bool = True,
+               extra: int = 0, *, balance: Balance = None, epoch_size: int | None = None, rank: int | None = None,
                world_size: int | None = None, max_tokens: int | None = None,
                required_batch_size_multiple: int = 1) -> None:
-        """Start a new order from epoch 0 (``create_batches``/``create_token_batches``); ``extra`` tokens per
-        row (a CLS column) count in a token budget."""
+        """Start a new order from epoch 0 (``create_batches``/``create_token_batches``); ``seed=None`` is the
+        dataset's seed; ``extra`` tokens per row (a CLS column) count in a token budget."""
+        seed = self.seed if seed is None else seed
         if (rank is None) != (world_size is None):
             raise InputError(f"give both rank and world_size or neither, got rank={rank!r}, world_size={world_size!r}")
         self._start(EpochPlan(sample_class=self.sample_class, classes=self.classes, batch_size=batch_size, seed=seed,

@@ -29,10 +29,8 @@ import multiprocessing
 import os
 import pickle
 import signal
-import threading
 import time
 import traceback
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from multiprocessing import connection
@@ -45,63 +43,15 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from ..errors import ConsumerError, InputError, WorkerError, short_repr
+from .ring import Columns, Layout, Segment, Shapes, Slots, check_shared_memory, ring_layout, views
 
 __all__ = ["Columns", "Fetch", "WorkerPool", "ring_layout"]
 
-Columns = dict[str, np.ndarray]
-"""A batch as numpy columns: column name -> array (``[B, ...]`` for the token rows)."""
 R = TypeVar("R")
 Fetch = Callable[[R], Columns]
 """The batch maker a worker runs: a picklable ``fetch(request) -> columns`` (the request type is the caller's)."""
-Shapes = dict[str, tuple[int, ...]]
-# a worker's answer: (seq, slot, shapes of the ring columns, the small columns, (exception, traceback) or None)
 _Answer = tuple[int, int, Shapes, "Columns | None", "tuple[BaseException | None, str] | None"]
-# (column, dtype, byte offset in a slot, capacity in bytes)
-Layout = tuple[tuple[str, "np.dtype[Any]", int, int], ...]
-_ALIGN = 64
 _WATCH_S = 2.0  # how often an idle worker checks that its parent lives
-
-
-def ring_layout(probe: Columns, max_rows: int) -> tuple[Layout, int]:
-    """Where each ``[B, ...]`` column of a batch goes in a slot (from a batch of one full-width row, ``probe``), and
-    the slot size in bytes. One-dimensional columns (class, sample id, ...) travel in the answer instead."""
-    layout, offset = [], 0
-    for name, arr in probe.items():
-        if arr.ndim < 2:
-            continue
-        capacity = max_rows * arr[:1].nbytes
-        layout.append((name, arr.dtype, offset, capacity))
-        offset += -(-capacity // _ALIGN) * _ALIGN
-    return tuple(layout), offset
-
-
-def _views(ring: np.ndarray, layout: Layout, slot_bytes: int, slot: int, shapes: Shapes) -> Columns:
-    """The columns of a batch of column ``shapes`` in ``slot`` of ``ring`` (a uint8 array over the segment),
-    as views."""
-    out = {}
-    for name, dtype, off, capacity in layout:
-        shape = shapes[name]
-        n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if n > capacity:
-            raise WorkerError(f"column {name!r}: a batch of {shape} {dtype} needs {n} bytes, over the ring slot's "
-                              f"{capacity}")
-        start = slot * slot_bytes + off
-        out[name] = ring[start:start + n].view(dtype).reshape(shape)
-    return out
-
-
-class _Segment(SharedMemory):
-    """A shared-memory segment whose mapping lives as long as any array over it (numpy keeps a reference to the
-    memoryview, not a buffer export, so ``SharedMemory.close`` would unmap memory a caller's tensor still uses)."""
-
-    def release(self) -> None:
-        """Close the file descriptor and drop this object's references; the mapping is unmapped by the garbage
-        collector once no array over it is left."""
-        fd: int = getattr(self, "_fd", -1)
-        self._fd = -1
-        if fd >= 0:
-            os.close(fd)
-        self._buf = self._mmap = None
 
 
 def _work(wid: int, conn: Connection, fetch: Fetch[Any], shm: SharedMemory | str, layout: Layout,
@@ -136,13 +86,13 @@ def _work(wid: int, conn: Connection, fetch: Fetch[Any], shm: SharedMemory | str
         try:
             cols = fetch(request)
             shapes = {name: tuple(cols[name].shape) for name in big}
-            views = _views(ring, layout, slot_bytes, slot, shapes)
-            for name, view in views.items():
+            slot_views = views(ring, layout, slot_bytes, slot, shapes)
+            for name, view in slot_views.items():
                 arr = cols[name]
                 if arr.dtype != view.dtype:
                     raise WorkerError(f"column {name!r}: batch of {arr.dtype}, the ring expects {view.dtype}")
                 np.copyto(view, arr)
-            del views
+            del slot_views
             answer: _Answer = (seq, slot, shapes, {k: v for k, v in cols.items() if k not in big}, None)
         except Exception as exc:  # noqa: BLE001  (re-raised by the main process)
             answer = (seq, slot, {}, None, (_portable(exc), traceback.format_exc()))
@@ -175,45 +125,6 @@ def _reraise(wid: int, pid: int | None, exc: BaseException | None, tb: str) -> B
     return WorkerError(message)
 
 
-class _Slots:
-    """Free slots, and how many handed-out arrays still hold each slot (kept apart from the pool, so the
-    finalizers of arrays a caller keeps do not keep the pool alive)."""
-
-    def __init__(self, n: int):
-        self.free: deque[int] = deque(range(n))
-        self.live = [0] * n
-        self._lock = threading.Lock()  # an array may die in another thread
-
-    def hold(self, slot: int, arrays: list[np.ndarray]) -> None:
-        if not arrays:
-            self.free.append(slot)
-            return
-        self.live[slot] = len(arrays)
-        for a in arrays:
-            weakref.finalize(a, self.drop, slot)
-
-    def drop(self, slot: int) -> None:
-        with self._lock:
-            self.live[slot] -= 1
-            if self.live[slot] == 0:
-                self.free.append(slot)
-
-
-def _check_shared_memory(n_slots: int, slot_bytes: int, num_workers: int, prefetch_factor: int) -> None:
-    """Refuse a ring larger than the free space of ``/dev/shm`` (the segment is sparse: without this check a
-    worker would die of SIGBUS at its first write, e.g. in a container with the default 64 MB)."""
-    try:
-        free = os.statvfs("/dev/shm")
-    except OSError:  # no /dev/shm (not Linux): the platform's allocator reports its own errors
-        return
-    need, have = n_slots * slot_bytes, free.f_bavail * free.f_frsize
-    if need > have:
-        raise InputError(f"num_workers={num_workers}, prefetch_factor={prefetch_factor}: the loader's ring of "
-                         f"{n_slots} batches needs {need} bytes of shared memory, but /dev/shm has {have} bytes "
-                         "free; use fewer workers, a smaller prefetch_factor or batch, num_workers=0, or a larger "
-                         "/dev/shm (docker run --shm-size=...)")
-
-
 class WorkerPool(Generic[R]):
     """``num_workers`` processes serving batches through a ring of ``num_workers * prefetch_factor + 2`` slots.
 
@@ -229,9 +140,9 @@ class WorkerPool(Generic[R]):
         self.fetch, self.timeout = fetch, float(timeout)
         self.layout, self.slot_bytes = ring_layout(probe, max_rows)
         n_slots = num_workers * prefetch_factor + 2
-        _check_shared_memory(n_slots, self.slot_bytes, num_workers, prefetch_factor)
-        self.slots = _Slots(n_slots)
-        self.shm = _Segment(create=True, size=max(n_slots * self.slot_bytes, 1))
+        check_shared_memory(n_slots, self.slot_bytes, num_workers, prefetch_factor)
+        self.slots = Slots(n_slots)
+        self.shm = Segment(create=True, size=max(n_slots * self.slot_bytes, 1))
         self.ring = np.ndarray((self.shm.size,), dtype=np.uint8, buffer=self.shm.buf)  # the one buffer export
         self._unlinked = False
         forked = ctx.get_start_method() == "fork"
@@ -324,7 +235,7 @@ class WorkerPool(Generic[R]):
                     raise self._died(wid)
 
     def _wrap(self, slot: int, shapes: Shapes, small: Columns) -> Columns:
-        big = _views(self.ring, self.layout, self.slot_bytes, slot, shapes)
+        big = views(self.ring, self.layout, self.slot_bytes, slot, shapes)
         self.slots.hold(slot, list(big.values()))
         return {**big, **small}
 
