@@ -232,10 +232,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_remote_store_options(v)
     v.set_defaults(func=commands.verify)
     c = _subparser(sub, "cache", "list or clear cached indexes")
-    c.add_argument("action", choices=["list", "clear"], help="list the cached indexes, or clear them")
+    c.add_argument("action", choices=["list", "clear"],
+                   help="list the cached indexes, or delete every file the library wrote in the cache directory "
+                        "(the catalog only with --catalog; other files are left alone)")
     c.add_argument("--cache-dir", default=None,
                    help="the cache directory (default: $CONSUMER_CACHE_DIR, else ~/.cache/consumer)")
-    c.add_argument("--catalog", action="store_true", help="clear: also delete the file catalog (default: off)")
+    c.add_argument("--catalog", action="store_true",
+                   help="clear: also delete the file catalog and its lock file (default: off)")
     c.set_defaults(func=commands.cache)
     return p
 

@@ -77,6 +77,7 @@ class Slots:
         self._lock = threading.Lock()  # an array may die in another thread
 
     def hold(self, slot: int, arrays: list[np.ndarray]) -> None:
+        """``slot`` is in use until every array of ``arrays`` (views over it) is garbage-collected."""
         if not arrays:
             self.free.append(slot)
             return
@@ -85,6 +86,7 @@ class Slots:
             weakref.finalize(a, self.drop, slot)
 
     def drop(self, slot: int) -> None:
+        """One array over ``slot`` died; the slot is free again with the last one."""
         with self._lock:
             self.live[slot] -= 1
             if self.live[slot] == 0:
