@@ -152,6 +152,9 @@ def epoch_order(sample_class: np.ndarray, n_classes: int, *, seed: int, epoch: i
     size = n if epoch_size is None else int(epoch_size)
     rng = generator(seed, stream, epoch) if rng is None else rng
     if shares is None:
+        if shuffle and size == n:  # one permutation of all samples: the same draw, without the gather
+            whole: np.ndarray = rng.permutation(n).astype(np.int64, copy=False)
+            return whole
         return _permutations(rng, np.arange(n, dtype=np.int64), size, shuffle)
     cum = np.concatenate([[0.0], np.cumsum(shares * size)])
     cum[-1] = size
