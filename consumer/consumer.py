@@ -87,7 +87,7 @@ class Consumer:
         self._select_rng, self._mask, self.mode = generator(s.seed, "select"), MaskConfig(), None
         self._padding = PaddingNotice(s.seqlen, s.style, built.index, enabled=built.info.get("cache") != "subset")
         self._cursor = BatchCursor(built.index.sample_class, self.classes, built.index.sample_tokens(), s.seed,
-                                   lambda: dataset_dict(built, mode=None, mask=self._mask, batches=None))
+                                   lambda: dataset_dict(built, mode=None, mask=MaskConfig(), batches=None))
 
     @classmethod
     def from_packed(cls, prefix: Any, *, style: str = "diff", seqlen: int | str = "auto",

@@ -92,9 +92,11 @@ class ConsumerLoader:
         self._sampler = PlanBatchSampler(plan)
         self._loader = torch.utils.data.DataLoader(BatchDataset(ds, query), batch_sampler=self._sampler,
                                                    collate_fn=identity, **torch_kwargs)
-        dataset = dataset_fingerprint(ds.get_dict() if description is None else description)
-        self._dataset = dataset
-        self._fingerprint = digest({"dataset": dataset, "loader": self.settings()})  # what a 0.2 state holds
+        described = ds.get_dict() if description is None else description
+        self._mask_settings = described.get("mask")
+        self._dataset = dataset_fingerprint(described, mask=False)
+        # what a 0.2 state holds: the dataset with its masking settings, and the settings without them
+        self._fingerprint = digest({"dataset": dataset_fingerprint(described), "loader": self.settings()})
 
     # ----------------------------------------------------------------- sizes
     def __len__(self) -> int:
@@ -222,7 +224,8 @@ class ConsumerLoader:
     def state_dict(self) -> dict[str, object]:
         """A small JSON-able state (:mod:`consumer.training.state`): epoch, batches of it delivered to the caller,
         the settings and the dataset's fingerprint. ``ds.load_state_dict`` takes it too."""
-        return make_state(self.plan, self.epoch, self.position, self._dataset, {"query": self.query})
+        return make_state(self.plan, self.epoch, self.position, self._dataset,
+                          {"query": self.query, "mask": self._mask_settings})
 
     def load_state_dict(self, state: object) -> None:
         """Continue exactly after the last batch a state counted: a :meth:`state_dict`, a ``ds.state_dict()`` or a
@@ -231,7 +234,7 @@ class ConsumerLoader:
         saved = read_state(state)
         if saved.origin == "cursor-0.2":
             raise InputError("state was saved by a 0.2 batch cursor: load it with ds.load_state_dict()")
-        mine = self.settings()
+        mine = {**self.settings(), "mask": self._mask_settings}
         same = (saved.fingerprint == self._fingerprint if saved.origin == "loader-0.2"
                 else saved.dataset == digest(self._dataset) and not settings_diff(saved.settings, mine))
         if not same:

@@ -120,19 +120,19 @@ class BatchCursor:
     def state_dict(self) -> dict[str, object]:
         """The position as a versioned state (:mod:`consumer.training.state`)."""
         plan = self.require("state_dict")
-        return make_state(plan, self.epoch, self.position, dataset_fingerprint(self.describe()))
+        return make_state(plan, self.epoch, self.position, dataset_fingerprint(self.describe(), mask=False))
 
     def load(self, state: object) -> None:
         """Continue from a state (this schema, a loader's, or 0.2's) taken on an identical dataset."""
         saved = read_state(state)
-        if saved.origin == "2" and saved.dataset != digest(dataset_fingerprint(self.describe())):
+        if saved.origin == "2" and saved.dataset != digest(dataset_fingerprint(self.describe(), mask=False)):
             raise InputError("state does not belong to this dataset: the dataset differs (files, settings or counts)")
         if saved.origin == "loader-0.2":
             raise InputError("state was saved by a 0.2 loader: load it with loader.load_state_dict()")
         self._resume(saved)
 
     def _resume(self, saved: SavedState) -> None:
-        settings = {k: v for k, v in saved.settings.items() if k != "query"}
+        settings = {k: v for k, v in saved.settings.items() if k not in ("query", "mask")}
         plan = plan_from_settings(settings, self.sample_class, self.classes, self.lengths, saved.rank)
         epoch, position = check_position(plan, saved)
         self._start(plan, epoch, position)

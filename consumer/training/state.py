@@ -7,6 +7,7 @@ A state (version 2) is small JSON::
      "batches_per_epoch": 40, "rank": 0,   # for checks and messages
      "settings": {...},                    # EpochPlan.settings() without the rank, plus "query" for a loader
      "dataset": "<sha256>"}                # of the settings, counts and file table that decide each sample
+                                           # (a loader's masking settings are with its query in "settings")
 
 Either route loads either state when the settings match (a loader also compares its query when the state
 has one). Two formats of release 0.2 still load, both in the order they were saved with:
@@ -38,14 +39,16 @@ LOADER_KIND_0_2 = "consumer.loader"
 # the parts of ds.get_dict() that decide which tokens a sample id gives (versions and the mode left out)
 _DATASET_KEYS = ("data_mode", "style", "n_bytes", "seqlen", "long_files", "sampling", "metadata", "max_header_bytes",
                  "seed", "mask", "classes", "class_to_id", "per_class", "total_files", "total_samples", "files_sha256")
+_COLUMN_KEYS = ("query", "mask")  # loader settings that decide the columns, not the order
 _PLAN_KEYS = ("n_samples", "batch_size", "seed", "shuffle", "drop_last", "balance", "epoch_size", "world_size",
               "max_tokens", "required_batch_size_multiple", "extra", "stream")
 
 
-def dataset_fingerprint(description: Mapping[str, object]) -> dict[str, object]:
+def dataset_fingerprint(description: Mapping[str, object], *, mask: bool = True) -> dict[str, object]:
     """The settings, counts and file-table hash of a dataset (from its ``get_dict()``) that decide what each
-    sample id reads."""
-    return {k: description[k] for k in _DATASET_KEYS if k in description}
+    sample id reads; ``mask=False`` leaves the masking settings out (a version-2 state keeps them with the
+    loader's settings, as the query: they decide the columns, not the order)."""
+    return {k: description[k] for k in _DATASET_KEYS if k in description and (mask or k != "mask")}
 
 
 def digest(obj: object) -> str:
@@ -139,9 +142,9 @@ def read_state(state: object) -> SavedState:
 
 
 def settings_diff(theirs: Mapping[str, object], mine: Mapping[str, object]) -> dict[str, tuple[object, object]]:
-    """``{key: (state's value, this order's value)}`` of the settings that differ. ``query`` counts only when
-    both have one (a cursor's state has none; it resumes a loader and the other way round)."""
-    keys = [k for k in {**theirs, **mine} if k != "query" or ("query" in theirs and "query" in mine)]
+    """``{key: (state's value, this order's value)}`` of the settings that differ. ``query`` and ``mask`` count
+    only when both have them (a cursor's state has neither; it resumes a loader and the other way round)."""
+    keys = [k for k in {**theirs, **mine} if k not in _COLUMN_KEYS or (k in theirs and k in mine)]
     return {k: (theirs.get(k), mine.get(k)) for k in keys if theirs.get(k) != mine.get(k)}
 
 
@@ -152,7 +155,7 @@ def plan_from_settings(settings: Mapping[str, object], sample_class: np.ndarray,
     if settings.get("n_samples") != n:
         raise InputError(f"state['n_samples']={short_repr(settings.get('n_samples'))} does not match this dataset "
                          f"({n} samples)")
-    unknown = sorted(set(settings) - set(_PLAN_KEYS) - {"query"})
+    unknown = sorted(set(settings) - set(_PLAN_KEYS) - set(_COLUMN_KEYS))
     if unknown:
         raise InputError(f"state['settings'] has unknown keys {unknown}; pass a dict made by state_dict()")
     world = settings.get("world_size", 1)

@@ -198,3 +198,21 @@ def test_token_budgets_refuse_balance_and_name_it(datasets):
         datasets["diff"].dataloader(None, max_tokens=100, balance="uniform")
     with pytest.raises(InputError, match=r"batch_size must be an int >= 1, got None"):
         datasets["diff"].create_batches(None)
+
+
+def test_a_dataset_with_a_cursor_is_freed_at_once(corpus_dir):
+    """The cursor holds no reference back to its dataset: dropping the dataset closes its catalog at once, without
+    waiting for the cyclic garbage collector."""
+    import gc
+    import weakref
+
+    ds = Consumer(corpus_dir, metadata=None, seqlen=16, cache_dir=False)
+    ds.create_batches(3)
+    ds.state_dict()
+    ref = weakref.ref(ds)
+    gc.disable()
+    try:
+        del ds
+        assert ref() is None
+    finally:
+        gc.enable()
