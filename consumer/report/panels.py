@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..catalog.rows import display_path
 from ..dataset.display import human_bytes
 from ..query.engine import Rows
 from .page import Panel, table, text
@@ -219,7 +220,8 @@ def samples(ctx: Context) -> Panel:
         fid, offset = int(got["file_id"][0]), int(got["offset"][0])
         body = sample_html(got["input_array"][0], ds.vocab, starts_document=offset == 0, headers=headers,
                            limit=_SAMPLE_TOKENS)
-        p.parts.append(f"<h3>{text(name)}: sample {sid:,}</h3><p class=\"note\">from {text(ds.files[fid])}, "
+        where = text(display_path(ds.files[fid]))
+        p.parts.append(f"<h3>{text(name)}: sample {sid:,}</h3><p class=\"note\">from {where}, "
                        f"token {offset:,}</p><pre class=\"sample\">{body}</pre>")
         shown += 1
     p.notes.append("Shaded: the header (the file type the model reads before SEP). Tags: special tokens. \\xNN: a "

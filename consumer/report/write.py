@@ -41,38 +41,38 @@ def _settings(ds: Any, kind: str) -> dict[str, Any]:
     return out
 
 
-def render_report(ds: Any, *, content: bool = False, types: bool = False, documents: Any = None) -> str:
+def render_report(ds: Any, *, content: bool = False, types: bool = False, title: str | None = None) -> str:
     """The report's HTML text (see :func:`write_report`)."""
     content = check_bool("content", content)
     types = check_bool("types", types)
-    if documents is not None:
-        raise InputError(f"documents: the report reads the files relation only for now, got {short_repr(documents)}")
     kind = str(getattr(ds.documents.source, "kind", "files"))
     queries = Queries(ds.spec.style, ds.spec.long_files, int(ds.seqlen))
     ctx = Context(ds, queries, content, types, kind)
     panels = [overview(ctx, _settings(ds, kind))] + [make(ctx) for make in PANELS]
     classes = f"{len(ds.classes):,} classes" if len(ds.classes) != 1 else "1 class"
     subtitle = f"{len(ds.files):,} files ({kind}), {classes}, {len(ds):,} samples of {int(ds.seqlen):,} tokens"
-    return page(f"Corpus report: {_source_name(ds)}", subtitle, panels)
+    return page(f"Corpus report: {_source_name(ds) if title is None else title}", subtitle, panels)
 
 
 def _source_name(ds: Any) -> str:
-    files = list(ds.files[:1]) + list(ds.files[-1:])
-    try:
-        root = os.path.commonpath(files) if files else ""
+    files = ds.files
+    try:  # the common prefix of all paths is the common prefix of the smallest and the largest
+        root = os.path.commonpath([min(files), max(files)]) if len(files) else ""
     except ValueError:  # mixed absolute and relative paths
         root = ""
     return root or "dataset"
 
 
-def write_report(ds: Any, path: Any, *, content: bool = False, types: bool = False, documents: Any = None) -> str:
+def write_report(ds: Any, path: Any, *, content: bool = False, types: bool = False,
+                 title: str | None = None) -> str:
     """Write the corpus report of ``ds`` to ``path`` (one HTML file, written atomically); returns the path.
 
     ``content``: compute and show the content panel (entropy, printable share, duplicates; reads every local file
     once, then the catalog remembers) and the libmagic types; ``types``: compute libmagic's MIME types and
-    descriptions (one call per file, remembered) even when the dataset was built with ``metadata=None``."""
+    descriptions (one call per file, remembered) even when the dataset was built with ``metadata=None``; ``title``:
+    the page's title after "Corpus report: " (default: the folder all files are in)."""
     if not isinstance(path, (str, os.PathLike)):
         raise InputError(f"path must be a file path (str or os.PathLike), got {short_repr(path)}")
-    html = render_report(ds, content=content, types=types, documents=documents)
+    html = render_report(ds, content=content, types=types, title=title)
     atomic_write_bytes(path, html.encode("utf-8"))
     return os.fspath(path)
