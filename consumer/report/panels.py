@@ -77,9 +77,10 @@ def overview(ctx: Context, settings: dict) -> Panel:
     p.parts.append(_table(rows, "overview"))
     kv = "".join(f"<tr><td>{text(k)}</td><td data-setting=\"{text(k)}\">{text(v)}</td></tr>"
                  for k, v in settings.items())
-    p.parts.append(f'<h3>Settings (ds.get_dict())</h3><table class="kv">{kv}</table>')
-    p.notes.append("samples: rows the model sees at this seqlen; fingerprint: sha256 of get_dict() as canonical JSON "
-                   "(sorted keys, no spaces), without the batch iterator's state; equal fingerprints, equal datasets.")
+    p.parts.append(f'<h3>Settings (ds.spec.to_dict())</h3><table class="kv">{kv}</table>')
+    p.notes.append("samples: rows the model sees at this seqlen; fingerprint: sha256 of the canonical JSON of the "
+                   "settings, the class names and the file table's sha256 (paths, classes, sizes, mtimes): equal "
+                   "fingerprints, equal datasets.")
     return p
 
 

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from .._version import __version__
+from ..dataset.cache import file_table_sha256
 from ..errors import InputError, short_repr
 from ..util.fileio import atomic_write_bytes
 from ..util.validate import check_bool
@@ -21,23 +22,23 @@ from .queries import Queries
 
 __all__ = ["fingerprint", "render_report", "write_report"]
 
-_ITERATOR_STATE = ("mode", "mask", "batches")  # get_dict keys that follow the batch iterator, not the dataset
-
-
 def fingerprint(ds: Any) -> str:
-    """sha256 of the dataset's ``get_dict()`` as canonical JSON (sorted keys, no spaces), without the batch
-    iterator's state: two datasets with the same settings, files and versions have the same fingerprint."""
-    d = {k: v for k, v in ds.get_dict().items() if k not in _ITERATOR_STATE}
+    """sha256 of the canonical JSON (sorted keys, no spaces) of the dataset's settings (``ds.spec.to_dict()``), its
+    class names and the sha256 of its file table (paths, classes, sizes, mtimes: the hash the index cache key
+    uses). Datasets with the same settings over the same files agree; a change of either changes it."""
+    docs = ds.documents
+    d = {"settings": ds.spec.to_dict(), "classes": list(ds.classes),
+         "files_sha256": file_table_sha256(docs.paths, docs.doc_class, docs.doc_size, docs.doc_mtime)}
     canonical = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
 def _settings(ds: Any, kind: str) -> dict[str, Any]:
-    d = ds.get_dict()
-    keys = ("style", "n_bytes", "seqlen", "seqlen_requested", "long_files", "sampling", "metadata", "dedupe")
+    d = ds.spec.to_dict()
+    keys = ("style", "n_bytes", "seqlen", "seqlen_requested", "long_files", "metadata", "dedupe")
     out: dict[str, Any] = {k: d.get(k) for k in keys}
-    out.update({"samples": d["total_samples"], "vocab_size": d["vocab_size"], "files": kind,
-                "consumer_version": __version__, "fingerprint": fingerprint(ds)})
+    out.update({"samples": len(ds), "vocab_size": ds.vocab.size, "files": kind, "consumer_version": __version__,
+                "fingerprint": fingerprint(ds)})
     return out
 
 
@@ -55,9 +56,10 @@ def render_report(ds: Any, *, content: bool = False, types: bool = False, title:
 
 
 def _source_name(ds: Any) -> str:
-    files = ds.files
-    try:  # the common prefix of all paths is the common prefix of the smallest and the largest
-        root = os.path.commonpath([min(files), max(files)]) if len(files) else ""
+    """The folder all files are in: the common path of the smallest and the largest path (one statement)."""
+    (low, high), = ds.sql("SELECT min(path), max(path) FROM files", timeout=None)
+    try:
+        root = os.path.commonpath([low, high]) if low is not None else ""
     except ValueError:  # mixed absolute and relative paths
         root = ""
     return root or "dataset"

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from consumer import Consumer, InputError
+from consumer.dataset.cache import file_table_sha256
 from consumer.report import fingerprint, render_report
 from consumer.report.page import text
 from consumer.report.samples import bytes_html, sample_html
@@ -53,8 +54,10 @@ def test_every_number_equals_its_sql_answer(tmp_path, style, long_files, seqlen)
     for key in ("style", "n_bytes", "seqlen", "long_files", "metadata"):
         assert page.settings[key] == str(d[key]), key
     assert page.settings["samples"] == str(len(ds))
-    canonical = json.dumps({k: v for k, v in d.items() if k not in ("mode", "mask", "batches")}, sort_keys=True,
-                           separators=(",", ":"))
+    docs = ds.documents
+    table = file_table_sha256(docs.paths, docs.doc_class, docs.doc_size, docs.doc_mtime)
+    canonical = json.dumps({"settings": ds.spec.to_dict(), "classes": ds.classes, "files_sha256": table},
+                           sort_keys=True, separators=(",", ":"))
     assert page.settings["fingerprint"] == hashlib.sha256(canonical.encode()).hexdigest() == fingerprint(ds)
     # the bars of the class balance carry the same numbers as its table
     titles = page.titles["balance"]
@@ -74,14 +77,18 @@ def test_the_seqlen_choices_are_what_auto_pnn_resolves_to(tmp_path):
     assert Consumer(fps, seqlen="auto", cache_dir=False).seqlen == choices["max"]
 
 
-def test_fingerprint_follows_the_dataset_not_the_iterator(tmp_path):
+def test_fingerprint_follows_the_settings_and_the_files(tmp_path):
     fps = write_corpus(tmp_path / "c")
     a = Consumer(fps, seqlen=64, cache_dir=False)
     before = fingerprint(a)
     a.create_batches(4)
     a.set_supervised_mode()
-    assert fingerprint(a) == before
+    assert fingerprint(a) == before == fingerprint(Consumer(fps, seqlen=64, cache_dir=False))
     assert fingerprint(Consumer(fps, seqlen=65, cache_dir=False)) != before
+    assert fingerprint(a.subset([0, 1, 2])) != before
+    with open(fps["cat"][-1], "ab") as f:
+        f.write(b"one more")
+    assert fingerprint(Consumer(fps, seqlen=64, cache_dir=False)) != before
 
 
 def test_metadata_none_says_so_and_computes_types_only_when_asked(tmp_path, magic_calls):
