@@ -74,10 +74,10 @@ def overview(ctx: Context, settings: dict) -> Panel:
     """Counts of the whole dataset, its settings and its fingerprint."""
     p = Panel("overview", "Overview")
     rows = ctx.run(p, "overview", ctx.queries.overview())
-    p.parts.append(_table(rows, "overview"))
     kv = "".join(f"<tr><td>{text(k)}</td><td data-setting=\"{text(k)}\">{text(v)}</td></tr>"
                  for k, v in settings.items())
-    p.parts.append(f'<h3>Settings (ds.spec.to_dict())</h3><table class="kv">{kv}</table>')
+    p.parts.append(f'<div class="charts"><div><h3>Counts</h3>{_table(rows, "overview")}</div>'
+                   f'<div><h3>Settings (ds.spec.to_dict())</h3><table class="kv">{kv}</table></div></div>')
     p.notes.append("samples: rows the model sees at this seqlen; fingerprint: sha256 of the canonical JSON of the "
                    "settings, the class names and the file table's sha256 (paths, classes, sizes, mtimes): equal "
                    "fingerprints, equal datasets.")
