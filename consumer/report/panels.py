@@ -15,6 +15,7 @@ import numpy as np
 from ..catalog.rows import display_path
 from ..dataset.display import human_bytes
 from ..query.engine import Rows
+from ..spec import metadata_name
 from .page import Panel, table, text
 from .queries import Queries
 from .samples import sample_html
@@ -104,8 +105,7 @@ def balance(ctx: Context) -> Panel:
 def file_types(ctx: Context) -> Panel:
     """The most frequent MIME types and descriptions per class (or the headers, without a libmagic pass)."""
     p = Panel("types", "File types")
-    metadata = ctx.ds.spec.metadata if isinstance(ctx.ds.spec.metadata, str) or ctx.ds.spec.metadata is None \
-        else "callable"
+    metadata = metadata_name(ctx.ds.spec.metadata)
     if ctx.types or ctx.content:
         for column in ("mime", "description"):
             rows = ctx.run(p, f"types_{column}", ctx.queries.types(column))
