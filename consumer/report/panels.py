@@ -137,8 +137,9 @@ def sizes(ctx: Context) -> Panel:
         for cls, b, n in rows:
             per.setdefault(str(cls), np.zeros(hi - lo + 1, dtype=np.int64))[b - lo] += n
         top = sorted(per, key=lambda c: -int(per[c].sum()))[:_HIST_CLASSES]
-        p.parts.append(_charts(*(histogram(c, edges, per[c], color=PALETTE[i % len(PALETTE)], unit=ctx.queries.unit)
-                                 for i, c in enumerate(sorted(top)))))
+        axis = (edges[0], human_bytes(2.0 ** (hi + 1)))
+        p.parts.append(_charts(*(histogram(c, edges, per[c], color=PALETTE[i % len(PALETTE)], unit=ctx.queries.unit,
+                                           axis=axis) for i, c in enumerate(sorted(top)))))
         p.notes.append("Columns are powers of two (log scale): a column holds the files of 2^b to 2^(b+1) bytes; "
                        "hover a column for its count." + (f" Drawn: the {_HIST_CLASSES} largest classes."
                                                          if len(per) > _HIST_CLASSES else ""))
@@ -183,10 +184,10 @@ def content(ctx: Context) -> Panel:
         for kind, b, n in rows:
             per.setdefault(str(kind), np.zeros(int(round(top / step)), dtype=np.int64))[int(round(b / step))] += n
         types = sorted(per, key=lambda t: -int(per[t].sum()))[:_HIST_CLASSES]
-        edges = [f"{i * step:g}" for i in range(int(round(top / step)))]
+        edges = [f"{i * step:g}\u2013{(i + 1) * step:g}" for i in range(int(round(top / step)))]
         p.parts.append(f"<h3>{text(column)} ({text(unit)}) per type</h3>" + _charts(
-            *(histogram(t, edges, per[t], color=PALETTE[i % len(PALETTE)], unit=ctx.queries.unit)
-              for i, t in enumerate(sorted(types)))))
+            *(histogram(t, edges, per[t], color=PALETTE[i % len(PALETTE)], unit=ctx.queries.unit,
+                        axis=("0", f"{top:g}")) for i, t in enumerate(sorted(types)))))
         p.parts.append(f"<details><summary>{text(column)} numbers</summary>" + _table(rows, f"content_{column}")
                        + "</details>")
     p.parts.append("<h3>Exact duplicates</h3>" + _table(ctx.run(p, "duplicates", ctx.queries.duplicates()),

@@ -50,9 +50,9 @@ def hbars(title: str, labels: Sequence[str], values: Sequence[float], show: Call
 
 
 def histogram(title: str, edges: Sequence[str], counts: Sequence[float] | np.ndarray, *, color: str = PALETTE[0],
-              width: int = 260, height: int = 96, unit: str = "files") -> str:
-    """A small histogram: one column per bin (``edges[i]`` names bin ``i``; the first and last are written under
-    the axis), each column's ``<title>`` holds its bin and count."""
+              width: int = 260, height: int = 96, unit: str = "files", axis: tuple[str, str] | None = None) -> str:
+    """A small histogram: one column per bin (``edges[i]`` names bin ``i``), each column's ``<title>`` holds its
+    bin and count; ``axis`` the labels under both ends of the axis (default: the first and the last bin)."""
     c = np.asarray(counts, dtype=np.float64)
     n = max(len(c), 1)
     top, bottom = 16, 14
@@ -70,8 +70,9 @@ def histogram(title: str, edges: Sequence[str], counts: Sequence[float] | np.nda
         parts.append(f'<rect x="{_num(x + 0.5)}" y="{_num(top + plot_h - h)}" width="{_num(max(col_w - 1, 1))}" '
                      f'height="{_num(h)}" fill="{color}"><title>{text(edge)}: {int(count):,} {text(unit)}</title>'
                      f'</rect>')
-    if len(edges):
-        parts.append(f'<text x="0" y="{height - 2}" fill="#555">{text(edges[0])}</text>'
-                     f'<text x="{width}" y="{height - 2}" text-anchor="end" fill="#555">{text(edges[-1])}</text>')
+    ends = axis if axis is not None else (edges[0], edges[-1]) if len(edges) else None
+    if ends is not None:
+        parts.append(f'<text x="0" y="{height - 2}" fill="#555">{text(ends[0])}</text>'
+                     f'<text x="{width}" y="{height - 2}" text-anchor="end" fill="#555">{text(ends[1])}</text>')
     parts.append("</svg>")
     return "".join(parts)
