@@ -235,6 +235,11 @@ class Consumer:
         from .query.export import write_parquet  # noqa: PLC0415
         return write_parquet(self.to_arrow(content=content), path)
 
+    def report(self, path: Any, **options: Any) -> str:
+        """Write the corpus report (one self-contained HTML page; ``content=``, ``types=``: docs/report.md)."""
+        from .report import write_report  # noqa: PLC0415
+        return write_report(self, path, **options)
+
     def duplicates(self) -> list:
         """Groups of files with equal bytes (``.members``: file_id, path, class; ``.cross_class``)."""
         return self._session.duplicates()

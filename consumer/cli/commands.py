@@ -106,6 +106,7 @@ def demo(args: argparse.Namespace) -> int:
         print(f"\n[{ds.id_to_class[int(batch['class'][row])]}] {os.path.relpath(ds.files[fid], root)} "
               f"(from token {int(batch['offset'][row])}, {real} real tokens{', then PAD' if real < ds.seqlen else ''})")
         print(f"  {shown}{' ...' if len(text) > args.chars else ''}")
+    print(f"\ncorpus report: {ds.report(args.report, title=args.dir or 'the Python standard library')}")
     return 0
 
 

@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
+import tempfile
 import warnings
 
 from .._version import __version__
 from ..errors import ConsumerError, ConsumerWarning, InputError
 from ..tokens.index import check_seqlen
 from . import commands as commands
+from . import report_cmd
 from .commands import content_summary, stdlib_corpus
 
 __all__ = ["main", "stdlib_corpus", "content_summary"]
@@ -63,6 +66,7 @@ _EXAMPLES = {
     "verify": ("consumer verify packed/corpus",
                "re-reads every token: each chunk's crc32c (every damaged chunk listed), the sha256 recorded at pack "
                "time and every id < vocab size; exit 2 if not"),
+    "report": report_cmd.EXAMPLE,
     "cache": ("consumer cache list --cache-dir /data/cache",
               "the cached indexes (key, style, n_bytes, files, samples, size, date) and the catalog size"),
 }
@@ -176,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--chars", type=_int_at_least(0), default=240,
                    help="decoded bytes shown per row (default: %(default)s)")
     d.add_argument("--verbose", action="store_true", help="progress bar while libmagic runs (default: off)")
+    d.add_argument("--report", default=os.path.join(tempfile.gettempdir(), "consumer-demo-report.html"),
+                   help="the corpus report written at the end (default: %(default)s)")
     d.set_defaults(func=commands.demo)
     i = _subparser(sub, "index", "build or refresh the catalog and the sample index of a directory")
     _add_corpus_options(i)
@@ -231,6 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="the report as JSON (default: off)")
     _add_remote_store_options(v)
     v.set_defaults(func=commands.verify)
+    r = _subparser(sub, "report", "write the corpus report of a directory: one self-contained HTML page")
+    _add_corpus_options(r)
+    report_cmd.add_arguments(r)
+    r.set_defaults(func=report_cmd.report)
     c = _subparser(sub, "cache", "list or clear cached indexes")
     c.add_argument("action", choices=["list", "clear"],
                    help="list the cached indexes, or delete every file the library wrote in the cache directory "

@@ -37,7 +37,7 @@ def _flat(text: str) -> str:
 
 def test_every_option_of_every_subcommand_has_help_showing_its_default():
     subs = _subparsers(build_parser())
-    assert set(subs) == {"demo", "index", "info", "sql", "pack", "inspect", "verify", "merge", "cache"}
+    assert set(subs) == {"demo", "index", "info", "sql", "pack", "inspect", "verify", "merge", "cache", "report"}
     for name, sub in subs.items():
         rendered = _flat(sub.format_help())
         formatter = sub._get_formatter()
@@ -63,7 +63,7 @@ def test_dataset_options_show_their_values(capsys):
         assert shown in out
 
 
-@pytest.mark.parametrize("command", ["demo", "index", "info", "sql", "pack", "inspect", "cache"])
+@pytest.mark.parametrize("command", ["demo", "index", "info", "sql", "pack", "inspect", "cache", "report"])
 def test_every_subcommand_help_ends_with_an_example(command, capsys):
     with pytest.raises(SystemExit):
         main([command, "--help"])
