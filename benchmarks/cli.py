@@ -1,4 +1,5 @@
-"""``python -m benchmarks run --quick|--full`` and ``python -m benchmarks report RESULTS.json``.
+"""``python -m benchmarks run --quick|--full``, ``python -m benchmarks report RESULTS.json`` and
+``python -m benchmarks probe NAME [ARGS]`` / ``probe --list`` (one registered probe: :mod:`benchmarks.registry`).
 
 ``run`` measures everything (see :mod:`benchmarks.suite`), writes the results as JSON next to the report,
 the PNG plots, and the report (default ``docs/benchmarks.md``). ``report`` re-renders a report and its
@@ -57,8 +58,14 @@ def _write_report(res: dict, out: str, img: str, command: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run it."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "probe":  # the probe registry parses its own arguments
+        from .registry import main as probe_main
+
+        return probe_main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("probe", help="one registered probe: probe --list | probe NAME [ARGS] (benchmarks/registry.py)")
     r = sub.add_parser("run", help="measure and write the report")
     mode = r.add_mutually_exclusive_group(required=True)
     mode.add_argument("--quick", action="store_true", help="small corpora, a couple of minutes")
