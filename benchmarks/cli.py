@@ -15,20 +15,21 @@ import shlex
 import sys
 import time
 
-from .peers import PEERS, ROOT
+from .peers import FRESH_PEERS, PEERS, ROOT
 
 __all__ = ["main"]
 
-SECTIONS = ("workloads", "limits", "fetchpaths", "loader", "filesize", "grid", "scale", "content", "cold", "remote",
-            "gpu", "dask", "query")
+SECTIONS = ("workloads", "limits", "fetchpaths", "loader", "filesize", "grid", "scale", "catalog", "coldstore", "lance",
+            "content", "cold", "remote", "gpu", "dask", "query")
 
 
 def _peer_python(values: list[str]) -> dict[str, str]:
     out = {}
     for v in values:
         name, sep, path = v.partition("=")
-        if not sep or name not in PEERS or not path:
-            raise SystemExit(f"--peer-python expects NAME=PATH with NAME in {sorted(PEERS)}, got {v!r}")
+        if not sep or (name not in PEERS and name not in FRESH_PEERS) or not path:
+            raise SystemExit(f"--peer-python expects NAME=PATH with NAME in {sorted([*PEERS, *FRESH_PEERS])}, "
+                             f"got {v!r}")
         out[name] = path
     return out
 
@@ -39,9 +40,10 @@ def _peers(value: str) -> list[str] | None:
     if value == "none":
         return []
     names = [n for n in value.split(",") if n]
-    bad = [n for n in names if n not in PEERS]
+    bad = [n for n in names if n not in PEERS and n not in FRESH_PEERS]
     if bad:
-        raise SystemExit(f"--peers expects all, none or a comma list of {sorted(PEERS)}, got {value!r}")
+        raise SystemExit(f"--peers expects all, none or a comma list of {sorted([*PEERS, *FRESH_PEERS])}, "
+                         f"got {value!r}")
     return names
 
 
@@ -76,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--work", default=os.path.join(ROOT, "benchmarks", ".work"), help="scratch folder")
     r.add_argument("--peer-python", action="append", default=[], metavar="NAME=PATH",
                    help="interpreter of one peer (repeatable); see benchmarks/peers/__init__.py")
-    r.add_argument("--peers", default="all", help="all, none, or a comma list of " + ",".join(PEERS))
+    r.add_argument("--peers", default="all", help="all, none, or a comma list of " + ",".join([*PEERS, *FRESH_PEERS]))
     r.add_argument("--sections", default=",".join(SECTIONS), help="comma list of " + ",".join(SECTIONS))
     r.add_argument("--retry-pause", type=float, default=5.0,
                    help="seconds before a failed section is tried again (once)")

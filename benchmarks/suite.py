@@ -13,13 +13,18 @@ Sections (each a method of :class:`Run`, each filling ``results[section]``):
   dataset), ``ds.dataloader`` (when this version has it), ``ds.fetch`` through torch's DataLoader, the peers.
 - ``scale``: cold build (with and without libmagic), warm reopen and peak RSS against corpus size, each in a
   fresh process; gperc's build for the sizes it can do.
-- ``remote``: object storage and HTTP servers on 127.0.0.1 (:mod:`benchmarks.bench_remote`).
-- ``content``: the content pass against a plain read (:mod:`benchmarks.bench_content`).
+- ``remote``: object storage and HTTP servers on 127.0.0.1 (:mod:`benchmarks.probes.remote`).
+- ``content``: the content pass against a plain read (:mod:`benchmarks.probes.content`).
 - ``cold``: cold build with libmagic headers against gperc 0.7, and libmagic's per-file costs
-  (:mod:`benchmarks.bench_cold_build`).
+  (:mod:`benchmarks.probes.cold_build`).
 - ``query``: the query engine (``ds.sql``) against DuckDB on an Arrow table of the same rows, up to 10^7 rows
-  (:mod:`benchmarks.bench_query_engine`).
-- ``gpu``: training a byte-level model from ``ds.dataloader`` (:mod:`benchmarks.bench_gpu_feed`); skipped with the
+  (:mod:`benchmarks.probes.query_engine`).
+- ``catalog``: catalog build to the first GROUP BY answer and the ``head(path, 4)`` predicate against Daft and
+  DuckDB, fresh processes (:mod:`benchmarks.probes.catalog_peers`);
+- ``coldstore``: random fetch from an evicted store against megatron-core, Lance and the ``os.pread`` floor, with
+  read amplification (:mod:`benchmarks.probes.cold_store`);
+- ``lance``: random fetch cold and warm against Lance's ``take`` (:mod:`benchmarks.probes.lance_fetch`);
+- ``gpu``: training a byte-level model from ``ds.dataloader`` (:mod:`benchmarks.probes.gpu_feed`); skipped with the
   reason when there is no CUDA device (quick mode runs its CPU smoke loop instead).
 
 A section that fails is retried once or skipped with its reason (:mod:`benchmarks.sections`).
@@ -38,10 +43,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from .children import child_build, child_json
 from .corpora import make_corpus
 from .measure import gather_fetch, median
 from .naive import NaiveConcat, NaiveDiff
-from .peers import PEERS, PeerUnavailable, peer_version, resolve_python, start_peer
+from .peers import FRESH_PEERS, PEERS, PeerUnavailable, fresh_peer_version, peer_version, resolve_python, start_peer
 from .peers.storeio import read_store, save_plan
 from .systems import (
     LocalSystem,
@@ -81,16 +87,21 @@ class Settings:
     gperc_scale_max: int
     workers: tuple[int, ...] = (0, 1, 2)
     table_sizes: tuple[int, ...] = (10_000, 100_000)  # in-memory structures without the files (scale_table)
-    remote_objects: int = 256  # small objects read from each local server (see benchmarks/bench_remote.py)
+    remote_objects: int = 256  # small objects read from each local server (see benchmarks/probes/remote.py)
     remote_delay_objects: int = 64  # read in the settings with an injected per-request delay
     remote_reps: int = 1
-    gpu_feed: str = "smoke"  # "smoke": tiny, on the CPU when there is no GPU; "full": benchmarks.bench_gpu_feed
-    content_small: int = 2000  # content pass (benchmarks.bench_content): small files, large files x MB
+    gpu_feed: str = "smoke"  # "smoke": tiny, on the CPU when there is no GPU; "full": benchmarks.probes.gpu_feed
+    content_small: int = 2000  # content pass (benchmarks.probes.content): small files, large files x MB
     content_large: tuple[int, int] = (2, 2)
-    cold_files: int = 1000  # cold build with headers against gperc (benchmarks.bench_cold_build)
+    cold_files: int = 1000  # cold build with headers against gperc (benchmarks.probes.cold_build)
     cold_reps: int = 2
-    dask_files: int = 2000  # files of the Dask build / pack comparison (see benchmarks/bench_dask.py)
+    dask_files: int = 2000  # files of the Dask build / pack comparison (see benchmarks/probes/dask.py)
     dask_reps: int = 1
+    catalog_files: tuple[int, ...] = (2000,)  # catalog against Daft and DuckDB (benchmarks.probes.catalog_peers)
+    catalog_reps: int = 1
+    store_mib: int = 128  # the evicted store of coldstore and lance (benchmarks.probes.cold_store)
+    store_reps: int = 1
+    store_batches: int = 8
 
 
 QUICK = Settings("quick", reps=3, batches=4, batch_sizes=(4, 20, 64), small_files=2000, lognormal_files=150,
@@ -104,8 +115,8 @@ FULL = Settings("full", reps=5, batches=10, batch_sizes=(1, 4, 20, 64, 256), sma
                 scale_sizes=(1000, 10000, 100000, 1000000), scale_magic_max=100000, gperc_scale_max=10000,
                 table_sizes=(100_000, 1_000_000, 10_000_000), remote_objects=2000, remote_delay_objects=512,
                 remote_reps=3, gpu_feed="full", content_small=20000, content_large=(8, 8), cold_files=10000,
-                cold_reps=3, dask_files=20_000,
-                dask_reps=3)
+                cold_reps=3, dask_files=20_000, dask_reps=3, catalog_files=(10_000, 100_000), catalog_reps=3,
+                store_mib=1024, store_reps=3, store_batches=24)
 
 
 def _summary(per_rep: list[float]) -> dict:
@@ -118,7 +129,8 @@ class Run:
     def __init__(self, settings: Settings, work: str, data: str, peer_python: dict[str, str],
                  peers: list[str] | None, log=print):
         self.s, self.work, self.data, self.log = settings, work, data, log
-        self.peer_python, self.wanted = peer_python, list(PEERS) if peers is None else peers
+        self.peer_python = peer_python
+        self.wanted = [*PEERS, *FRESH_PEERS] if peers is None else peers
         self.peers: dict = {}
         self.results: dict = {"settings": asdict(settings), "peers": {}, "started": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                                                    time.gmtime())}
@@ -171,6 +183,9 @@ class Run:
                 self.results["peers"][name] = {"available": False, "python": python,
                                                "reason": f"{exc} (install: {PEERS[name].install})"}
             self.log(f"peer {name}: {self.results['peers'][name]}")
+        for name in FRESH_PEERS:  # measured in fresh processes: only whether they import here
+            self.results["peers"][name] = fresh_peer_version(name, resolve_python(name, self.peer_python)) \
+                if name in self.wanted else {"available": False, "reason": "not requested (--peers)"}
 
     def close(self) -> None:
         """Stop every peer process."""
@@ -418,8 +433,8 @@ class Run:
     # ------------------------------------------------------------------ fetch paths (issue 20, items 1-3)
     def fetchpaths(self) -> None:
         """Per-call latency against Megatron-core and mosaic, packed against the gather floor, raw against the naive
-        reader: :mod:`benchmarks.bench_fetch_paths` (its own peer processes, the same corpora)."""
-        from .bench_fetch_paths import run_all
+        reader: :mod:`benchmarks.probes.fetch_paths` (its own peer processes, the same corpora)."""
+        from .probes.fetch_paths import run_all
 
         self.results["fetchpaths"] = run_all(self.s.mode == "quick", self.work, self.data,
                                              [n for n in ("megatron", "mosaic") if n in self.peers], self.log)
@@ -524,8 +539,8 @@ class Run:
     # ------------------------------------------------------------------ remote
     def remote(self) -> None:
         """Object storage and HTTP on 127.0.0.1: concurrent vs one-at-a-time reads per server, with and without
-        an injected per-request delay; index and block-cache figures (:mod:`benchmarks.bench_remote`)."""
-        from .bench_remote import measure as measure_remote
+        an injected per-request delay; index and block-cache figures (:mod:`benchmarks.probes.remote`)."""
+        from .probes.remote import measure as measure_remote
 
         s = self.s
         self.results["remote"] = measure_remote(s.remote_objects, s.remote_delay_objects, 20.0, s.remote_reps,
@@ -533,8 +548,8 @@ class Run:
 
     # ------------------------------------------------------------------ content pass and cold build
     def content(self) -> None:
-        """The content pass against a plain read (:mod:`benchmarks.bench_content`)."""
-        from .bench_content import measure as measure_content
+        """The content pass against a plain read (:mod:`benchmarks.probes.content`)."""
+        from .probes.content import measure as measure_content
 
         s = self.s
         root = os.path.join(self.work, "content")
@@ -546,8 +561,8 @@ class Run:
             shutil.rmtree(root, ignore_errors=True)
 
     def cold(self) -> None:
-        """Cold build with libmagic headers against gperc 0.7 (:mod:`benchmarks.bench_cold_build`)."""
-        from .bench_cold_build import measure as measure_cold
+        """Cold build with libmagic headers against gperc 0.7 (:mod:`benchmarks.probes.cold_build`)."""
+        from .probes.cold_build import measure as measure_cold
 
         s = self.s
         self.results["cold"] = measure_cold(s.cold_files, s.cold_reps, min(2000, s.cold_files), self.data,
@@ -556,10 +571,10 @@ class Run:
 
     # ------------------------------------------------------------------ GPU feed
     def gpu(self) -> None:
-        """Training a byte-level model from ``ds.dataloader`` (:mod:`benchmarks.bench_gpu_feed`): the full
+        """Training a byte-level model from ``ds.dataloader`` (:mod:`benchmarks.probes.gpu_feed`): the full
         measurement in full mode (skipped with the reason without a CUDA device), the CPU smoke run in quick mode."""
-        from .bench_gpu_feed import FULL_GPU, SMOKE
-        from .bench_gpu_feed import measure as measure_gpu
+        from .probes.gpu_feed import FULL_GPU, SMOKE
+        from .probes.gpu_feed import measure as measure_gpu
 
         settings = FULL_GPU if self.s.gpu_feed == "full" else SMOKE
         self.log(f"gpu feed ({self.s.gpu_feed})")
@@ -568,8 +583,8 @@ class Run:
     # ------------------------------------------------------------------ dask
     def dask(self) -> None:
         """Build and pack on Dask with 1, 2, 3 workers against the local engine, the 1-worker overhead, the
-        scheduling share and a 10^6-row Parquet catalog's GROUP BY (:mod:`benchmarks.bench_dask`)."""
-        from .bench_dask import measure as measure_dask
+        scheduling share and a 10^6-row Parquet catalog's GROUP BY (:mod:`benchmarks.probes.dask`)."""
+        from .probes.dask import measure as measure_dask
 
         try:
             import distributed  # noqa: F401
@@ -581,13 +596,55 @@ class Run:
 
     # ------------------------------------------------------------------ query
     def query(self) -> None:
-        """The query engine against DuckDB on an Arrow table of the same rows (:mod:`benchmarks.bench_query_engine`):
+        """The query engine against DuckDB on an Arrow table of the same rows (:mod:`benchmarks.probes.query_engine`):
         10^5 rows (quick) or up to 10^7 (full), the byte predicate and first statement on real files."""
-        from .bench_query_engine import measure as measure_query
+        from .probes.query_engine import measure as measure_query
 
         full = self.s.mode == "full"
         sizes = (100_000, 1_000_000, 10_000_000) if full else (100_000,)
         self.results["query"] = measure_query(sizes, 100_000 if full else 5_000, 7 if full else 3, log=self.log)
+
+    # ------------------------------------------------------------------ probes against Daft, DuckDB, Lance
+    def _probe(self, section: str, name: str, argv: list[str]) -> None:
+        """Run probe ``name`` through the registry (the same measurement as ``python -m benchmarks probe``);
+        its results become this section's, and its command is recorded."""
+        from .registry import run_probe
+
+        peers = [f"--peer-python={n}={p}" for n, p in self.peer_python.items() if n in ("megatron", "daft", "lance")]
+        self.log(f"{section}: python -m benchmarks probe {name} {' '.join(argv)}")
+        self.results[section] = run_probe(name, [*argv, *peers, "--data", self.data])["results"]
+        self.results[section]["command"] = f"python -m benchmarks probe {name} {' '.join(argv)}"
+
+    def _available(self, name: str) -> bool:
+        return bool(self.results["peers"].get(name, {}).get("available"))
+
+    def catalog(self) -> None:
+        """Catalog build to the first answer and the byte predicate against Daft and DuckDB (fresh processes)."""
+        s = self.s
+        systems = ["consumer", "duckdb"] + (["daft"] if self._available("daft") else [])
+        self._probe("catalog", "catalog_peers", ["--files", ",".join(map(str, s.catalog_files)), "--reps",
+                                                 str(s.catalog_reps), "--systems", ",".join(systems)])
+        if not self._available("daft"):
+            self.results["catalog"]["sizes"] = {n: {**v, "absent": {**v["absent"], "daft": self.results["peers"].get(
+                "daft", {}).get("reason", "not requested")}} for n, v in self.results["catalog"]["sizes"].items()}
+
+    def _store_readers(self, *names: str) -> str:
+        have = {"megatron": "megatron" in self.wanted, "lance": self._available("lance")}
+        return ",".join(n for n in names if have.get(n, True))
+
+    def coldstore(self) -> None:
+        """Random fetch from a store evicted from the page cache, fresh processes, against the pread floor."""
+        s = self.s
+        self._probe("coldstore", "cold_store", ["--store-mib", str(s.store_mib), "--reps", str(s.store_reps),
+                                                "--readers", self._store_readers("consumer", "megatron", "lance",
+                                                                                 "pread")])
+
+    def lance(self) -> None:
+        """Random fetch cold and warm against Lance's take, at 20 and 1 rows of 8192."""
+        s = self.s
+        self._probe("lance", "lance_fetch", ["--store-mib", str(s.store_mib), "--reps", str(s.store_reps),
+                                             "--batches", str(s.store_batches),
+                                             "--readers", self._store_readers("consumer", "lance", "pread")])
 
     # ------------------------------------------------------------------ scale
     def scale(self) -> None:
@@ -605,8 +662,8 @@ class Run:
                     continue
                 cache = os.path.join(self.work, f"scale-cache-{n}-{label}")
                 shutil.rmtree(cache, ignore_errors=True)
-                cold = _child_build(corpus.root, cache, metadata)
-                warm = _child_build(corpus.root, cache, metadata)
+                cold = child_build(corpus.root, cache, metadata)
+                warm = child_build(corpus.root, cache, metadata)
                 shutil.rmtree(cache, ignore_errors=True)
                 row[label] = {"cold": cold, "warm": warm}
             if n <= s.gperc_scale_max and "gperc" in self.results["peers"] and \
@@ -620,7 +677,7 @@ class Run:
             self.log(f"scale table {n} (synthetic file table, no files)")
             cache = os.path.join(self.work, f"table-cache-{n}")
             shutil.rmtree(cache, ignore_errors=True)
-            table.append(_child_json(["-m", "benchmarks.scale_table", str(n), cache]))
+            table.append(child_json(["-m", "benchmarks.scale_table", str(n), cache]))
             shutil.rmtree(cache, ignore_errors=True)
             self.log(f"  {json.dumps({k: v for k, v in table[-1].items() if k != 'stages'})[:300]}")
         self.results["scale_table"] = table
@@ -648,35 +705,3 @@ class _InProcess:
     def __call__(self, batch_size: int, workers: int, seed: int):
         for ids in make_batches(len(self.ds), batch_size, self.n + 1, seed):
             yield self.ds.fetch(ids)["input_array"]
-
-
-_CHILD = r"""
-import json, resource, sys, time
-from benchmarks.measure import peak_rss_mb
-from consumer import Consumer
-root, cache, metadata = sys.argv[1], sys.argv[2], (None if sys.argv[3] == "none" else sys.argv[3])
-base = peak_rss_mb()
-t0 = time.perf_counter(); r0 = resource.getrusage(resource.RUSAGE_SELF)
-ds = Consumer(root, metadata=metadata, cache_dir=cache, style="concat", seqlen=2048)
-wall = time.perf_counter() - t0
-r1 = resource.getrusage(resource.RUSAGE_SELF)
-info = getattr(ds, "build_info", {}) or {}
-print(json.dumps({"wall_s": wall, "cpu_s": (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime),
-                  "peak_rss_mb": peak_rss_mb(), "import_rss_mb": base, "files": len(ds.files),
-                  "samples": len(ds), "cache": info.get("cache")}))
-"""
-
-
-def _child_build(root: str, cache: str, metadata) -> dict:
-    return _child_json(["-c", _CHILD, root, cache, metadata or "none"])
-
-
-def _child_json(args: list[str]) -> dict:
-    """The JSON last line a fresh ``python ARGS`` prints, or ``{"error": ...}``."""
-    from .peers import ROOT
-
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, check=False, cwd=ROOT)
-    if out.returncode != 0:
-        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
-    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,10 +1,11 @@
 """One reader of a packed store, run in a fresh process for the cold-store probe (``benchmarks/probes/cold_store.py``).
 
-``python -m benchmarks.peers.coldread READER STORE PLAN IDS [LANCE_DIR]`` opens the store with one reader,
-fetches every batch of ``IDS`` (an ``.npy`` of ``[n_batches, batch]`` row ids of the plan) as an int64
+``python -m benchmarks.peers.coldread READER STORE PLAN IDS [LANCE_DIR [PASSES]]`` opens the store with one
+reader, fetches every batch of ``IDS`` (an ``.npy`` of ``[n_batches, batch]`` row ids of the plan) as an int64
 ``[batch, seqlen]`` array or tensor, and prints one JSON line: the open time, the seconds of each batch,
 the bytes read from the device during the fetches (``/proc/self/io``), the bytes served (the rows' token
-bytes in the store), and the digest of the first batch's rows. Readers:
+bytes in the store), and the digest of the first batch's rows. With ``PASSES`` 2 the same batches are
+fetched again (pages now cached: the warm fetch), their seconds in ``warm_seconds``. Readers:
 
 - ``consumer``: ``Consumer.from_packed(STORE, style="concat", seqlen=...)`` + ``fetch(ids)``;
 - ``megatron``: megatron-core's ``IndexedDataset`` (memory-mapped), ``get(doc, offset, length)`` per piece;
@@ -100,7 +101,7 @@ READERS: dict[str, Callable[[str, Plan, str], Fetch]] = {"consumer": _consumer, 
                                                          "lance": _lance, "pread": _pread}
 
 
-def measure(reader: str, store: str, plan_path: str, ids_path: str, lance_dir: str = "") -> dict:
+def measure(reader: str, store: str, plan_path: str, ids_path: str, lance_dir: str = "", passes: str = "1") -> dict:
     """Open ``store`` with ``reader`` and fetch every batch of ``ids_path`` (see the module docstring)."""
     plan = load_plan(plan_path)
     batches = np.load(ids_path)
@@ -120,8 +121,14 @@ def measure(reader: str, store: str, plan_path: str, ids_path: str, lance_dir: s
     read = io_read_bytes() - before
     served = int(sum(int(plan.length[ids].sum()) for ids in batches)) * item
     digest = hashlib.sha256(np.ascontiguousarray(first).tobytes()).hexdigest() if first is not None else ""
+    warm = []
+    for _ in range(int(passes) - 1):
+        for ids in batches:
+            t = time.perf_counter()
+            fetch(ids)
+            warm.append(time.perf_counter() - t)
     return {"open_s": open_s, "seconds": seconds, "read_bytes": read, "served_bytes": served, "digest": digest,
-            "shape": list(first.shape) if first is not None else None}
+            "shape": list(first.shape) if first is not None else None, "warm_seconds": warm}
 
 
 def _lance_batches(store: str, plan: Plan, rows_per_batch: int = 1024) -> Iterator[object]:
@@ -157,7 +164,7 @@ def main(argv: list[str]) -> int:
         if argv[0] == "write-lance":
             out = write_lance(*argv[1:4])
         else:
-            out = measure(*argv[:5])
+            out = measure(*argv[:6])
     except ImportError as exc:
         out = {"error": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(out))

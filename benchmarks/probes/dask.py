@@ -18,14 +18,13 @@ machine cancels out. Measured on one corpus (``benchmarks.corpora`` "small": 256
 
 Every Dask result is checked against the local one (catalog rows, samples, store bytes) before it counts.
 
-    python -m benchmarks.bench_dask --files 20000 --reps 3
+    python -m benchmarks probe dask --files 20000 --reps 3
 """
 
 from __future__ import annotations
 
 import argparse
 import filecmp
-import json
 import os
 import shutil
 import tempfile
@@ -34,9 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.corpora import make_corpus
+from ..corpora import make_corpus
 
-__all__ = ["measure", "render_section", "main"]
+NAME = "dask"
+DESCRIPTION = "build and pack on Dask with 1-3 workers against the local engine"
+
+__all__ = ["measure", "render_section", "add_arguments", "run"]
 
 WORKERS = (1, 2, 3)
 OVERHEAD_TARGET = 1.3
@@ -275,20 +277,13 @@ def render_section(res: dict | None) -> list[str]:
     return out
 
 
-def main() -> None:
-    """Measure and print the section (and the JSON with ``--json``)."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--files", type=int, default=20_000)
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--json", default=None, help="also write the results here")
-    args = p.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument("--reps", type=int, default=3)
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Measure the section in a temporary folder (needs ``dask.distributed``)."""
     with tempfile.TemporaryDirectory() as tmp:
-        res = measure(args.files, args.reps, os.path.join(tmp, "work"), os.path.join(tmp, "data"))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(res, f, indent=1)
-    print("\n".join(render_section(res)))
-
-
-if __name__ == "__main__":
-    main()
+        return measure(args.files, args.reps, os.path.join(tmp, "work"), os.path.join(tmp, "data"))
