@@ -116,7 +116,8 @@ def _verdict_section(res: dict) -> list[str]:
     rows = []
     for _, _, verdicts in VIEWS:
         for v in verdicts(res):
-            mark = {True: "**met**", False: "**not met**", None: "not measured"}[v["met"]]
+            mark = {True: "**met**", False: "**not met**", None: "not measured", "floor": "floor (measured limit, "
+                    "not a target)"}[v["met"]]
             rows.append([v["target"], v["figure"], mark, v["why"]])
     return ["## Targets", ""] + table(["target", "measured", "verdict", "why / note"], rows) + [""]
 

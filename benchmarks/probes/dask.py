@@ -211,11 +211,17 @@ def measure(files: int, reps: int, work: str, data: str, log=print) -> dict:
                 cluster.close()
         log(f"dask bench rep {rep}: build {({k: round(v[-1], 2) for k, v in build.items()})}, "
             f"pack {({k: round(v[-1], 2) for k, v in pack.items()})}")
+    return _summary(corpus, reps, cores, layout, load_start, build, pack, latency, per_task, tasks, checks,
+                    _group_by(work, max(reps, 3)))
+
+
+def _summary(corpus: Any, reps: int, cores: int, layout: dict, load_start: float, build: dict, pack: dict,
+             latency: dict, per_task: dict, tasks: dict, checks: dict, group_by: dict) -> dict:
+    """The section's results from the raw timings of :func:`measure`."""
     best = {"build": {k: min(v) for k, v in build.items()}, "pack": {k: min(v) for k, v in pack.items()}}
     overhead = {p: best[p]["dask-1"] / best[p]["local"] for p in ("build", "pack")}
     share = {k: {p: (n * per_task[k] / total if total else None) for p, (n, total) in v.items()}
              for k, v in tasks.items()}
-    group_by = _group_by(work, max(reps, 3))
     return {"files": corpus.n_files, "bytes": corpus.total_bytes, "reps": reps, "cores": cores, "layout": layout,
             "load_average": [load_start, round(os.getloadavg()[0], 2)],
             "seconds": best, "all": {"build": build, "pack": pack},
