@@ -102,9 +102,13 @@ def main(argv: list[str]) -> int:
         out = measure(argv[0], argv[1], int(argv[2]))
     except ImportError as exc:
         out = {"error": f"{type(exc).__name__}: {exc}"}
-    print(json.dumps(out))
+    print(json.dumps(out), flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main(sys.argv[1:])
+    sys.stderr.flush()
+    # Daft 0.7's worker threads can abort the interpreter's shutdown ("PyGILState_Release: thread state must be
+    # current"), after the answer is out: leave without finalizing, the result is printed and flushed
+    os._exit(0)

@@ -189,8 +189,8 @@ def render_section(res: dict | None) -> list[str]:
              "from the page cache with `posix_fadvise(POSIX_FADV_DONTNEED)` on its own files before each process; "
              f"each fresh process then fetches {res['batches']} batches of {res['batch']} random rows (int64 out). "
              "*bytes read per byte served*: `/proc/self/io` `read_bytes` during the fetches over the rows' token "
-             "bytes. Median over processes; readers interleaved. The `pread` row reads exactly each row's byte "
-             "range: the floor.", "",
+             "bytes; *open ms*: importing the reader's library and opening the store. Median over processes; "
+             "readers interleaved. The `pread` row reads exactly each row's byte range: the floor.", "",
              "| reader | ms per batch | × pread floor | bytes read per byte served | open ms | rows = floor |",
              "|---|---|---|---|---|---|"]
     for reader, r in res["readers"].items():
