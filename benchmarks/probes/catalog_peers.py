@@ -152,5 +152,6 @@ def verdicts(res: dict | None) -> list[dict]:
         ratio = 1 / daft["first_answer_x_consumer"]
         out.append({"target": f"first catalog answer ≤ 1.0× Daft's time ({int(n):,} files)",
                     "figure": f"{ratio:.2f}× Daft's time", "met": ratio <= 1.0,
-                    "why": "" if ratio <= 1.0 else "per-file Python work in the cold build (listing, checks, catalog rows)"})
+                    "why": "" if ratio <= 1.0 else
+                    "per-file Python work in the cold build (listing, checks, catalog rows)"})
     return out
