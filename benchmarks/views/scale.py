@@ -60,6 +60,8 @@ def _table_section(res: dict) -> list[str]:
 
 def verdicts(res: dict) -> list[dict]:
     """Cold build against gperc, warm reopen, per-file cost and the 10^7-file structures."""
+    if not res.get("scale"):  # the section did not run: its targets are not in this report
+        return []
     out: list[dict] = []
     scale = res.get("scale", [])
     builds = [(r["files"], r["gperc"]["wall_s"] / r["magic"]["cold"]["wall_s"]) for r in scale
