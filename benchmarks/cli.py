@@ -1,4 +1,5 @@
-"""``python -m benchmarks run --quick|--full`` and ``python -m benchmarks report RESULTS.json``.
+"""``python -m benchmarks run --quick|--full``, ``python -m benchmarks report RESULTS.json`` and
+``python -m benchmarks probe NAME [ARGS]`` / ``probe --list`` (one registered probe: :mod:`benchmarks.registry`).
 
 ``run`` measures everything (see :mod:`benchmarks.suite`), writes the results as JSON next to the report,
 the PNG plots, and the report (default ``docs/benchmarks.md``). ``report`` re-renders a report and its
@@ -14,20 +15,21 @@ import shlex
 import sys
 import time
 
-from .peers import PEERS, ROOT
+from .peers import FRESH_PEERS, PEERS, ROOT
 
 __all__ = ["main"]
 
-SECTIONS = ("workloads", "limits", "fetchpaths", "loader", "filesize", "grid", "scale", "content", "cold", "remote",
-            "gpu", "dask", "query")
+SECTIONS = ("workloads", "limits", "fetchpaths", "loader", "filesize", "grid", "scale", "catalog", "coldstore", "lance",
+            "content", "cold", "remote", "gpu", "dask", "query")
 
 
 def _peer_python(values: list[str]) -> dict[str, str]:
     out = {}
     for v in values:
         name, sep, path = v.partition("=")
-        if not sep or name not in PEERS or not path:
-            raise SystemExit(f"--peer-python expects NAME=PATH with NAME in {sorted(PEERS)}, got {v!r}")
+        if not sep or (name not in PEERS and name not in FRESH_PEERS) or not path:
+            raise SystemExit(f"--peer-python expects NAME=PATH with NAME in {sorted([*PEERS, *FRESH_PEERS])}, "
+                             f"got {v!r}")
         out[name] = path
     return out
 
@@ -38,9 +40,10 @@ def _peers(value: str) -> list[str] | None:
     if value == "none":
         return []
     names = [n for n in value.split(",") if n]
-    bad = [n for n in names if n not in PEERS]
+    bad = [n for n in names if n not in PEERS and n not in FRESH_PEERS]
     if bad:
-        raise SystemExit(f"--peers expects all, none or a comma list of {sorted(PEERS)}, got {value!r}")
+        raise SystemExit(f"--peers expects all, none or a comma list of {sorted([*PEERS, *FRESH_PEERS])}, "
+                         f"got {value!r}")
     return names
 
 
@@ -57,8 +60,14 @@ def _write_report(res: dict, out: str, img: str, command: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run it."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "probe":  # the probe registry parses its own arguments
+        from .registry import main as probe_main
+
+        return probe_main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("probe", help="one registered probe: probe --list | probe NAME [ARGS] (benchmarks/registry.py)")
     r = sub.add_parser("run", help="measure and write the report")
     mode = r.add_mutually_exclusive_group(required=True)
     mode.add_argument("--quick", action="store_true", help="small corpora, a couple of minutes")
@@ -69,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--work", default=os.path.join(ROOT, "benchmarks", ".work"), help="scratch folder")
     r.add_argument("--peer-python", action="append", default=[], metavar="NAME=PATH",
                    help="interpreter of one peer (repeatable); see benchmarks/peers/__init__.py")
-    r.add_argument("--peers", default="all", help="all, none, or a comma list of " + ",".join(PEERS))
+    r.add_argument("--peers", default="all", help="all, none, or a comma list of " + ",".join([*PEERS, *FRESH_PEERS]))
     r.add_argument("--sections", default=",".join(SECTIONS), help="comma list of " + ",".join(SECTIONS))
     r.add_argument("--retry-pause", type=float, default=5.0,
                    help="seconds before a failed section is tried again (once)")

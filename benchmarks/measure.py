@@ -4,7 +4,9 @@
   of the rows of the first few batches (the driver compares them across systems);
 - :func:`time_loader`: first-batch latency and batches/s of an iterable of batches;
 - :func:`memcpy_seconds` and :func:`gather_floor_seconds`: the machine limits for one batch;
-- :func:`median`, :func:`best_of` and :func:`row_digest`.
+- :func:`median`, :func:`best_of`, :func:`timed` and :func:`row_digest`;
+- :func:`io_read_bytes` and :func:`evict`: what a process read from the device, and cold files (the
+  benchmark's own files only).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["time_batches", "time_loader", "memcpy_seconds", "gather_floor_seconds", "median", "row_digest",
-           "as_rows", "peak_rss_mb", "best_of"]
+           "as_rows", "peak_rss_mb", "best_of", "gather_fetch", "io_read_bytes", "evict", "timed"]
 
 
 def peak_rss_mb() -> float:
@@ -151,3 +153,43 @@ def gather_fetch(tokens: np.ndarray, batch: int, seqlen: int, dtype: Any = np.in
         return dst
 
     return fetch
+
+
+def io_read_bytes() -> int:
+    """Bytes this process has read from block devices so far (``read_bytes`` of ``/proc/self/io``; page-cache
+    hits do not count); -1 where the kernel does not report it."""
+    try:
+        with open("/proc/self/io", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("read_bytes:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return -1
+
+
+def evict(paths: Iterable[str]) -> int:
+    """Drop the page-cache pages of these files only (``posix_fadvise(POSIX_FADV_DONTNEED)`` after an
+    ``fdatasync``, so dirty pages go too); never the machine's other caches. Returns the bytes covered."""
+    import os
+
+    total = 0
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            total += os.fstat(fd).st_size
+        finally:
+            os.close(fd)
+    return total
+
+
+def timed(fn: Callable[[], Any], repeat: int = 1) -> dict:
+    """Call ``fn`` ``repeat`` times: every duration in seconds, their median and minimum, and the last result."""
+    seconds, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        seconds.append(time.perf_counter() - t0)
+    return {"seconds": seconds, "median_s": median(seconds), "best_s": min(seconds), "result": out}

@@ -5,7 +5,10 @@
 # - gperc 0.7 and litdata: in that venv without their dependency pins (gperc pins Python < 3.10 packages;
 #   litdata requires torchvision, whose index build needs a CUDA torch), plus litdata's other requirements;
 # - mosaicml-streaming: its own venv benchmarks/.venvs/mosaic (it pins numpy < 2.2 and transformers < 5),
-#   with torch 2.13.0 and filelock 3.29.0 (worker processes fail on a lock "inherited across fork" otherwise).
+#   with torch 2.13.0 and filelock 3.29.0 (worker processes fail on a lock "inherited across fork" otherwise);
+# - Daft 0.7 and pylance (Lance): one venv benchmarks/.venvs/daft (Daft pins an older pyarrow than the project's),
+#   linked as benchmarks/.venvs/lance; torch and the project come from the project venv's site-packages,
+#   appended after the venv's own (a .pth file), so Daft's pyarrow wins.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
@@ -20,4 +23,12 @@ fi
 "$venv/bin/pip" install -q "torch==2.13.0"
 "$venv/bin/pip" install -q "mosaicml-streaming==0.13.0" "filelock==3.29.0" "torch==2.13.0"
 "$venv/bin/pip" uninstall -y -q torchvision || true   # CUDA-only build; streaming.base does not need it
+cols="$here/.venvs/daft"
+if [ ! -x "$cols/bin/python" ]; then
+    python3.11 -m venv "$cols"
+fi
+"$cols/bin/pip" install -q "daft==0.7.26" "pylance==14.0.2" numpy duckdb
+site="$("$py" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")"
+echo "$site" > "$("$cols/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/zz_project_site.pth"
+ln -sfn daft "$here/.venvs/lance"
 echo "peers installed; run: $py -m benchmarks run --quick"

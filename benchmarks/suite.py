@@ -13,13 +13,18 @@ Sections (each a method of :class:`Run`, each filling ``results[section]``):
   dataset), ``ds.dataloader`` (when this version has it), ``ds.fetch`` through torch's DataLoader, the peers.
 - ``scale``: cold build (with and without libmagic), warm reopen and peak RSS against corpus size, each in a
   fresh process; gperc's build for the sizes it can do.
-- ``remote``: object storage and HTTP servers on 127.0.0.1 (:mod:`benchmarks.bench_remote`).
-- ``content``: the content pass against a plain read (:mod:`benchmarks.bench_content`).
+- ``remote``: object storage and HTTP servers on 127.0.0.1 (:mod:`benchmarks.probes.remote`).
+- ``content``: the content pass against a plain read (:mod:`benchmarks.probes.content`).
 - ``cold``: cold build with libmagic headers against gperc 0.7, and libmagic's per-file costs
-  (:mod:`benchmarks.bench_cold_build`).
+  (:mod:`benchmarks.probes.cold_build`).
 - ``query``: the query engine (``ds.sql``) against DuckDB on an Arrow table of the same rows, up to 10^7 rows
-  (:mod:`benchmarks.bench_query_engine`).
-- ``gpu``: training a byte-level model from ``ds.dataloader`` (:mod:`benchmarks.bench_gpu_feed`); skipped with the
+  (:mod:`benchmarks.probes.query_engine`).
+- ``catalog``: catalog build to the first GROUP BY answer and the ``head(path, 4)`` predicate against Daft and
+  DuckDB, fresh processes (:mod:`benchmarks.probes.catalog_peers`);
+- ``coldstore``: random fetch from an evicted store against megatron-core, Lance and the ``os.pread`` floor, with
+  read amplification (:mod:`benchmarks.probes.cold_store`);
+- ``lance``: random fetch cold and warm against Lance's ``take`` (:mod:`benchmarks.probes.lance_fetch`);
+- ``gpu``: training a byte-level model from ``ds.dataloader`` (:mod:`benchmarks.probes.gpu_feed`); skipped with the
   reason when there is no CUDA device (quick mode runs its CPU smoke loop instead).
 
 A section that fails is retried once or skipped with its reason (:mod:`benchmarks.sections`).
@@ -27,7 +32,6 @@ A section that fails is retried once or skipped with its reason (:mod:`benchmark
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import shutil
@@ -41,17 +45,15 @@ import numpy as np
 from .corpora import make_corpus
 from .measure import gather_fetch, median
 from .naive import NaiveConcat, NaiveDiff
-from .peers import PEERS, PeerUnavailable, peer_version, resolve_python, start_peer
+from .peers import FRESH_PEERS, PEERS, PeerUnavailable, fresh_peer_version, peer_version, resolve_python, start_peer
 from .peers.storeio import read_store, save_plan
+from .suite_fetch import FetchSections
+from .suite_probes import ProbeSections
 from .systems import (
     LocalSystem,
     PeerSystem,
-    consumer_loader,
-    fetch_loader,
-    has_out_dtype,
     make_batches,
     plan_of,
-    transport_loader,
 )
 
 __all__ = ["Settings", "QUICK", "FULL", "Run"]
@@ -81,16 +83,21 @@ class Settings:
     gperc_scale_max: int
     workers: tuple[int, ...] = (0, 1, 2)
     table_sizes: tuple[int, ...] = (10_000, 100_000)  # in-memory structures without the files (scale_table)
-    remote_objects: int = 256  # small objects read from each local server (see benchmarks/bench_remote.py)
+    remote_objects: int = 256  # small objects read from each local server (see benchmarks/probes/remote.py)
     remote_delay_objects: int = 64  # read in the settings with an injected per-request delay
     remote_reps: int = 1
-    gpu_feed: str = "smoke"  # "smoke": tiny, on the CPU when there is no GPU; "full": benchmarks.bench_gpu_feed
-    content_small: int = 2000  # content pass (benchmarks.bench_content): small files, large files x MB
+    gpu_feed: str = "smoke"  # "smoke": tiny, on the CPU when there is no GPU; "full": benchmarks.probes.gpu_feed
+    content_small: int = 2000  # content pass (benchmarks.probes.content): small files, large files x MB
     content_large: tuple[int, int] = (2, 2)
-    cold_files: int = 1000  # cold build with headers against gperc (benchmarks.bench_cold_build)
+    cold_files: int = 1000  # cold build with headers against gperc (benchmarks.probes.cold_build)
     cold_reps: int = 2
-    dask_files: int = 2000  # files of the Dask build / pack comparison (see benchmarks/bench_dask.py)
+    dask_files: int = 2000  # files of the Dask build / pack comparison (see benchmarks/probes/dask.py)
     dask_reps: int = 1
+    catalog_files: tuple[int, ...] = (2000,)  # catalog against Daft and DuckDB (benchmarks.probes.catalog_peers)
+    catalog_reps: int = 1
+    store_mib: int = 128  # the evicted store of coldstore and lance (benchmarks.probes.cold_store)
+    store_reps: int = 1
+    store_batches: int = 8
 
 
 QUICK = Settings("quick", reps=3, batches=4, batch_sizes=(4, 20, 64), small_files=2000, lognormal_files=150,
@@ -104,21 +111,22 @@ FULL = Settings("full", reps=5, batches=10, batch_sizes=(1, 4, 20, 64, 256), sma
                 scale_sizes=(1000, 10000, 100000, 1000000), scale_magic_max=100000, gperc_scale_max=10000,
                 table_sizes=(100_000, 1_000_000, 10_000_000), remote_objects=2000, remote_delay_objects=512,
                 remote_reps=3, gpu_feed="full", content_small=20000, content_large=(8, 8), cold_files=10000,
-                cold_reps=3, dask_files=20_000,
-                dask_reps=3)
+                cold_reps=3, dask_files=20_000, dask_reps=3, catalog_files=(10_000, 100_000), catalog_reps=3,
+                store_mib=1024, store_reps=3, store_batches=24)
 
 
 def _summary(per_rep: list[float]) -> dict:
     return {"reps": per_rep, "median": median(per_rep)}
 
 
-class Run:
+class Run(FetchSections, ProbeSections):
     """A benchmark run writing corpora under ``data`` and scratch files under ``work``."""
 
     def __init__(self, settings: Settings, work: str, data: str, peer_python: dict[str, str],
                  peers: list[str] | None, log=print):
         self.s, self.work, self.data, self.log = settings, work, data, log
-        self.peer_python, self.wanted = peer_python, list(PEERS) if peers is None else peers
+        self.peer_python = peer_python
+        self.wanted = [*PEERS, *FRESH_PEERS] if peers is None else peers
         self.peers: dict = {}
         self.results: dict = {"settings": asdict(settings), "peers": {}, "started": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                                                    time.gmtime())}
@@ -171,6 +179,9 @@ class Run:
                 self.results["peers"][name] = {"available": False, "python": python,
                                                "reason": f"{exc} (install: {PEERS[name].install})"}
             self.log(f"peer {name}: {self.results['peers'][name]}")
+        for name in FRESH_PEERS:  # measured in fresh processes: only whether they import here
+            self.results["peers"][name] = fresh_peer_version(name, resolve_python(name, self.peer_python)) \
+                if name in self.wanted else {"available": False, "reason": "not requested (--peers)"}
 
     def close(self) -> None:
         """Stop every peer process."""
@@ -352,331 +363,3 @@ class Run:
                 row["median_s"] = median(row["per_rep"])
             info["batch"][b] = {"systems": timed, "real_tokens_per_batch": float(b * packed.seqlen)}
         return info
-
-    # ------------------------------------------------------------------ consumer grid
-    def grid(self) -> None:
-        """consumer alone: source x style x n_bytes x seqlen x batch x query, libmagic headers on."""
-        from consumer import Consumer
-
-        s = self.s
-        corpus = make_corpus(self.data, "small", s.small_files, 0)
-        rows = []
-        self.log("grid")
-        for nb in (1, 2):
-            for style in ("diff", "concat"):
-                for L in (512, 8192):
-                    raw, _ = self._consumer(corpus.root, style=style, n_bytes=nb, seqlen=L, metadata="file")
-                    prefix = os.path.join(self.work, f"grid-nb{nb}", "store")
-                    if not os.path.exists(prefix + ".idx"):
-                        raw.pack(prefix)
-                    packed = Consumer.from_packed(prefix, style=style, seqlen=L)
-                    st = raw.index.sample_tokens()
-                    for source, ds in (("raw", raw), ("packed", packed)):
-                        for b in (20, 256):
-                            for query in ("supervised", "mlm"):
-                                batches = [make_batches(len(ds), b, s.grid_batches, seed=rep)
-                                           for rep in range(s.grid_reps)]
-                                per_rep = []
-                                for rep in range(s.grid_reps):
-                                    sys_ = LocalSystem("x", lambda ids, ds=ds, q=query: ds.fetch(ids, q), check=False)
-                                    per_rep.append(median(sys_.fetch_times(batches[rep], 0)["seconds"]))
-                                sec = median(per_rep)
-                                real = float(np.mean([st[ids].sum() for ids in batches[0]]))
-                                rows.append({"source": source, "style": style, "n_bytes": nb, "seqlen": L, "batch": b,
-                                             "query": query, "ms": sec * 1e3, "samples_per_s": b / sec,
-                                             "tokens_per_s": real / sec, "row_tokens_per_s": b * L / sec})
-        self.results["grid"] = rows
-
-    # ------------------------------------------------------------------ limits and out_dtype
-    def limits(self) -> None:
-        """Packed concat fetch against memcpy and the DRAM floor, for int64 and (when available) int32."""
-        from consumer import Consumer
-
-        s = self.s
-        store = os.path.join(self.work, "small-concat", "store")
-        packed = Consumer.from_packed(store, style="concat", seqlen=SEQLEN)
-        tokens = read_store(store)[0]
-        out = {"out_dtype_available": has_out_dtype(packed)}
-        batches = [make_batches(len(packed), BATCH, s.batches * 4, seed=rep) for rep in range(s.reps)]
-        systems = []
-        for dt in (np.int64, np.int32):
-            src = np.random.default_rng(0).integers(0, 60000, (BATCH, SEQLEN)).astype(dt)
-            dst = np.empty_like(src)
-            name = np.dtype(dt).name
-            systems.append(LocalSystem(f"memcpy {name}", lambda ids, d=dst, x=src: np.copyto(d, x), check=False))
-            systems.append(LocalSystem(f"DRAM gather {name}", gather_fetch(tokens, BATCH, SEQLEN, dt), check=False))
-            if dt is np.int64:
-                systems.append(LocalSystem("consumer packed int64", lambda ids: packed.fetch_numpy(ids)["input_array"],
-                                           check=False))
-            elif out["out_dtype_available"]:
-                systems.append(LocalSystem("consumer packed int32", lambda ids: packed.fetch_numpy(
-                    ids, out_dtype=np.int32)["input_array"], check=False))
-        timed = self._interleave(systems, lambda system, rep: batches[rep], s.reps, check=0)
-        out["systems"] = {k: {"median_s": median(v["per_rep"]), "per_rep": v["per_rep"]} for k, v in timed.items()}
-        self.results["limits"] = out
-
-    # ------------------------------------------------------------------ fetch paths (issue 20, items 1-3)
-    def fetchpaths(self) -> None:
-        """Per-call latency against Megatron-core and mosaic, packed against the gather floor, raw against the naive
-        reader: :mod:`benchmarks.bench_fetch_paths` (its own peer processes, the same corpora)."""
-        from .bench_fetch_paths import run_all
-
-        self.results["fetchpaths"] = run_all(self.s.mode == "quick", self.work, self.data,
-                                             [n for n in ("megatron", "mosaic") if n in self.peers], self.log)
-
-    # ------------------------------------------------------------------ file size
-    def filesize(self) -> None:
-        """Fetch throughput of consumer (raw, packed) and the naive reader against file size."""
-        from consumer import Consumer
-
-        s = self.s
-        rows = []
-        for lo, hi, n in s.bands:
-            corpus = make_corpus(self.data, "band", n, 0, band=(lo, hi))
-            self.log(f"filesize band {lo}-{hi}")
-            for style in ("diff", "concat"):
-                raw, _ = self._consumer(corpus.root, style=style, n_bytes=N_BYTES, seqlen=SEQLEN, metadata=None)
-                prefix = os.path.join(self.work, f"band-{lo}", "store")
-                if not os.path.exists(prefix + ".idx"):
-                    raw.pack(prefix)
-                packed = Consumer.from_packed(prefix, style=style, seqlen=SEQLEN)
-                naive = (NaiveDiff if style == "diff" else NaiveConcat)(corpus.fps, N_BYTES, SEQLEN, raw.vocab)
-                systems = [LocalSystem("consumer raw", lambda ids, d=raw: d.fetch(ids)["input_array"]),
-                           LocalSystem("consumer packed", lambda ids, d=packed: d.fetch(ids)["input_array"]),
-                           LocalSystem("naive reader", naive.fetch)]
-                batches = [make_batches(len(raw), BATCH, s.batches, seed=rep) for rep in range(s.reps)]
-                timed = self._interleave(systems, lambda system, rep, b=batches: b[rep], s.reps)
-                st = raw.index.sample_tokens()
-                real = float(np.mean([st[ids].sum() for ids in batches[0]]))
-                ref = timed["consumer raw"]["digests"]
-                for label, row in timed.items():
-                    sec = median(row["per_rep"])
-                    rows.append({"band": [lo, hi], "mean_file_bytes": corpus.mean_file_bytes, "style": style,
-                                 "system": label, "ms": sec * 1e3, "tokens_per_s": real / sec,
-                                 "equal_rows": row["digests"] == ref})
-        self.results["filesize"] = rows
-
-    # ------------------------------------------------------------------ loaders
-    def loader(self) -> None:
-        """Batches/s delivered to the training loop with 0/1/2 workers, per system."""
-        from consumer import Consumer
-
-        s = self.s
-        key = "small-diff"
-        store = os.path.join(self.work, key, "store")
-        packed = Consumer.from_packed(store, style="diff", seqlen=SEQLEN)
-        n = max(min(s.loader_batches, len(packed) // BATCH - 2), 1)
-        in_process = _InProcess(packed, n)
-        systems = [LocalSystem("torch DataLoader transport (memcpy dataset)", None,
-                               loader=transport_loader(len(packed), SEQLEN)),
-                   LocalSystem("consumer fetch loop (in process, no loader)", None, loader=in_process)]
-        dl = consumer_loader(packed)
-        absent = {}
-        if dl is None:
-            absent["consumer ds.dataloader"] = "loader not available in this version"
-        else:
-            systems.insert(1, LocalSystem("consumer ds.dataloader", None, loader=dl))
-            extra = [("consumer ds.dataloader, each batch copied out", consumer_loader(packed, copy=True)),
-                     ("consumer ds.dataloader, transport='torch'", consumer_loader(packed, transport="torch"))]
-            systems[2:2] = [LocalSystem(label, None, loader=f) for label, f in extra if f is not None]
-        systems.append(LocalSystem("consumer ds.fetch via torch DataLoader", None, loader=fetch_loader(packed)))
-        wl = self.results["peers"]
-        plan_args = {"store": store, "plan": os.path.join(self.work, key, "plan.npz"), "workdir":
-                     os.path.join(self.work, key)}
-        for name, variant, title in (("hf", "torch", "HF datasets DataLoader"),
-                                     ("megatron", "gpt", "Megatron GPTDataset DataLoader"),
-                                     ("litdata", "default", "litdata StreamingDataLoader"),
-                                     ("mosaic", "default", "mosaic StreamingDataset DataLoader")):
-            pkey = "small-concat" if name == "megatron" else key
-            if name not in self.peers or pkey in wl.get(name, {}).get("failures", {}):
-                absent[title] = wl.get(name, {}).get("reason") or wl.get(name, {}).get("failures", {}).get(pkey, "")
-                continue
-            fresh = None
-            if name == "mosaic":
-                fresh = self._fresh_peer(name, pkey, plan_args)
-            systems.append(PeerSystem(title, self.peers[name], pkey, variant, fresh_loader=fresh,
-                                      note="GPT windows of the concat corpus (8193 tokens)" if name == "megatron"
-                                      else ""))
-        rows = {x.label: {w: [] for w in s.workers} for x in systems}
-        errors = {}
-        self.log(f"loader: {n} batches per measurement")
-        for rep in range(s.loader_reps):
-            for w in s.workers:
-                for x in systems:
-                    if x.label in errors or (x.label.startswith("consumer fetch loop") and w) or \
-                            ("transport='torch'" in x.label and not w):
-                        continue
-                    try:
-                        r = x.loader_times(BATCH, w, n, rep)
-                    except (RuntimeError, PeerUnavailable) as exc:
-                        errors[x.label] = str(exc)
-                        self.log(f"  loader {x.label}: {exc}")
-                        continue
-                    rows[x.label][w].append(r)
-        self.results["loader"] = {
-            "batch": BATCH, "seqlen": SEQLEN, "batches": n, "absent": absent, "errors": errors,
-            "notes": {x.label: x.note for x in systems if x.note},
-            "systems": {label: {w: {"batches_per_s": median(r["batches_per_s"] for r in runs),
-                                    "first_batch_s": median(r["first_batch_s"] for r in runs),
-                                    "shape": runs[0]["shape"]} for w, runs in per_w.items() if runs}
-                        for label, per_w in rows.items()}}
-
-    # ------------------------------------------------------------------ remote
-    def remote(self) -> None:
-        """Object storage and HTTP on 127.0.0.1: concurrent vs one-at-a-time reads per server, with and without
-        an injected per-request delay; index and block-cache figures (:mod:`benchmarks.bench_remote`)."""
-        from .bench_remote import measure as measure_remote
-
-        s = self.s
-        self.results["remote"] = measure_remote(s.remote_objects, s.remote_delay_objects, 20.0, s.remote_reps,
-                                                os.path.join(self.work, "remote"), log=self.log)
-
-    # ------------------------------------------------------------------ content pass and cold build
-    def content(self) -> None:
-        """The content pass against a plain read (:mod:`benchmarks.bench_content`)."""
-        from .bench_content import measure as measure_content
-
-        s = self.s
-        root = os.path.join(self.work, "content")
-        shutil.rmtree(root, ignore_errors=True)
-        try:
-            self.results["content"] = measure_content(s.content_small, s.content_large[0], s.content_large[1],
-                                                      os.cpu_count() or 1, s.reps, root, build=False, log=self.log)
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-
-    def cold(self) -> None:
-        """Cold build with libmagic headers against gperc 0.7 (:mod:`benchmarks.bench_cold_build`)."""
-        from .bench_cold_build import measure as measure_cold
-
-        s = self.s
-        self.results["cold"] = measure_cold(s.cold_files, s.cold_reps, min(2000, s.cold_files), self.data,
-                                            os.path.join(self.work, "cold"), log=self.log,
-                                            gperc="gperc" in self.wanted, peer_python=self.peer_python)
-
-    # ------------------------------------------------------------------ GPU feed
-    def gpu(self) -> None:
-        """Training a byte-level model from ``ds.dataloader`` (:mod:`benchmarks.bench_gpu_feed`): the full
-        measurement in full mode (skipped with the reason without a CUDA device), the CPU smoke run in quick mode."""
-        from .bench_gpu_feed import FULL_GPU, SMOKE
-        from .bench_gpu_feed import measure as measure_gpu
-
-        settings = FULL_GPU if self.s.gpu_feed == "full" else SMOKE
-        self.log(f"gpu feed ({self.s.gpu_feed})")
-        self.results["gpu"] = measure_gpu(settings, self.data, os.path.join(self.work, "gpu"), log=self.log)
-
-    # ------------------------------------------------------------------ dask
-    def dask(self) -> None:
-        """Build and pack on Dask with 1, 2, 3 workers against the local engine, the 1-worker overhead, the
-        scheduling share and a 10^6-row Parquet catalog's GROUP BY (:mod:`benchmarks.bench_dask`)."""
-        from .bench_dask import measure as measure_dask
-
-        try:
-            import distributed  # noqa: F401
-        except ImportError as e:
-            self.results["dask"] = {"absent": f"dask.distributed is not installed (pip install -e \".[dask]\"): {e}"}
-            return
-        self.results["dask"] = measure_dask(self.s.dask_files, self.s.dask_reps, os.path.join(self.work, "dask"),
-                                            self.data, log=self.log)
-
-    # ------------------------------------------------------------------ query
-    def query(self) -> None:
-        """The query engine against DuckDB on an Arrow table of the same rows (:mod:`benchmarks.bench_query_engine`):
-        10^5 rows (quick) or up to 10^7 (full), the byte predicate and first statement on real files."""
-        from .bench_query_engine import measure as measure_query
-
-        full = self.s.mode == "full"
-        sizes = (100_000, 1_000_000, 10_000_000) if full else (100_000,)
-        self.results["query"] = measure_query(sizes, 100_000 if full else 5_000, 7 if full else 3, log=self.log)
-
-    # ------------------------------------------------------------------ scale
-    def scale(self) -> None:
-        """Cold build, warm reopen and peak RSS against corpus size (fresh processes)."""
-        s = self.s
-        rows = []
-        for n in s.scale_sizes:
-            self.log(f"scale {n}")
-            t0 = time.perf_counter()
-            corpus = make_corpus(self.data, "small", n, 1)
-            gen_s = time.perf_counter() - t0
-            row = {"files": n, "bytes": corpus.total_bytes, "generate_s": gen_s}
-            for label, metadata in (("plain", None), ("magic", "file")):
-                if metadata and n > s.scale_magic_max:
-                    continue
-                cache = os.path.join(self.work, f"scale-cache-{n}-{label}")
-                shutil.rmtree(cache, ignore_errors=True)
-                cold = _child_build(corpus.root, cache, metadata)
-                warm = _child_build(corpus.root, cache, metadata)
-                shutil.rmtree(cache, ignore_errors=True)
-                row[label] = {"cold": cold, "warm": warm}
-            if n <= s.gperc_scale_max and "gperc" in self.results["peers"] and \
-                    self.results["peers"]["gperc"].get("available"):
-                row["gperc"] = self._gperc_build(corpus, n)
-            rows.append(row)
-            self.log(f"  {json.dumps(row)[:300]}")
-        self.results["scale"] = rows
-        table = []
-        for n in s.table_sizes:
-            self.log(f"scale table {n} (synthetic file table, no files)")
-            cache = os.path.join(self.work, f"table-cache-{n}")
-            shutil.rmtree(cache, ignore_errors=True)
-            table.append(_child_json(["-m", "benchmarks.scale_table", str(n), cache]))
-            shutil.rmtree(cache, ignore_errors=True)
-            self.log(f"  {json.dumps({k: v for k, v in table[-1].items() if k != 'stages'})[:300]}")
-        self.results["scale_table"] = table
-
-    def _gperc_build(self, corpus, n: int) -> dict:
-        try:
-            peer = start_peer("gperc", resolve_python("gperc", self.peer_python),
-                              os.path.join(self.work, "peer-gperc-scale.log"))
-            base = peer_version(peer)["peak_rss_mb"]
-            peer.call("setup", key="scale", args={"fps": corpus.fps, "style": "diff", "n_bytes": N_BYTES,
-                                                  "seqlen": SEQLEN})
-            r = peer.call("convert", key="scale")
-            peer.close()
-            return {"wall_s": r["seconds"], "peak_rss_mb": r["peak_rss_mb"], "import_rss_mb": base}
-        except (RuntimeError, PeerUnavailable) as exc:
-            return {"error": str(exc)}
-
-
-class _InProcess:
-    """The loop without any loader: ``ds.fetch`` of seeded batches, in the training process."""
-
-    def __init__(self, ds, n: int):
-        self.ds, self.n = ds, n
-
-    def __call__(self, batch_size: int, workers: int, seed: int):
-        for ids in make_batches(len(self.ds), batch_size, self.n + 1, seed):
-            yield self.ds.fetch(ids)["input_array"]
-
-
-_CHILD = r"""
-import json, resource, sys, time
-from benchmarks.measure import peak_rss_mb
-from consumer import Consumer
-root, cache, metadata = sys.argv[1], sys.argv[2], (None if sys.argv[3] == "none" else sys.argv[3])
-base = peak_rss_mb()
-t0 = time.perf_counter(); r0 = resource.getrusage(resource.RUSAGE_SELF)
-ds = Consumer(root, metadata=metadata, cache_dir=cache, style="concat", seqlen=2048)
-wall = time.perf_counter() - t0
-r1 = resource.getrusage(resource.RUSAGE_SELF)
-info = getattr(ds, "build_info", {}) or {}
-print(json.dumps({"wall_s": wall, "cpu_s": (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime),
-                  "peak_rss_mb": peak_rss_mb(), "import_rss_mb": base, "files": len(ds.files),
-                  "samples": len(ds), "cache": info.get("cache")}))
-"""
-
-
-def _child_build(root: str, cache: str, metadata) -> dict:
-    return _child_json(["-c", _CHILD, root, cache, metadata or "none"])
-
-
-def _child_json(args: list[str]) -> dict:
-    """The JSON last line a fresh ``python ARGS`` prints, or ``{"error": ...}``."""
-    from .peers import ROOT
-
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, check=False, cwd=ROOT)
-    if out.returncode != 0:
-        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
-    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,6 +1,6 @@
 """Many processes on one catalog and cache directory: the worker and the checks of its run.
 
-Used by ``tests/dataset/test_many_processes.py`` (8 processes, once) and ``benchmarks/bench_many_processes.py``
+Used by ``tests/dataset/test_many_processes.py`` (8 processes, once) and ``benchmarks/probes/many_processes.py``
 (the same run N times). :func:`run` starts ``workers`` real processes (multiprocessing, spawn) that at the
 same time, on one ``cache_dir``:
 

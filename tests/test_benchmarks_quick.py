@@ -79,7 +79,7 @@ def test_fetch_paths_measured_with_equal_rows(quick_run) -> None:
 def test_absent_parts_are_reported_not_invented(quick_run) -> None:
     _, res, text = quick_run
     assert all(not p["available"] for p in res["peers"].values())
-    for name in ("gperc", "hf", "megatron", "litdata", "mosaic"):
+    for name in ("gperc", "hf", "megatron", "litdata", "mosaic", "daft", "lance"):
         assert f"| {name} | no |" in text
     systems = res["workloads"]["small-diff"]["batch"]["20"]["systems"]
     assert not any(label.startswith(("HF", "Megatron", "litdata", "mosaic", "gperc")) for label in systems)
@@ -90,6 +90,29 @@ def test_absent_parts_are_reported_not_invented(quick_run) -> None:
     else:
         measured = set(loader["systems"]["torch DataLoader transport (memcpy dataset)"])
         assert set(loader["systems"]["consumer ds.dataloader"]) == measured and "0" in measured
+
+
+def test_peer_sections_come_from_their_probes_with_equal_answers(quick_run) -> None:
+    """The catalog, cold-store and Lance sections run their probes; without peers, consumer is measured
+    against DuckDB and the pread floor, and Daft and Lance are reported absent."""
+    _, res, text = quick_run
+    for heading in ("## Catalog to the first answer, and the byte predicate, against Daft and DuckDB",
+                    "## Cold store: random fetch from a store that is not in memory",
+                    "## Random fetch against Lance, cold and warm"):
+        assert heading in text, heading
+    catalog = res["catalog"]
+    assert catalog["command"].startswith("python -m benchmarks probe catalog_peers --files ")
+    for size in catalog["sizes"].values():
+        assert set(size["systems"]) == {"consumer", "duckdb"} and "daft" in size["absent"]
+        assert all(r["answers_equal"] is True and r["first_answer_s"] > 0 for r in size["systems"].values())
+    cold = res["coldstore"]["readers"]
+    assert set(cold) == {"consumer", "pread"}
+    assert all(r["rows_equal_floor"] is True and r["ms_per_batch"] > 0 for r in cold.values())
+    assert cold["pread"]["x_floor"] == 1.0
+    lance = res["lance"]["batch"]
+    assert set(lance) == {"20", "1"}
+    assert all(set(entry["readers"]) == {"consumer", "pread"} for entry in lance.values())
+    assert "cold fetch ≤ 1.3× the pread floor" in text  # the section's own verdict is in the Targets table
 
 
 def test_scale_rows_come_from_fresh_processes(quick_run) -> None:

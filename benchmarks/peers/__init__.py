@@ -6,6 +6,10 @@ under ``python -m benchmarks.peers.server NAME`` in an interpreter chosen, in th
 ``benchmarks/.venvs/<NAME>`` (made by ``benchmarks/setup_peers.sh``), or the current interpreter.
 Nothing is installed at run time: a peer whose library does not import is reported as absent, with the
 reason (the import error).
+
+Daft and Lance (:data:`FRESH_PEERS`) are measured in a fresh process per measurement instead of a server:
+``python -m benchmarks.peers.firstanswer`` (catalog and byte predicate) and ``python -m benchmarks.peers.coldread``
+(random fetch), in the interpreter chosen the same way (``benchmarks/.venvs/daft``, ``benchmarks/.venvs/lance``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-__all__ = ["PEERS", "PeerSpec", "PeerProcess", "PeerUnavailable", "resolve_python", "start_peer", "peer_version"]
+__all__ = ["PEERS", "FRESH_PEERS", "fresh_peer_version", "PeerSpec", "PeerProcess", "PeerUnavailable",
+           "resolve_python", "start_peer", "peer_version"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
@@ -39,6 +44,12 @@ PEERS: dict[str, PeerSpec] = {
     "litdata": PeerSpec("litdata", "litdata", "pip install --no-deps litdata + its deps except torchvision "
                                               "(benchmarks/setup_peers.sh)"),
     "mosaic": PeerSpec("mosaic", "mosaic streaming", "own venv: benchmarks/setup_peers.sh mosaic"),
+}
+
+
+FRESH_PEERS: dict[str, PeerSpec] = {
+    "daft": PeerSpec("daft", "Daft", "own venv benchmarks/.venvs/daft: bash benchmarks/setup_peers.sh"),
+    "lance": PeerSpec("lance", "Lance (pylance)", "own venv benchmarks/.venvs/lance: bash benchmarks/setup_peers.sh"),
 }
 
 
@@ -143,3 +154,18 @@ def peer_version(peer: PeerProcess) -> dict:
         peer.close()
         raise
     return version
+
+
+def fresh_peer_version(name: str, python: str) -> dict:
+    """``{"available": True, "version": ...}`` when ``python`` imports the library of fresh peer ``name``, else
+    ``{"available": False, "reason": ...}`` (the import error, and how to install it)."""
+    module, dist = {"daft": ("daft", "daft"), "lance": ("lance", "pylance")}[name]
+    if not os.path.exists(python):
+        return {"available": False, "python": python, "reason": f"interpreter {python} does not exist"}
+    code = f"import {module}, importlib.metadata as m; print(m.version({dist!r}))"
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        tail = out.stderr.strip().splitlines()
+        return {"available": False, "python": python,
+                "reason": f"{tail[-1] if tail else 'import failed'} (install: {FRESH_PEERS[name].install})"}
+    return {"available": True, "python": python, "version": out.stdout.strip()}

@@ -7,7 +7,7 @@ tokens, the wall time and the store size. An address-space limit (``--limit-gib`
 would hold the whole document in memory from taking the machine down: it then fails with
 ``MemoryError`` and the row says so.
 
-    python benchmarks/bench_pack_memory.py --gib 3 [--format megatron] [--limit-gib 8]
+    python -m benchmarks probe pack_memory --gib 3 [--format megatron] [--limit-gib 8]
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ import sys
 import tempfile
 import time
 
+NAME = "pack_memory"
+DESCRIPTION = "peak memory of packing one huge (sparse) document in a child process"
+
 CHILD = """
 import resource, sys
 limit = int(sys.argv[4])
@@ -32,7 +35,7 @@ ds.pack(sys.argv[2], format=sys.argv[3])
 """
 
 
-def run(size: int, fmt: str, limit: int, workdir: str) -> dict:
+def pack_once(size: int, fmt: str, limit: int, workdir: str) -> dict:
     """Pack a sparse file of ``size`` bytes in a child limited to ``limit`` bytes of address space."""
     src = os.path.join(workdir, "big.bin")
     with open(src, "wb") as f:
@@ -52,29 +55,22 @@ def run(size: int, fmt: str, limit: int, workdir: str) -> dict:
     return out
 
 
-def main() -> None:
-    """Parse the arguments, check the disk, run one pack and print one markdown row."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--gib", type=float, default=3.0, help="size of the sparse source file in GiB")
-    p.add_argument("--format", default="megatron", choices=["megatron", "modalities"])
-    p.add_argument("--limit-gib", type=float, default=8.0, help="address-space limit of the child (0: none)")
-    p.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
-    args = p.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--gib", type=float, default=3.0, help="size of the sparse source file in GiB")
+    parser.add_argument("--format", default="megatron", choices=["megatron", "modalities"])
+    parser.add_argument("--limit-gib", type=float, default=8.0, help="address-space limit of the child (0: none)")
+    parser.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Check the disk, run one pack: its peak RSS, wall time and outcome."""
     size = int(args.gib * (1 << 30))
     with tempfile.TemporaryDirectory(dir=args.dir) as work:
         need = size * 2  # uint16 tokens for n_bytes=1
         free = shutil.disk_usage(work).free
         if free < need + (1 << 30):
-            sys.exit(f"not enough free disk in {work}: the store needs {need} bytes, {free} free")
-        r = run(size, args.format, int(args.limit_gib * (1 << 30)), work)
-    gib = 1 << 30
-    peak = f"{r['peak_rss'] / (1 << 20):.0f} MiB" if r["peak_rss"] else "n/a"
-    print("| source (sparse) | int64 tokens | format | peak RSS of the pack | wall | outcome |")
-    print("|---|---|---|---|---|---|")
-    outcome = f"ok, store {r['store_bytes'] / gib:.2f} GiB" if r["returncode"] == 0 else f"failed: {r['error']}"
-    print(f"| {size / gib:.2f} GiB | {size * 8 / gib:.1f} GiB | {r['format']} | {peak} | {r['seconds']:.1f} s | "
-          f"{outcome} |")
-
-
-if __name__ == "__main__":
-    main()
+            raise SystemExit(f"not enough free disk in {work}: the store needs {need} bytes, {free} free")
+        r = pack_once(size, args.format, int(args.limit_gib * (1 << 30)), work)
+    r["int64_token_bytes"] = size * 8
+    return r

@@ -16,14 +16,13 @@ not work, and each side is one process. The verdict says whether the ratio reach
 
 Also: index objects/s on moto (one listing + libmagic from ranges), and the read-through block cache cold vs warm.
 
-Run alone: ``python benchmarks/bench_remote.py [--objects 2000] [--delay-ms 20] [--reps 3]``; it is also the
+Run alone: ``python -m benchmarks probe remote [--objects 2000] [--delay-ms 20] [--reps 3]``; it is also the
 ``remote`` section of ``python -m benchmarks run``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import socket
@@ -37,12 +36,17 @@ from statistics import median
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from consumer.sources.object_magic import describe_prefixes
+from consumer.sources.range_reader import RemoteReader
+from consumer.sources.urls import list_objects, open_filesystem
 
-from consumer.sources.object_magic import describe_prefixes  # noqa: E402
-from consumer.sources.range_reader import RemoteReader  # noqa: E402
-from consumer.sources.urls import list_objects, open_filesystem  # noqa: E402
-from tests.remote_servers import file_server_process, moto_server, stop_process  # noqa: E402
+try:  # the test suite's local servers (moto S3, a range-capable HTTP server)
+    from tests.helpers.remote_servers import file_server_process, moto_server, stop_process
+except ImportError:
+    from tests.remote_servers import file_server_process, moto_server, stop_process
+
+NAME = "remote"
+DESCRIPTION = "object storage and HTTP servers on 127.0.0.1: concurrent against one-at-a-time reads"
 
 __all__ = ["measure", "render_section", "make_objects"]
 
@@ -316,20 +320,16 @@ def render_section(res: dict | None) -> list[str]:
     return out + [""]
 
 
-def main() -> None:
-    """Command line: measure and print the results as JSON and as the report section."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--objects", type=int, default=2000)
-    ap.add_argument("--delay-objects", type=int, default=512, help="objects read in the delayed settings")
-    ap.add_argument("--delay-ms", type=float, default=20.0, help="per-request delay of the delayed settings")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--work", default=tempfile.gettempdir())
-    args = ap.parse_args()
-    res = measure(args.objects, args.delay_objects, args.delay_ms, args.reps, args.work,
-                  log=lambda *a: print(*a, file=sys.stderr, flush=True))
-    print(json.dumps(res, indent=1, default=float))
-    print("\n".join(render_section(res)))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--objects", type=int, default=2000)
+    parser.add_argument("--delay-objects", type=int, default=512, help="objects read in the delayed settings")
+    parser.add_argument("--delay-ms", type=float, default=20.0, help="per-request delay of the delayed settings")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--work", default=tempfile.gettempdir())
 
 
-if __name__ == "__main__":
-    main()
+def run(args: argparse.Namespace) -> dict:
+    """Measure every server and setting of the module docstring."""
+    return measure(args.objects, args.delay_objects, args.delay_ms, args.reps, args.work,
+                   log=lambda *a: print(*a, file=sys.stderr, flush=True))

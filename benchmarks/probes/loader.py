@@ -17,25 +17,25 @@ Rates are samples/s and tokens/s (``20 x 8192`` tensor elements per batch).
 Each measurement is repeated ``--rounds`` times, interleaved, and the best round is kept (the machine
 is shared: the best round is the least disturbed one).
 
-Run: ``python benchmarks/bench_loader.py [--files 10000] [--batches 200] [--rounds 3] [--keep DIR]``
+Run: ``python -m benchmarks probe loader [--files 10000] [--batches 200] [--rounds 3] [--keep DIR]``
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
-from benchmarks.corpora import make_corpus
 from consumer import Consumer, make_loader
 from consumer.fetch.collate import to_tensors
+
+from ..corpora import make_corpus
+
+NAME = "loader"
+DESCRIPTION = "what the training loader delivers next to the bare fetch (0, 1, 2 workers)"
 
 B, L = 20, 8192
 QUERY = ["input_array"]
@@ -87,44 +87,24 @@ def bench_source(ds: Consumer, n: int, rounds: int) -> dict:
     return best
 
 
-def report(name: str, r: dict, n: int) -> None:
-    """One block of the table."""
-    def rate(ms: float) -> str:
-        return f"{B / ms * 1e3:9.0f} samples/s {B * L / ms / 1e3:8.1f} M tokens/s"
-
-    print(f"\n{name}")
-    print("  median per batch:")
-    print(f"    fetch (to_tensors(fetch_numpy))  {r['fetch_ms']:7.3f} ms/batch  {rate(r['fetch_ms'])}")
-    print(f"    get_next_batch                   {r['gnb_ms']:7.3f} ms/batch  {rate(r['gnb_ms'])}")
-    print(f"    loader, num_workers=0            {r['loader0_ms']:7.3f} ms/batch  {rate(r['loader0_ms'])}"
-          f"  overhead over fetch {100 * (r['loader0_ms'] / r['fetch_ms'] - 1):+.1f}% (target <= 10%)")
-    print(f"    torch's DataLoader iterator, 0   {r['torch0_ms']:7.3f} ms/batch  {rate(r['torch0_ms'])}"
-          f"  overhead over fetch {100 * (r['torch0_ms'] / r['fetch_ms'] - 1):+.1f}% (for comparison)")
-    print(f"  mean per batch ({n} batches):")
-    for label, key in (("fetch", "fetch_mean_ms"), ("get_next_batch", "gnb_mean_ms")):
-        print(f"    {label:<31}  {r[key]:7.3f} ms/batch  {rate(r[key])}")
-    for w in (0, 1, 2):
-        ms = r[f"wall{w}_s"] / n * 1e3
-        print(f"    loader, num_workers={w}            {ms:7.3f} ms/batch  {rate(ms)}")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--keep", default=None, help="keep the generated corpus in this directory")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--files", type=int, default=10_000)
-    p.add_argument("--batches", type=int, default=200)
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--keep", default=None, help="keep the generated corpus in this directory")
-    args = p.parse_args()
+def run(args: argparse.Namespace) -> dict:
+    """Per source (raw files, packed store): the figures of the module docstring."""
     with tempfile.TemporaryDirectory() as tmp:
         root = make_corpus(args.keep or os.path.join(tmp, "data"), "small", args.files).root
         raw = Consumer(root, n_bytes=2, style="concat", seqlen=L, seed=4)
         raw.pack(os.path.join(tmp, "corpus"))
         packed = Consumer.from_packed(os.path.join(tmp, "corpus"), style="concat", seqlen=L, seed=4)
-        print(f"{raw!r}; batches of {B} x {L} tokens, query {QUERY}, {args.batches} batches, best of "
-              f"{args.rounds} rounds")
+        out: dict = {"batch": B, "seqlen": L, "query": QUERY, "batches": args.batches, "rounds": args.rounds}
         for name, ds in (("raw files", raw), ("packed (megatron .bin/.idx)", packed)):
-            report(name, bench_source(ds, args.batches, args.rounds), args.batches)
-
-
-if __name__ == "__main__":
-    main()
+            r = bench_source(ds, args.batches, args.rounds)
+            r["loader0_overhead_over_fetch"] = r["loader0_ms"] / r["fetch_ms"] - 1
+            out[name] = r
+        return out

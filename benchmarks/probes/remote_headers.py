@@ -7,7 +7,7 @@ range planning, sparse-file reconstruction and libmagic settings as for S3 or HT
 differs), for several ``head_bytes`` / ``tail_bytes``. Prints the number of differing raw descriptions per
 setting, by the first field of the true description, and each differing file.
 
-Run: ``python benchmarks/bench_remote_headers.py [--per-ext 8] [--roots /usr/bin /usr/lib ...]``
+Run: ``python -m benchmarks probe remote_headers [--per-ext 8] [--roots /usr/bin /usr/lib ...]``
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ import argparse
 import collections
 import os
 import random
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from consumer.sources.magic import import_magic
+from consumer.sources.object_magic import describe_prefixes
 
-from consumer.sources.magic import import_magic  # noqa: E402
-from consumer.sources.object_magic import describe_prefixes  # noqa: E402
+NAME = "remote_headers"
+DESCRIPTION = "libmagic from byte ranges against libmagic on the whole file"
 
 ROOTS = ["/usr/bin", "/usr/lib/x86_64-linux-gnu", "/usr/share", "/usr/lib/python3.11", "/etc"]
 
@@ -44,12 +44,15 @@ def sample_files(roots: list[str], per_ext: int, seed: int) -> list[str]:
     return sorted(p for ps in by_ext.values() for p in ps[:per_ext])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--per-ext", type=int, default=8)
-    ap.add_argument("--roots", nargs="*", default=ROOTS)
-    ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--per-ext", type=int, default=8)
+    parser.add_argument("--roots", nargs="*", default=ROOTS)
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Describe the sample both ways; per setting, how many differ and which."""
     magic = import_magic()
     cookie = magic.Magic()
     truth = {}
@@ -61,20 +64,18 @@ def main() -> None:
     paths = sorted(truth)
     urls = ["file://" + p for p in paths]
     sizes = [os.path.getsize(p) for p in paths]
-    print(f"{len(paths)} files, {len({os.path.splitext(p)[1] for p in paths})} extensions, "
-          f"{sum(s > 128 << 10 for s in sizes)} above 128 KiB")
+    out: dict = {"files": len(paths), "extensions": len({os.path.splitext(p)[1] for p in paths}),
+                 "above_128_kib": sum(s > 128 << 10 for s in sizes), "settings": []}
     for head, tail in ((4 << 10, 4 << 10), (64 << 10, 64 << 10), (1 << 20, 64 << 10)):
         t = time.perf_counter()
         got = describe_prefixes(urls, sizes, kinds=("description",), head_bytes=head, tail_bytes=tail)
         secs = time.perf_counter() - t
-        diff = collections.Counter()
+        diff: collections.Counter = collections.Counter()
+        differing = []
         for p, (d, _) in zip(paths, got):
             if d != truth[p]:
                 diff[truth[p].split(",")[0][:40]] += 1
-                print(f"    {p} ({os.path.getsize(p)} B)\n      file: {truth[p][:140]}\n      ranges: {d[:140]}")
-        print(f"head {head >> 10} KiB + tail {tail >> 10} KiB: {sum(diff.values())} of {len(paths)} differ "
-              f"({secs:.1f} s) {dict(diff.most_common())}", flush=True)
-
-
-if __name__ == "__main__":
-    main()
+                differing.append({"path": p, "bytes": os.path.getsize(p), "file": truth[p][:140], "ranges": d[:140]})
+        out["settings"].append({"head_kib": head >> 10, "tail_kib": tail >> 10, "differ": sum(diff.values()),
+                                "seconds": secs, "by_kind": dict(diff.most_common()), "differing": differing})
+    return out

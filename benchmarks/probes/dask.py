@@ -18,14 +18,13 @@ machine cancels out. Measured on one corpus (``benchmarks.corpora`` "small": 256
 
 Every Dask result is checked against the local one (catalog rows, samples, store bytes) before it counts.
 
-    python -m benchmarks.bench_dask --files 20000 --reps 3
+    python -m benchmarks probe dask --files 20000 --reps 3
 """
 
 from __future__ import annotations
 
 import argparse
 import filecmp
-import json
 import os
 import shutil
 import tempfile
@@ -34,9 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.corpora import make_corpus
+from ..corpora import make_corpus
 
-__all__ = ["measure", "render_section", "main"]
+NAME = "dask"
+DESCRIPTION = "build and pack on Dask with 1-3 workers against the local engine"
+
+__all__ = ["measure", "render_section", "add_arguments", "run"]
 
 WORKERS = (1, 2, 3)
 OVERHEAD_TARGET = 1.3
@@ -209,11 +211,17 @@ def measure(files: int, reps: int, work: str, data: str, log=print) -> dict:
                 cluster.close()
         log(f"dask bench rep {rep}: build {({k: round(v[-1], 2) for k, v in build.items()})}, "
             f"pack {({k: round(v[-1], 2) for k, v in pack.items()})}")
+    return _summary(corpus, reps, cores, layout, load_start, build, pack, latency, per_task, tasks, checks,
+                    _group_by(work, max(reps, 3)))
+
+
+def _summary(corpus: Any, reps: int, cores: int, layout: dict, load_start: float, build: dict, pack: dict,
+             latency: dict, per_task: dict, tasks: dict, checks: dict, group_by: dict) -> dict:
+    """The section's results from the raw timings of :func:`measure`."""
     best = {"build": {k: min(v) for k, v in build.items()}, "pack": {k: min(v) for k, v in pack.items()}}
     overhead = {p: best[p]["dask-1"] / best[p]["local"] for p in ("build", "pack")}
     share = {k: {p: (n * per_task[k] / total if total else None) for p, (n, total) in v.items()}
              for k, v in tasks.items()}
-    group_by = _group_by(work, max(reps, 3))
     return {"files": corpus.n_files, "bytes": corpus.total_bytes, "reps": reps, "cores": cores, "layout": layout,
             "load_average": [load_start, round(os.getloadavg()[0], 2)],
             "seconds": best, "all": {"build": build, "pack": pack},
@@ -275,20 +283,13 @@ def render_section(res: dict | None) -> list[str]:
     return out
 
 
-def main() -> None:
-    """Measure and print the section (and the JSON with ``--json``)."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--files", type=int, default=20_000)
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--json", default=None, help="also write the results here")
-    args = p.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument("--reps", type=int, default=3)
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Measure the section in a temporary folder (needs ``dask.distributed``)."""
     with tempfile.TemporaryDirectory() as tmp:
-        res = measure(args.files, args.reps, os.path.join(tmp, "work"), os.path.join(tmp, "data"))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(res, f, indent=1)
-    print("\n".join(render_section(res)))
-
-
-if __name__ == "__main__":
-    main()
+        return measure(args.files, args.reps, os.path.join(tmp, "work"), os.path.join(tmp, "data"))

@@ -16,13 +16,12 @@ shared machine falls on both alike), best round kept:
   ``_CDF``, ``_ELF``, ``_APPTYPE``, ``_COMPRESS``, ``_TOKENS``), with how many descriptions differ from by-path;
   the ``file -b`` command over the same files (gperc's tool).
 
-Run: ``python benchmarks/bench_cold_build.py [--files 10000] [--repeat 3] [--probe 2000] [--json]``
+Run: ``python -m benchmarks probe cold_build [--files 10000] [--repeat 3] [--probe 2000]``
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -30,11 +29,12 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from ..children import child_build
+from ..corpora import make_corpus
+from ..peers import PeerUnavailable, peer_version, resolve_python, start_peer
 
-from benchmarks.corpora import make_corpus  # noqa: E402
-from benchmarks.peers import PeerUnavailable, peer_version, resolve_python, start_peer  # noqa: E402
-from benchmarks.suite import _child_build  # noqa: E402
+NAME = "cold_build"
+DESCRIPTION = "cold build with libmagic headers against gperc 0.7, and libmagic's per-file costs"
 
 _FLAGS = ("MAGIC_NO_CHECK_TAR", "MAGIC_NO_CHECK_CDF", "MAGIC_NO_CHECK_ELF", "MAGIC_NO_CHECK_APPTYPE",
           "MAGIC_NO_CHECK_COMPRESS", "MAGIC_NO_CHECK_TOKENS")
@@ -92,7 +92,7 @@ def measure(files: int, repeat: int, n_probe: int, data: str, work: str, log=pri
     for r in range(repeat):
         cache = os.path.join(work, f"cold-cache-{r}")
         shutil.rmtree(cache, ignore_errors=True)
-        ours = _child_build(corpus.root, cache, "file")
+        ours = child_build(corpus.root, cache, "file")
         shutil.rmtree(cache, ignore_errors=True)
         theirs = gperc_build(corpus, work, peer_python or {}) if gperc else {"error": "not requested (--peers)"}
         rounds.append({"consumer": ours, "gperc": theirs})
@@ -139,34 +139,20 @@ def render_section(res: dict | None) -> list[str]:
     return out + [""]
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """Command line: measure and print the figures (JSON with ``--json``)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--files", type=int, default=10000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--probe", type=int, default=2000)
-    ap.add_argument("--data", default=None, help="corpora folder (default: a temporary one)")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--files", type=int, default=10000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--probe", type=int, default=2000, help="files of the one-thread libmagic probe")
+    parser.add_argument("--data", default=None, help="corpora folder (default: a temporary one)")
+    parser.add_argument("--no-gperc", action="store_true", help="leave gperc out")
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Measure every figure of the module docstring in a temporary work folder."""
     tmp = tempfile.mkdtemp(prefix="bench-cold-build-")
     try:
-        res = measure(args.files, args.repeat, args.probe, args.data or os.path.join(tmp, "data"), tmp,
-                      log=lambda *a: print(*a, file=sys.stderr, flush=True))
+        return measure(args.files, args.repeat, args.probe, args.data or os.path.join(tmp, "data"), tmp,
+                       log=lambda *a: print(*a, file=sys.stderr, flush=True), gperc=not args.no_gperc)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if args.json:
-        print(json.dumps(res, indent=1))
-    else:
-        g = f"{res['gperc_s']:.2f} s" if res["gperc_s"] else f"not measured ({res['gperc_error']})"
-        print(f"cold build of {res['files']:,} files with headers, {res['cores']} cores: consumer "
-              f"{res['consumer_s']:.2f} s, gperc 0.7 {g}" + (f", ratio {res['ratio']:.2f}x" if res["ratio"] else ""))
-        p = res["probe"]
-        print(f"one thread, {p['files']} files, CPU per file: libmagic by path {p['by_path']['us_per_file']:.0f} us; "
-              f"from_buffer {p['from_buffer']['us_per_file']:.0f} us ({p['from_buffer']['differ']} differ); "
-              f"fewer checks {p['fewer_checks']['us_per_file']:.0f} us ({p['fewer_checks']['differ']} differ); "
-              f"file -b (wall) {p['file_cli']['us_per_file']:.0f} us")
-    return res
-
-
-if __name__ == "__main__":
-    main()

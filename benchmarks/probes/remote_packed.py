@@ -14,13 +14,12 @@ Reported:
   vs ``distributed=False`` (each rank builds): GET requests per rank (listing pages and object reads) and
   each rank's build seconds.
 
-Run: ``python benchmarks/bench_remote_packed.py [--objects 2000] [--delay-ms 20] [--repeats 3]``
+Run: ``python -m benchmarks probe remote_packed [--objects 2000] [--delay-ms 20] [--repeats 3]``
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -31,13 +30,20 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from consumer import Consumer
+from consumer.sources.urls import open_filesystem
 
-from consumer import Consumer  # noqa: E402
-from consumer.sources.urls import open_filesystem  # noqa: E402
-from tests.remote_servers import faulty_proxy, file_server_process, moto_server  # noqa: E402
+try:  # the test suite's local servers
+    from tests.helpers.remote_servers import faulty_proxy, file_server_process, moto_server
+except ImportError:
+    from tests.remote_servers import faulty_proxy, file_server_process, moto_server
 
-ROOT = Path(__file__).resolve().parents[1]
+NAME = "remote_packed"
+DESCRIPTION = "remote packed stores: open cost, fetch over S3, one shared index across ranks"
+
+ROOT = Path(__file__).resolve().parents[2]
+_RANK_WORKER = "tests.helpers.rank_worker" if (ROOT / "tests" / "helpers" / "rank_worker.py").exists() else \
+    "tests.rank_worker"
 BATCH = 64
 
 
@@ -73,7 +79,7 @@ def ranks(tmp: Path, endpoint: str, share: bool) -> list[dict]:
     with faulty_proxy(endpoint) as (p0, f0), faulty_proxy(endpoint) as (p1, f1):
         cache = str(tmp / f"ranks-{share}")
         init = f"file://{tmp / f'rendezvous-{share}'}"
-        procs = [subprocess.Popen([sys.executable, "-m", "tests.rank_worker", str(r), "2", init, ep, "s3://bench/corpus/",
+        procs = [subprocess.Popen([sys.executable, "-m", _RANK_WORKER, str(r), "2", init, ep, "s3://bench/corpus/",
                                    cache, str(tmp / f"rank{r}-{share}.json"), *([] if share else ["--no-share"])],
                                   cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
                  for r, ep in enumerate((p0, p1))]
@@ -88,12 +94,15 @@ def ranks(tmp: Path, endpoint: str, share: bool) -> list[dict]:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--objects", type=int, default=2000)
-    ap.add_argument("--delay-ms", type=float, default=20.0)
-    ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--objects", type=int, default=2000)
+    parser.add_argument("--delay-ms", type=float, default=20.0)
+    parser.add_argument("--repeats", type=int, default=3)
+
+
+def run(args: argparse.Namespace) -> dict:  # 55 lines: one measurement, its servers in one with-block
+    """Every figure of the module docstring."""
     results: dict = {"objects": args.objects}
     with tempfile.TemporaryDirectory() as tmp_, moto_server() as endpoint:
         tmp = Path(tmp_)
@@ -130,8 +139,4 @@ def main() -> None:
             results["open_seconds"][f"http_cold_{args.delay_ms:g}ms"] = round(seconds, 4)
         results["ranks_shared"] = ranks(tmp, endpoint, True)
         results["ranks_each"] = ranks(tmp, endpoint, False)
-    print(json.dumps(results, indent=1))
-
-
-if __name__ == "__main__":
-    main()
+    return results

@@ -1,10 +1,10 @@
-"""Cost of the per-file checks of ``ir.stat_files`` on a warm reopen (files already in the OS caches).
+"""Cost of the per-file checks of ``stat_files`` on a warm reopen (files already in the OS caches).
 
 Compares, on the same N small files, a plain ``os.stat`` loop (what a reopen cost before the checks)
 with :func:`consumer.sources.corpus.stat_files` (stat + one non-blocking open/close per file + device/inode check),
-and times a whole warm ``Consumer`` reopen (cache hit) for context. Prints one markdown table row.
+and times a whole warm ``Consumer`` reopen (cache hit) for context.
 
-    python -m benchmarks.bench_stat_files --files 100000
+    python -m benchmarks probe stat_files --files 100000
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import argparse
 import os
 import tempfile
 
-from benchmarks.measure import best_of
-from consumer import Consumer
-from consumer.sources.corpus import normalise, stat_files
+from ..measure import best_of
+
+NAME = "stat_files"
+DESCRIPTION = "per-file checks of a warm reopen (stat_files) against a plain os.stat loop"
 
 
 def make_files(root: str, n: int) -> None:
@@ -27,12 +28,17 @@ def make_files(root: str, n: int) -> None:
             f.write(bytes([i % 251]) * (10 + i % 64))
 
 
-def main() -> None:
-    """Build the files, warm the caches, time both loops and a warm reopen."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--files", type=int, default=100_000)
-    p.add_argument("--repeat", type=int, default=5)
-    args = p.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=5)
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Build the files, warm the caches, time both loops and a warm reopen (best of ``--repeat``)."""
+    from consumer import Consumer
+    from consumer.sources.corpus import normalise, stat_files
+
     with tempfile.TemporaryDirectory() as tmp:
         root = os.path.join(tmp, "data")
         make_files(root, args.files)
@@ -43,11 +49,5 @@ def main() -> None:
         Consumer(root, cache_dir=cache, metadata=None, seqlen=64).close()  # cold build fills the cache
         reopen = best_of(lambda: Consumer(root, cache_dir=cache, metadata=None, seqlen=64).close(), args.repeat)
     n = len(paths)
-    print("| files | os.stat loop | stat_files (stat + open/close + inode check) | extra per file | warm reopen |")
-    print("|---|---|---|---|---|")
-    print(f"| {n} | {stat_only:.3f} s | {checked:.3f} s ({checked / stat_only:.2f}x) | "
-          f"{(checked - stat_only) / n * 1e6:.2f} us | {reopen:.3f} s |")
-
-
-if __name__ == "__main__":
-    main()
+    return {"files": n, "stat_loop_s": stat_only, "stat_files_s": checked, "x_stat_loop": checked / stat_only,
+            "extra_us_per_file": (checked - stat_only) / n * 1e6, "warm_reopen_s": reopen}

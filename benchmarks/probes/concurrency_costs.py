@@ -1,7 +1,7 @@
 """What the multi-process and changed-file checks cost one process alone: this tree against a baseline tree.
 
     git archive <rev> consumer | tar -x -C /tmp/base        # the code before, as a plain folder
-    python -m benchmarks.bench_concurrency_costs --baseline /tmp/base [--rounds 3] [--files 4000]
+    python -m benchmarks probe concurrency_costs --baseline /tmp/base [--rounds 3] [--files 4000]
 
 Measured in child processes, the two trees interleaved round after round (so the machine's load falls on
 both alike), best of each round's repeats:
@@ -27,6 +27,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+NAME = "concurrency_costs"
+DESCRIPTION = "what the multi-process and changed-file checks cost one process, against a baseline tree"
 
 _CHILD = r"""
 import json, sys, tempfile, time
@@ -73,14 +76,19 @@ def _write(root: Path, files: int) -> None:
                                                 .tobytes())
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the comparison and print the table."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--baseline", required=True, help="a folder holding the baseline's consumer/ package")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--files", type=int, default=4000)
-    args = ap.parse_args(argv)
-    here = str(Path(__file__).resolve().parents[1])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--baseline", default=None, help="a folder holding the baseline's consumer/ package "
+                        "(required to run)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--files", type=int, default=4000)
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Run the comparison: per measure, the best and median of each tree and their ratio."""
+    if not args.baseline:
+        raise SystemExit("concurrency_costs needs --baseline FOLDER (see the module docstring)")
+    here = str(Path(__file__).resolve().parents[2])
     trees = {"baseline": os.path.abspath(args.baseline), "this tree": here}
     got: dict[str, dict[str, list[float]]] = {k: {} for k in trees}
     with tempfile.TemporaryDirectory() as tmp:
@@ -92,14 +100,10 @@ def main(argv: list[str] | None = None) -> int:
                                      env=env, capture_output=True, text=True, check=True, cwd=tmp)
                 for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items():
                     got[name].setdefault(k, []).append(v)
-    print(f"{'measure':22s} {'baseline':>12s} {'this tree':>12s} {'ratio':>7s}   (best of {args.rounds} rounds, "
-          f"{args.files} files)")
+    rows = {}
     for k in got["baseline"]:
         a, b = min(got["baseline"][k]), min(got["this tree"][k])
-        print(f"{k:22s} {a:12.3f} {b:12.3f} {b / a:7.3f}   medians {statistics.median(got['baseline'][k]):.3f} / "
-              f"{statistics.median(got['this tree'][k]):.3f}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        rows[k] = {"baseline_s": a, "this_tree_s": b, "ratio": b / a,
+                   "baseline_median_s": statistics.median(got["baseline"][k]),
+                   "this_tree_median_s": statistics.median(got["this tree"][k])}
+    return {"rounds": args.rounds, "files": args.files, "measures": rows}

@@ -11,7 +11,7 @@ batches after the first of each loader (start-up excluded), through the harness'
   would cost);
 - ``ds.dataloader(..., transport="torch")``: our batches through torch's workers.
 
-Run: ``python -m benchmarks.bench_transport [--batches 300] [--reps 5] [--data DIR]``
+Run: ``python -m benchmarks probe transport [--batches 300] [--reps 5] [--data DIR]``
 """
 
 from __future__ import annotations
@@ -22,21 +22,26 @@ import statistics
 
 from consumer import Consumer
 
-from .corpora import make_corpus
-from .measure import time_loader
-from .peers import ROOT
-from .systems import consumer_loader, transport_loader
+from ..corpora import make_corpus
+from ..measure import time_loader
+from ..peers import ROOT
+from ..systems import consumer_loader, transport_loader
+
+NAME = "transport"
+DESCRIPTION = "worker transport: ds.dataloader batches/s against torch's own transport"
 
 B, L = 20, 8192
 
 
-def main() -> None:
-    """Build (or reuse) the store, then time every loader with 1 and 2 workers."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--batches", type=int, default=300)
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--data", default=os.path.join(ROOT, "benchmarks", ".data"))
-    args = p.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--batches", type=int, default=300)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--data", default=os.path.join(ROOT, "benchmarks", ".data"))
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Build (or reuse) the store, then time every loader with 1 and 2 workers (interleaved)."""
     corpus = make_corpus(args.data, "small", 10_000, 0)
     store = os.path.join(args.data, "transport-store")
     if not os.path.exists(store + ".idx"):
@@ -52,16 +57,11 @@ def main() -> None:
             for k, make in systems.items():
                 assert make is not None
                 runs[(k, w)].append(time_loader(lambda m=make, w=w, r=rep: m(B, w, r), args.batches)["batches_per_s"])
-    print(f"{B} x {L} int64 batches, {args.batches} batches per loader, median of {args.reps} interleaved reps; "
-          f"load average {os.getloadavg()[0]:.1f}")
-    print("| system | workers | batches/s | × torch's transport | per rep |")
-    print("|---|---|---|---|---|")
+    out: dict = {"batch": B, "seqlen": L, "batches": args.batches, "reps": args.reps, "rows": []}
     for w in (1, 2):
         ceiling = statistics.median(runs[("torch DataLoader transport (memcpy dataset)", w)])
         for k in systems:
             m = statistics.median(runs[(k, w)])
-            print(f"| {k} | {w} | {m:,.0f} | {m / ceiling:.2f} | {', '.join(f'{x:.0f}' for x in runs[(k, w)])} |")
-
-
-if __name__ == "__main__":
-    main()
+            out["rows"].append({"system": k, "workers": w, "batches_per_s": m, "x_torch_transport": m / ceiling,
+                                "per_rep": runs[(k, w)]})
+    return out

@@ -3,7 +3,7 @@
 Fills a catalog file with N rows (``Catalog.insert``: no real files needed) and times ``Catalog.rows``
 over all of them, median of several repeats; with per-row checks each row is also verified.
 
-    python benchmarks/bench_catalog_rows.py --rows 100000
+    python -m benchmarks probe catalog_rows --rows 100000
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ import numpy as np
 
 from consumer.catalog.catalog import Catalog
 
+NAME = "catalog_rows"
+DESCRIPTION = "reading catalog rows back (Catalog.rows over N rows)"
+
 
 def filled_catalog(path: str, n: int) -> tuple[Catalog, list[str], np.ndarray, np.ndarray]:
     """A catalog at ``path`` holding ``n`` synthetic rows (10 classes, 1,000 files a folder, libmagic columns set):
@@ -30,12 +33,14 @@ def filled_catalog(path: str, n: int) -> tuple[Catalog, list[str], np.ndarray, n
     return cat, paths, sizes, mtimes
 
 
-def main() -> None:
-    """Fill the catalog, time the reads, print one markdown row."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=int, default=100_000)
-    p.add_argument("--repeat", type=int, default=5)
-    args = p.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=5)
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Fill the catalog, time the reads (median of ``--repeat``)."""
     n = args.rows
     with tempfile.TemporaryDirectory() as tmp:
         cat, paths, _, _ = filled_catalog(os.path.join(tmp, "catalog.sqlite"), n)
@@ -44,13 +49,6 @@ def main() -> None:
             t = time.perf_counter()
             rows = cat.rows(paths)
             times.append(time.perf_counter() - t)
-        assert len(rows) == n
         cat.close()
     med = statistics.median(times)
-    print("| rows | Catalog.rows (median) | per row |")
-    print("|---|---|---|")
-    print(f"| {n} | {med:.3f} s | {med / n * 1e6:.2f} us |")
-
-
-if __name__ == "__main__":
-    main()
+    return {"rows": n, "rows_read": len(rows), "catalog_rows_s": med, "us_per_row": med / n * 1e6}

@@ -1,7 +1,7 @@
 """Many processes on one cache directory, N times in a row: the 8-process test of
 ``tests/dataset/test_many_processes.py`` as a soak.
 
-    python -m benchmarks.bench_many_processes --runs 20 [--workers 8] [--files 120] [--out FILE.json]
+    python -m benchmarks probe many_processes --runs 20 [--workers 8] [--files 120] [--out FILE.json]
 
 Each run starts ``--workers`` processes that build, run content SQL and pack at the same time on one new
 cache directory, edits every 10th file, and does it again (``tests/many_processes.py``). Prints one line
@@ -12,29 +12,37 @@ problems found) and a summary: runs without a problem, median and slowest run.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tests.many_processes import problems, run
+try:  # the test suite's many-process helper
+    from tests.helpers.many_processes import problems
+    from tests.helpers.many_processes import run as run_processes
+except ImportError:
+    from tests.many_processes import problems
+    from tests.many_processes import run as run_processes
+
+NAME = "many_processes"
+DESCRIPTION = "many processes on one cache directory, N runs in a row (a soak of the 8-process test)"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the soak; exit status 1 when any run had a problem."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--workers", type=int, default=8)
-    ap.add_argument("--files", type=int, default=120)
-    ap.add_argument("--out", help="write every run's figures as JSON here")
-    args = ap.parse_args(argv)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--files", type=int, default=120)
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Run the soak: every run's figures and problems, and how many runs had none."""
     runs = []
     for k in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="many-processes-") as tmp:
             t0 = time.perf_counter()
-            result = run(Path(tmp), workers=args.workers, files=args.files)
+            result = run_processes(Path(tmp), workers=args.workers, files=args.files)
             seconds = time.perf_counter() - t0
             found = problems(result, Path(tmp) / "cache")
         phases = result["phases"]
@@ -45,15 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         runs.append(row)
         print(f"run {k + 1:3d}: {seconds:6.2f} s  libmagic {row['libmagic']}  content {row['content']}  "
               f"index builds {row['misses']}  {'ok' if not found else 'PROBLEMS: ' + '; '.join(found)[:500]}",
-              flush=True)
-    ok = sum(not r["problems"] for r in runs)
+              file=sys.stderr, flush=True)
     times = [r["seconds"] for r in runs]
-    print(f"{ok}/{len(runs)} runs without a problem; {args.workers} processes, {args.files} files; "
-          f"median {statistics.median(times):.2f} s, slowest {max(times):.2f} s")
-    if args.out:
-        Path(args.out).write_text(json.dumps({"workers": args.workers, "files": args.files, "runs": runs}, indent=1))
-    return 0 if ok == len(runs) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return {"workers": args.workers, "files": args.files, "runs": runs,
+            "runs_without_problem": sum(not r["problems"] for r in runs),
+            "median_s": statistics.median(times) if times else None, "slowest_s": max(times, default=None)}

@@ -15,7 +15,7 @@ sums, and makes a copy of it without them (hard links to the same ``.bin``, the 
    verified (the map says so in one comparison), (b) all but one chunk verified (the batch's chunks looked up
    in the map).
 
-    python -m benchmarks.bench_chunksums --mib 256 --repeat 7
+    python -m benchmarks probe chunksums --mib 256 --repeat 7
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import shutil
 import tempfile
 import time
@@ -33,11 +32,15 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.measure import best_of, median
 from consumer import Consumer
 from consumer.errors import ConsumerWarning
 from consumer.fetch.reader import packed_runs
 from consumer.formats.chunksums import DEFAULT_CHUNK_BYTES, ChunkVerifier, crc32c
+
+from ..measure import best_of, median
+
+NAME = "chunksums"
+DESCRIPTION = "per-chunk checksums: algorithms, first-touch verification, fetch overhead after it"
 
 
 def _corpus(root: Path, mib: int, seed: int = 0) -> list[str]:
@@ -146,15 +149,17 @@ def _hot(prefix: Path, bare: Path, seqlen: int, batch: int, n_batches: int, repe
     return out
 
 
-def main() -> None:
-    """Pack, then print the three tables (markdown) and the settings."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--mib", type=int, default=256, help="MiB of source files (twice that of int32 tokens)")
-    p.add_argument("--seqlen", type=int, default=2048)
-    p.add_argument("--batches", type=int, default=200)
-    p.add_argument("--repeat", type=int, default=7)
-    p.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
-    args = p.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--mib", type=int, default=256, help="MiB of source files (twice that of int32 tokens)")
+    parser.add_argument("--seqlen", type=int, default=2048)
+    parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Pack, then measure the three tables of the module docstring."""
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-chunksums-"))
     try:
         t = time.perf_counter()
@@ -162,31 +167,15 @@ def main() -> None:
         prefix, bare = work / "store", work / "bare"
         Consumer(paths, cache_dir=False, n_bytes=2, metadata=None).pack(prefix)
         _without_sums(prefix, bare)
-        print(f"store: {os.path.getsize(f'{prefix}.bin') / 2**20:.0f} MiB of int32 tokens, {len(paths)} files, "
-              f"chunks of {DEFAULT_CHUNK_BYTES >> 20} MiB; built in {time.perf_counter() - t:.1f} s; "
-              f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()}")
-        print("\n| algorithm (1 MiB chunks, in memory, 1 thread) | GB/s |\n|---|---|")
-        for name, gbps in _algorithms(256 << 20, args.repeat).items():
-            print(f"| {name} | {gbps:.1f} |")
-        ft = _first_touch(prefix, bare, args.seqlen, args.repeat)
-        print("\n| first touch (page cache hot, 1 thread) | figure |\n|---|---|")
-        print(f"| verifier over the whole store ({ft['bytes'] / 2**20:.0f} MiB, memory-mapped) | "
-              f"{ft['verifier_gbps']:.1f} GB/s |")
-        print(f"| first pass of fetches over every sample, fresh open: with sums / without | "
-              f"{ft['first_pass_with_s']:.3f} s / {ft['first_pass_without_s']:.3f} s "
-              f"(verification {ft['first_pass_verify_gbps']:.1f} GB/s) |")
-        print("\n| after first touch | call | batch | with sums (ms) | without (ms) | overhead |\n"
-              "|---|---|---|---|---|---|")
+        out: dict = {"store_mib": os.path.getsize(f"{prefix}.bin") / 2**20, "files": len(paths),
+                     "chunk_mib": DEFAULT_CHUNK_BYTES >> 20, "build_s": time.perf_counter() - t,
+                     "algorithms_gbps": _algorithms(256 << 20, args.repeat),
+                     "first_touch": _first_touch(prefix, bare, args.seqlen, args.repeat), "after_first_touch": []}
         for keep_one, label in ((False, "every chunk verified"), (True, "all but one chunk verified (map lookups)")):
             for batch in (1, 8, 64, 256):
                 for r in _hot(prefix, bare, args.seqlen, batch, args.batches, args.repeat, keep_one):
-                    print(f"| {label} | `{r['call']}` | {batch} | {r['with_ms']:.3f} | {r['without_ms']:.3f} | "
-                          f"{100 * r['overhead']:+.1f}% |")
-        print(f"\n(load at the end {os.getloadavg()})")
+                    out["after_first_touch"].append({"case": label, "batch": batch, **r})
+        return out
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """Soak: a training-style loader with 2 worker processes fetching for a long time; RSS and open file
 descriptors of the main process and of every worker are sampled, and must stay flat.
 
-    python benchmarks/bench_soak.py --seconds 600 [--files 3000] [--out docs/soak.json]
+    python -m benchmarks probe soak --seconds 600 [--files 3000] [--out docs/soak.json]
 
 Prints one row per sample (elapsed s, batches, main RSS MB, worker RSS MB, main fds, worker fds) and a
 verdict: flat when the last quarter's maximum is within 10% (RSS) / 2 descriptors of the first quarter's.
@@ -10,14 +10,17 @@ verdict: flat when the last quarter's maximum is within 10% (RSS) / 2 descriptor
 from __future__ import annotations
 
 import argparse
-import json
 import os
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
+
+NAME = "soak"
+DESCRIPTION = "a loader with 2 workers fetching for a long time: RSS and descriptors stay flat"
 
 
 def _rss_mb(pid: int) -> float:
@@ -55,13 +58,15 @@ def _corpus(root: Path, n: int) -> dict[str, list[str]]:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=600.0)
-    ap.add_argument("--files", type=int, default=3000)
-    ap.add_argument("--every", type=float, default=15.0, help="seconds between samples")
-    ap.add_argument("--out", default=None, help="write the samples and the verdict as JSON here")
-    args = ap.parse_args()
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--seconds", type=float, default=600.0)
+    parser.add_argument("--files", type=int, default=3000)
+    parser.add_argument("--every", type=float, default=15.0, help="seconds between samples")
+
+
+def run(args: argparse.Namespace) -> dict:  # 55 lines: the loop, its sampling thread and the verdict
+    """Fetch for ``--seconds`` while sampling; the samples and the verdict."""
 
     from consumer import Consumer
 
@@ -81,7 +86,7 @@ def main() -> None:
                                 "main_rss_mb": round(_rss_mb(os.getpid()), 1),
                                 "worker_rss_mb": [round(_rss_mb(k), 1) for k in kids],
                                 "main_fds": _fds(os.getpid()), "worker_fds": [_fds(k) for k in kids]})
-                print(samples[-1], flush=True)
+                print(samples[-1], file=sys.stderr, flush=True)
 
         t0 = time.perf_counter()
         thread = threading.Thread(target=sample, args=(t0,), daemon=True)
@@ -89,7 +94,8 @@ def main() -> None:
         while time.perf_counter() - t0 < args.seconds:
             for batch in loader:
                 batches += 1
-                assert batch["input_array"].shape[1] == 2048
+                if batch["input_array"].shape[1] != 2048:
+                    raise RuntimeError(f"row width {batch['input_array'].shape[1]}, not 2048")
                 if time.perf_counter() - t0 >= args.seconds:
                     break
         stop.set()
@@ -109,10 +115,4 @@ def main() -> None:
         "worker_fds_flat": peak(last, "worker_fds") <= peak(first, "worker_fds") + 2,
         "batches": batches, "seconds": args.seconds, "files": args.files,
     }
-    print(json.dumps(verdict))
-    if args.out:
-        Path(args.out).write_text(json.dumps({"samples": samples, "verdict": verdict}, indent=1))
-
-
-if __name__ == "__main__":
-    main()
+    return {"samples": samples, "verdict": verdict}

@@ -27,14 +27,13 @@ with a tiny model and corpus (the wait fractions are then host-side: time in ``n
 time), which is what the test suite runs. The largest batch that fits (``--batch 0``) is found by doubling
 a synthetic step until the device runs out of memory.
 
-Run: ``python benchmarks/bench_gpu_feed.py [--files 10000] [--seqlen 2048] [--batch 0] [--workers 0,1,2,4,8]
+Run: ``python -m benchmarks probe gpu_feed [--files 10000] [--seqlen 2048] [--batch 0] [--workers 0,1,2,4,8]
 [--steps 100] [--json]``; ``--smoke`` for the CPU check.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -42,11 +41,12 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from ..corpora import make_corpus
 
-from benchmarks.corpora import make_corpus  # noqa: E402
+NAME = "gpu_feed"
+DESCRIPTION = "training a byte-level model from ds.dataloader: GPU busy fraction (raw and packed)"
 
-__all__ = ["FeedSettings", "SMOKE", "FULL_GPU", "cuda_reason", "measure", "render_section", "main"]
+__all__ = ["FeedSettings", "SMOKE", "FULL_GPU", "cuda_reason", "measure", "render_section", "add_arguments", "run"]
 
 QUERY = ["input_array"]
 
@@ -290,24 +290,25 @@ def render_section(res: dict | None) -> list[str]:
     return out + [""]
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """Command line: measure, print the figures (JSON with ``--json``) and the report section."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options (defaults: the full GPU measurement)."""
     d = FULL_GPU
-    ap.add_argument("--files", type=int, default=d.files)
-    ap.add_argument("--seqlen", type=int, default=d.seqlen)
-    ap.add_argument("--batch", type=int, default=d.batch, help="0: the largest power of two that fits")
-    ap.add_argument("--max-batch", type=int, default=d.max_batch, help="cap of --batch 0")
-    ap.add_argument("--workers", default=",".join(map(str, d.workers)))
-    ap.add_argument("--steps", type=int, default=d.steps)
-    ap.add_argument("--warmup", type=int, default=d.warmup)
-    ap.add_argument("--width", type=int, default=d.width)
-    ap.add_argument("--layers", type=int, default=d.layers)
-    ap.add_argument("--kernel", type=int, default=d.kernel)
-    ap.add_argument("--smoke", action="store_true", help="tiny, on the CPU (no GPU needed)")
-    ap.add_argument("--data", default=None, help="corpora folder (default: a temporary one)")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
+    parser.add_argument("--files", type=int, default=d.files)
+    parser.add_argument("--seqlen", type=int, default=d.seqlen)
+    parser.add_argument("--batch", type=int, default=d.batch, help="0: the largest power of two that fits")
+    parser.add_argument("--max-batch", type=int, default=d.max_batch, help="cap of --batch 0")
+    parser.add_argument("--workers", default=",".join(map(str, d.workers)))
+    parser.add_argument("--steps", type=int, default=d.steps)
+    parser.add_argument("--warmup", type=int, default=d.warmup)
+    parser.add_argument("--width", type=int, default=d.width)
+    parser.add_argument("--layers", type=int, default=d.layers)
+    parser.add_argument("--kernel", type=int, default=d.kernel)
+    parser.add_argument("--smoke", action="store_true", help="tiny, on the CPU (no GPU needed)")
+    parser.add_argument("--data", default=None, help="corpora folder (default: a temporary one)")
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Measure with the settings of the options (``--smoke``: the tiny CPU run)."""
     if args.smoke:
         s = SMOKE
     else:
@@ -317,15 +318,7 @@ def main(argv: list[str] | None = None) -> dict:
                          max_batch=args.max_batch)
     tmp = tempfile.mkdtemp(prefix="bench-gpu-feed-")
     try:
-        res = measure(s, args.data or os.path.join(tmp, "data"), os.path.join(tmp, "work"),
-                      log=lambda *a: print(*a, file=sys.stderr, flush=True))
+        return measure(s, args.data or os.path.join(tmp, "data"), os.path.join(tmp, "work"),
+                       log=lambda *a: print(*a, file=sys.stderr, flush=True))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if args.json:
-        print(json.dumps(res, indent=1, default=float))
-    print("\n".join(render_section(res)))
-    return res
-
-
-if __name__ == "__main__":
-    main()

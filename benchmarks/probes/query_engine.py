@@ -14,8 +14,8 @@ way to look at the bytes (``read_blob`` over the same files), and the first stat
 build (``SELECT count(*) FROM files``: no libmagic, no file read). A catalog section gives the figures behind
 keeping the durable catalog in SQLite (see docs/design.md).
 
-    python -m benchmarks.bench_query_engine                      # 1e5, 1e6, 1e7 (writes benchmarks/out/query.json)
-    python -m benchmarks.bench_query_engine --sizes 100000 --files 10000   # quick
+    python -m benchmarks probe query_engine                      # 1e5, 1e6, 1e7 (writes benchmarks/out/query.json)
+    python -m benchmarks probe query_engine --sizes 100000 --files 10000   # quick
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ import time
 from typing import Any
 
 import numpy as np
+
+NAME = "query_engine"
+DESCRIPTION = "the query engine (ds.sql) against DuckDB on the same rows and files"
 
 STATEMENTS = {
     "group by class": "SELECT class, count(*), sum(size) FROM files GROUP BY class",
@@ -248,7 +251,7 @@ def catalog(n: int) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .bench_catalog_rows import filled_catalog
+    from .catalog_rows import filled_catalog
 
     with tempfile.TemporaryDirectory() as tmp:
         cat, paths, sizes, mtimes = filled_catalog(os.path.join(tmp, "catalog.sqlite"), n)
@@ -279,9 +282,9 @@ def catalog(n: int) -> dict:
 
 def _child(kind: str, n: int, reps: int) -> dict:
     env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, "-m", "benchmarks.bench_query_engine", "--child", kind, str(n), str(reps)],
+    out = subprocess.run([sys.executable, "-m", "benchmarks.probes.query_engine", "--child", kind, str(n), str(reps)],
                          capture_output=True, text=True, env=env, cwd=root, check=False)
     if out.returncode:
         return {"files": n, "error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
@@ -348,34 +351,29 @@ def render_section(res: dict | None) -> list[str]:
     if not res:
         return []
     return ["## The query engine against DuckDB on Arrow", "",
-            f"Synthetic file tables ({', '.join(f'{n:,}' for n in res['sizes'])} rows, 20 classes) through the engine "
+            f"Synthetic file tables ({', '.join(f'{n:,}' for n in res['sizes'])} rows, 20 classes) through the "
+            "engine "
             "`ds.sql` runs on and through plain DuckDB over a `pyarrow.Table` of the same rows, interleaved, best of "
-            f"{res['reps']}; every row fetched to Python on both sides (`benchmarks/bench_query_engine.py`).", "",
+            f"{res['reps']}; every row fetched to Python on both sides (`python -m benchmarks probe query_engine`).",
+            "",
             *table(res).splitlines(), ""]
 
 
-def main() -> None:
-    """Run (or, with --child, one child's part) and print the markdown; the JSON goes to --out."""
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="100000,1000000,10000000")
-    p.add_argument("--files", type=int, default=100_000, help="real files for the byte predicate and first statement")
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--out", default=os.path.join("benchmarks", "out", "query.json"))
-    p.add_argument("--child", nargs=3, metavar=("KIND", "N", "REPS"), help=argparse.SUPPRESS)
-    args = p.parse_args()
-    if args.child:
-        kind, n, reps = args.child[0], int(args.child[1]), int(args.child[2])
-        fn = {"compare": compare, "alone": alone, "real": real_files, "catalog": lambda k, _r: catalog(k)}[kind]
-        print(json.dumps(fn(n, reps)))
-        return
-    res = measure(tuple(int(x) for x in args.sizes.split(",")), args.files, args.reps,
-                  log=lambda *a: print(*a, file=sys.stderr, flush=True))
-    res["command"] = "python -m benchmarks.bench_query_engine " + " ".join(sys.argv[1:])
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
-        json.dump(res, f, indent=1)
-    print(table(res))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--sizes", default="100000,1000000,10000000", help="comma list of table rows")
+    parser.add_argument("--files", type=int, default=100_000,
+                        help="real files for the byte predicate and first statement")
+    parser.add_argument("--reps", type=int, default=5)
 
 
-if __name__ == "__main__":
-    main()
+def run(args: argparse.Namespace) -> dict:
+    """Every part, each child in a fresh process."""
+    return measure(tuple(int(x) for x in args.sizes.split(",")), args.files, args.reps,
+                   log=lambda *a: print(*a, file=sys.stderr, flush=True))
+
+
+if __name__ == "__main__":  # one child's part: python -m benchmarks.probes.query_engine --child KIND N REPS
+    _kind, _n, _reps = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    _fn = {"compare": compare, "alone": alone, "real": real_files, "catalog": lambda k, _r: catalog(k)}[_kind]
+    print(json.dumps(_fn(_n, _reps)))

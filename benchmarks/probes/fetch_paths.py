@@ -17,28 +17,30 @@ the median over repetitions of the median seconds per call of a repetition):
    ``concat``, 20 x 8192 at ``n_bytes=2``; the rows of both are compared. A file-read floor (the same pieces opened,
    ``fstat``-ed, read and closed, nothing else) bounds the ratio any reader that opens and checks each file can reach.
 
-Run: ``python -m benchmarks.bench_fetch_paths [--quick] [--json PATH]`` (corpora under ``benchmarks/.data``,
+Run: ``python -m benchmarks probe fetch_paths [--quick] [--json PATH]`` (corpora under ``benchmarks/.data``,
 stores under ``benchmarks/.work/fetch-paths``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import time
 
 import numpy as np
 
-from .corpora import make_corpus
-from .measure import gather_fetch, median
-from .naive import NaiveConcat, NaiveDiff
-from .peers import PEERS, ROOT, PeerUnavailable, peer_version, resolve_python, start_peer
-from .peers.storeio import read_store, save_plan
-from .systems import LocalSystem, PeerSystem, make_batches, plan_of
+from ..corpora import make_corpus
+from ..measure import gather_fetch, median
+from ..naive import NaiveConcat, NaiveDiff
+from ..peers import PEERS, ROOT, PeerUnavailable, peer_version, resolve_python, start_peer
+from ..peers.storeio import read_store, save_plan
+from ..systems import LocalSystem, PeerSystem, make_batches, plan_of
 
-__all__ = ["main"]
+NAME = "fetch_paths"
+DESCRIPTION = "fetch per call: packed against the gather floor, raw against the naive reader, peers"
+
+__all__ = ["run_all", "render", "add_arguments", "run"]
 
 N_BYTES = 2
 
@@ -257,7 +259,7 @@ def verdicts(res: dict) -> list[str]:
     return out
 
 
-def render(res: dict, command: str = "python -m benchmarks.bench_fetch_paths") -> str:
+def render(res: dict, command: str = "python -m benchmarks probe fetch_paths") -> str:
     """The section as markdown: what is measured, the verdicts and the three tables."""
     head = ["## Fetch paths: per call, packed against the gather floor, raw against the naive reader", "",
             f"Measured by `{command}` ({res['started']}, {res['seconds']:.0f} s; load average at the start "
@@ -340,23 +342,14 @@ def run_all(quick: bool, work: str, data: str, peer_names: list[str], log=print)
     return res
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the three tables and print them (markdown); ``--json`` also writes the raw figures."""
-    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_fetch_paths", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="smaller corpora and fewer repetitions")
-    p.add_argument("--json", default=None, help="write the results here")
-    p.add_argument("--peers", default="megatron,mosaic", help="comma list of megatron,mosaic, or none")
-    args = p.parse_args(argv)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--quick", action="store_true", help="smaller corpora and fewer repetitions")
+    parser.add_argument("--peers", default="megatron,mosaic", help="comma list of megatron,mosaic, or none")
+
+
+def run(args: argparse.Namespace) -> dict:
+    """The three tables' figures (corpora under ``benchmarks/.data``, scratch under ``benchmarks/.work``)."""
     names = [] if args.peers == "none" else [n for n in args.peers.split(",") if n]
-    res = run_all(args.quick, os.path.join(ROOT, "benchmarks", ".work"), os.path.join(ROOT, "benchmarks", ".data"),
-                  names)
-    command = "python -m benchmarks.bench_fetch_paths" + (" --quick" if args.quick else "")
-    print(render(res, command))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(res, f, indent=1, default=str)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return run_all(args.quick, os.path.join(ROOT, "benchmarks", ".work"), os.path.join(ROOT, "benchmarks", ".data"),
+                   names)

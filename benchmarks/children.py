@@ -1,0 +1,43 @@
+"""Fresh Python processes that print one JSON line: a cold or warm ``Consumer`` build (:func:`child_build`) and
+any ``python ARGS`` (:func:`child_json`). Used by the suite's scale section and the ``cold_build`` probe."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+__all__ = ["child_build", "child_json"]
+
+_CHILD = r"""
+import json, resource, sys, time
+from benchmarks.measure import peak_rss_mb
+from consumer import Consumer
+root, cache, metadata = sys.argv[1], sys.argv[2], (None if sys.argv[3] == "none" else sys.argv[3])
+base = peak_rss_mb()
+t0 = time.perf_counter(); r0 = resource.getrusage(resource.RUSAGE_SELF)
+ds = Consumer(root, metadata=metadata, cache_dir=cache, style="concat", seqlen=2048)
+wall = time.perf_counter() - t0
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+info = getattr(ds, "build_info", {}) or {}
+print(json.dumps({"wall_s": wall, "cpu_s": (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime),
+                  "peak_rss_mb": peak_rss_mb(), "import_rss_mb": base, "files": len(ds.files),
+                  "samples": len(ds), "cache": info.get("cache")}))
+"""
+
+
+def child_build(root: str, cache: str, metadata) -> dict:
+    """A ``Consumer(root, metadata=..., cache_dir=cache)`` build in a fresh process: wall, CPU, peak RSS, files."""
+    return child_json(["-c", _CHILD, root, cache, metadata or "none"])
+
+
+def child_json(args: list[str]) -> dict:
+    """The JSON last line a fresh ``python ARGS`` prints, or ``{"error": ...}``."""
+    from .peers import ROOT
+
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, check=False, cwd=ROOT)
+    if out.returncode != 0:
+        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
+    return json.loads(out.stdout.strip().splitlines()[-1])
