@@ -14,7 +14,8 @@ The fetched ranges are written at their offsets into a **sparse temporary file o
 size** (the gaps read as zeros and cost no disk), and libmagic describes that file with
 ``MAGIC_PARAM_BYTES_MAX`` set to ``head_bytes``, so its content tests see only real bytes. Formats
 whose description depends on bytes elsewhere in a large object keep a coarser description. Measured by
-``benchmarks/bench_remote_headers.py`` on 1,186 system files of 368 extensions (see ``docs/remote.md``):
+the probe ``remote_headers`` (``python -m benchmarks probe remote_headers``) on 1,186 system files of 368
+extensions (see ``docs/remote.md``):
 with the defaults (64 KiB + 64 KiB) 9 raw descriptions differ from the local copies' (8 TrueType fonts:
 name table counts; 1 JSON file above 128 KiB: libmagic validates JSON as a whole; GNU ``.mo`` catalogs can
 lose their project-id string too); with ``head_bytes=1 MiB`` none.
