@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import os
 import struct
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -252,11 +253,20 @@ class ChunkVerifier:
     two threads touching a new chunk at once may both check it, which is harmless.
     """
 
-    def __init__(self, sums: ChunkSums, store: Any, data_file: Any, itemsize: int) -> None:
+    def __init__(self, sums: ChunkSums, store: Any, data_file: Any, itemsize: int, *, local_file: Any = None,
+                 id_limit: int | None = None, file_stamp: tuple | None = None) -> None:
         if itemsize not in (1, 2, 4, 8):
             raise InputError(f"itemsize must be 1, 2, 4 or 8 bytes, got {short_repr(itemsize)}")
         self.sums = sums
         self.store, self.data_file, self.itemsize = store, data_file, int(itemsize)
+        # local_file: chunks of a memory-mapped store are read from it with pread, not through the map, whose page
+        # faults read ahead ~2 MiB of a cold file for each one (see docs/packed-checksums.md, "Cold reads")
+        self.local_file = None if local_file is None else str(local_file)
+        # id_limit: a chunk found intact must also hold ids < id_limit (the fetch then needs no id check of its own
+        # while the data file keeps ``file_stamp``, its (inode, size, mtime_ns, ctime_ns) when the sums were read)
+        self.id_limit = None if id_limit is None or int(id_limit) > 1 << 8 * self.itemsize else int(id_limit)
+        self.file_stamp = file_stamp
+        self._fd = -1  # local_file, opened on the first read of each process
         self._shift = sums.chunk_bytes.bit_length() - 1  # byte -> chunk
         self._tshift = self._shift - (self.itemsize.bit_length() - 1)  # token -> chunk
         self._chunk_tokens = sums.chunk_bytes // self.itemsize
@@ -267,7 +277,7 @@ class ChunkVerifier:
         self._left = sums.chunks  # chunks not yet found intact; 0: every check returns at once
 
     def __getstate__(self) -> dict:  # the map is a view of the bytearray: rebuilt, not copied, on unpickling
-        return {k: v for k, v in self.__dict__.items() if k != "_map"}
+        return {k: (-1 if k == "_fd" else v) for k, v in self.__dict__.items() if k != "_map"}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -326,8 +336,12 @@ class ChunkVerifier:
             self._verify(tokens, np.unique(todo).tolist())
 
     def _read(self, tokens: Any, chunks: list[int]) -> Iterator[tuple[int, np.ndarray]]:
-        """``(chunk, its bytes)`` for each chunk: slices of a memory map, or one concurrent read of all of them."""
+        """``(chunk, its bytes)`` for each chunk (ascending): preads of the local file (one per run of adjacent
+        chunks), slices of a memory map, or one concurrent read of all of them."""
         w = self.itemsize
+        if self.local_file is not None:
+            yield from self._pread(chunks)
+            return
         ranges = [self.sums.byte_range(c) for c in chunks]
         if isinstance(tokens, np.ndarray):
             for c, (lo, hi) in zip(chunks, ranges):
@@ -340,15 +354,55 @@ class ChunkVerifier:
         for c, at, n in zip(chunks, dst.tolist(), cnt.tolist()):
             yield c, out[at:at + n]
 
+    def _pread(self, chunks: list[int]) -> Iterator[tuple[int, np.ndarray]]:
+        """The chunks read from ``local_file``: one ``preadv`` into a fresh buffer per run of adjacent chunks
+        (the kernel reads exactly those pages: a pread at a random offset is not read ahead)."""
+        if self._fd < 0:
+            self._fd = os.open(str(self.local_file), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            weakref.finalize(self, os.close, self._fd)
+        size, off = self.sums.chunk_bytes, self.sums.data_offset
+        i = 0
+        while i < len(chunks):
+            j = i + 1
+            while j < len(chunks) and chunks[j] == chunks[j - 1] + 1:
+                j += 1
+            lo, hi = self.sums.byte_range(chunks[i])[0], self.sums.byte_range(chunks[j - 1])[1]
+            raw = bytearray(hi - lo)  # filled by the kernel in place (no second copy)
+            got = os.preadv(self._fd, [raw], off + lo)
+            buf = np.frombuffer(raw, dtype=np.uint8)
+            if got != hi - lo:
+                raise FormatError(f"{self.store}: {self.data_file}: truncated: expected {hi - lo} bytes at byte "
+                                  f"{off + lo}, got {got}")
+            for k in range(i, j):
+                at = (chunks[k] - chunks[i]) * size
+                yield chunks[k], buf[at:at + min(size, hi - lo - at)]
+            i = j
+
     def _verify(self, tokens: Any, chunks: list[int]) -> None:
         for c, data in self._read(tokens, chunks):
             bad = self._compare(c, data)
             if bad is not None:
                 raise FormatError(f"{self.store}: {bad.describe(self.data_file)}: the store is damaged and nothing "
                                   "of this read was served (consumer verify PREFIX lists every damaged chunk)")
+            if self.id_limit is not None:
+                self._check_ids(c, data)
             if not self._seen[c]:
                 self._seen[c] = 1
                 self._left -= 1
+
+    def _check_ids(self, chunk: int, data: np.ndarray) -> None:
+        """An intact chunk holding an id >= ``id_limit`` (or a negative one) was packed wrong: FormatError."""
+        ids = np.ascontiguousarray(data).reshape(-1).view(np.uint8).view(f"<u{self.itemsize}")
+        limit = self.id_limit if self.id_limit is not None else 0
+        if ids.size and int(ids.max()) >= limit:
+            bad = ids[ids >= limit][:4].astype(np.int64)
+            if self.itemsize == 4:  # as the store's signed ids (int32; uint16 stores are unsigned)
+                bad = np.where(bad >= 1 << (8 * self.itemsize - 1), bad - (1 << 8 * self.itemsize), bad)
+            lo, hi = self.sums.byte_range(chunk)
+            off = self.sums.data_offset
+            raise FormatError(f"{self.store}: chunk {chunk} (bytes {off + lo}..{off + hi} of {self.data_file}): token "
+                              f"ids must be in [0, {limit}), got {short_repr(bad.tolist())}; the store is damaged "
+                              "(consumer verify PREFIX checks all of it)")
 
     def _compare(self, chunk: int, data: np.ndarray) -> BadChunk | None:
         lo, hi = self.sums.byte_range(chunk)
