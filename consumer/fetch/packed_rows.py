@@ -172,8 +172,7 @@ class PackedRows:
             spans.append((i, s, int(length[i])))
         verifier = self.verifier
         if verifier is not None and not verifier.complete:  # chunks not yet found intact: checked before anything else
-            verifier.check_ranges(self.tokens, np.array([s for _, s, _ in spans], dtype=np.int64),
-                                  np.array([n for _, _, n in spans], dtype=np.int64))
+            verifier.check_spans(self.tokens, [s for _, s, _ in spans], [n for _, _, n in spans])
         if self.must_check:
             self.fresh_stamp()
             if not self.clean:

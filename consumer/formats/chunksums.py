@@ -302,6 +302,17 @@ class ChunkVerifier:
             if not (seen[lo] and seen[hi]) or hi - lo > 1:
                 self._verify(tokens, [c for c in range(lo, hi + 1) if not seen[c]])
 
+    def check_spans(self, tokens: Any, starts: list[int], counts: list[int]) -> None:
+        """:meth:`check_ranges` for a few ranges given as Python ints (a batch of a few rows: no array is made
+        unless a chunk is not verified yet)."""
+        if not self._left:
+            return
+        seen, t, most = self._seen, self._tshift, self._chunk_tokens
+        for a, c in zip(starts, counts):  # an empty range looks at a - 1 (-1: the sentinel)
+            if c > most or not (seen[a >> t] and seen[(a + c - 1) >> t]):
+                self.check_ranges(tokens, np.array(starts, dtype=np.int64), np.array(counts, dtype=np.int64))
+                return
+
     def check_ranges(self, tokens: Any, src: np.ndarray, cnt: np.ndarray, longest: int | None = None) -> None:
         """Token ranges ``[src[r], src[r] + cnt[r])`` are about to be read: :meth:`check` for all of them.
         ``longest``, when given, bounds every ``cnt[r]`` (it spares a pass over ``cnt``).
@@ -335,48 +346,54 @@ class ChunkVerifier:
         if todo.size:
             self._verify(tokens, np.unique(todo).tolist())
 
-    def _read(self, tokens: Any, chunks: list[int]) -> Iterator[tuple[int, np.ndarray]]:
-        """``(chunk, its bytes)`` for each chunk (ascending): preads of the local file (one per run of adjacent
-        chunks), slices of a memory map, or one concurrent read of all of them."""
-        w = self.itemsize
-        if self.local_file is not None:
-            yield from self._pread(chunks)
-            return
-        ranges = [self.sums.byte_range(c) for c in chunks]
-        if isinstance(tokens, np.ndarray):
-            for c, (lo, hi) in zip(chunks, ranges):
-                yield c, tokens[lo // w:hi // w]
-            return
-        cnt = np.array([(hi - lo) // w for lo, hi in ranges], dtype=np.int64)
-        dst = np.cumsum(cnt) - cnt
-        out = np.empty(int(cnt.sum()), dtype=tokens.dtype)
-        tokens.copy_ranges(out, np.array([lo // w for lo, _ in ranges], dtype=np.int64), cnt, dst)
-        for c, at, n in zip(chunks, dst.tolist(), cnt.tolist()):
-            yield c, out[at:at + n]
-
-    def _pread(self, chunks: list[int]) -> Iterator[tuple[int, np.ndarray]]:
-        """The chunks read from ``local_file``: one ``preadv`` into a fresh buffer per run of adjacent chunks
-        (the kernel reads exactly those pages: a pread at a random offset is not read ahead)."""
-        if self._fd < 0:
-            self._fd = os.open(str(self.local_file), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            weakref.finalize(self, os.close, self._fd)
-        size, off = self.sums.chunk_bytes, self.sums.data_offset
-        i = 0
+    def _runs(self, chunks: list[int]) -> list[tuple[int, int, int, int]]:
+        """Runs of adjacent chunks among ``chunks`` (ascending): ``(first index, end index, byte lo, byte hi)``."""
+        runs, i = [], 0
         while i < len(chunks):
             j = i + 1
             while j < len(chunks) and chunks[j] == chunks[j - 1] + 1:
                 j += 1
-            lo, hi = self.sums.byte_range(chunks[i])[0], self.sums.byte_range(chunks[j - 1])[1]
-            raw = bytearray(hi - lo)  # filled by the kernel in place (no second copy)
-            got = os.preadv(self._fd, [raw], off + lo)
-            buf = np.frombuffer(raw, dtype=np.uint8)
-            if got != hi - lo:
-                raise FormatError(f"{self.store}: {self.data_file}: truncated: expected {hi - lo} bytes at byte "
-                                  f"{off + lo}, got {got}")
+            runs.append((i, j, self.sums.byte_range(chunks[i])[0], self.sums.byte_range(chunks[j - 1])[1]))
+            i = j
+        return runs
+
+    def _read(self, tokens: Any, chunks: list[int]) -> Iterator[tuple[int, np.ndarray]]:
+        """``(chunk, its bytes)`` for each chunk (ascending): preads of the local file or ranges of the object (one
+        per run of adjacent chunks, all of them in one concurrent call), or slices of a memory map."""
+        w = self.itemsize
+        if self.local_file is None and isinstance(tokens, np.ndarray):
+            for c in chunks:
+                lo, hi = self.sums.byte_range(c)
+                yield c, tokens[lo // w:hi // w]
+            return
+        runs = self._runs(chunks)
+        if self.local_file is not None:
+            blocks = [self._pread(lo, hi) for _, _, lo, hi in runs]
+        else:
+            cnt = np.array([(hi - lo) // w for _, _, lo, hi in runs], dtype=np.int64)
+            dst = np.cumsum(cnt) - cnt
+            out = np.empty(int(cnt.sum()), dtype=tokens.dtype)
+            tokens.copy_ranges(out, np.array([lo // w for _, _, lo, _ in runs], dtype=np.int64), cnt, dst)
+            blocks = [out[a:a + n].view(np.uint8) for a, n in zip(dst.tolist(), cnt.tolist())]
+        size = self.sums.chunk_bytes
+        for (i, j, lo, hi), block in zip(runs, blocks):
             for k in range(i, j):
                 at = (chunks[k] - chunks[i]) * size
-                yield chunks[k], buf[at:at + min(size, hi - lo - at)]
-            i = j
+                yield chunks[k], block[at:at + min(size, hi - lo - at)]
+
+    def _pread(self, lo: int, hi: int) -> np.ndarray:
+        """Bytes ``[lo, hi)`` of the token data read from ``local_file`` with one ``preadv`` (the kernel reads
+        exactly those pages: a read at a random offset is not read ahead, unlike a page fault of a map)."""
+        if self._fd < 0:
+            self._fd = os.open(str(self.local_file), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            weakref.finalize(self, os.close, self._fd)
+        off = self.sums.data_offset
+        raw = bytearray(hi - lo)  # filled by the kernel in place (no second copy)
+        got = os.preadv(self._fd, [raw], off + lo)
+        if got != hi - lo:
+            raise FormatError(f"{self.store}: {self.data_file}: truncated: expected {hi - lo} bytes at byte "
+                              f"{off + lo}, got {got}")
+        return np.frombuffer(raw, dtype=np.uint8)
 
     def _verify(self, tokens: Any, chunks: list[int]) -> None:
         for c, data in self._read(tokens, chunks):
