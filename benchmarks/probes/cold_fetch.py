@@ -9,7 +9,8 @@ batches of ``--batch`` random rows, timing each and counting the bytes it read f
 
 - ``pread``: ``os.pread`` of exactly each row's byte range, converted into an int64 batch (the I/O floor);
 - ``mmap``: slices of a ``numpy.memmap`` of the ``.bin``; ``megatron``: megatron-core's ``IndexedDataset`` reader;
-- ``consumer-<chunk>``: ``Consumer.from_packed(...).fetch(ids)`` on the store with sums of that chunk size;
+- ``consumer-<chunk>``: ``Consumer.from_packed(...).fetch(ids)`` on the store with sums of that chunk size (``0k``:
+  a store packed before chunk sums);
 - ``loader-<chunk>``: ``ds.dataloader(batch, num_workers=--workers)`` over that store for the same number of batches
   (its own random rows; worker reads are counted once the workers are reaped).
 
@@ -47,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--batches", type=int, default=24)
     parser.add_argument("--trials", type=int, default=3)
-    parser.add_argument("--chunks", default="1024,64,16,4", help="checksum chunk sizes (KiB) of the twin stores")
+    parser.add_argument("--chunks", default="1024,64,16,4,0",
+                        help="checksum chunk sizes (KiB) of the twin stores; 0: a twin without sums")
     parser.add_argument("--readers", default="pread,mmap,megatron,consumer,loader")
     parser.add_argument("--workers", type=int, default=2, help="loader worker processes")
 
@@ -79,11 +81,13 @@ def _store(work: Path, mb: int, seqlen: int, chunks: list[int]) -> tuple[Path, d
                 dst.unlink(missing_ok=True)
                 os.link(str(base) + suffix, dst)
             data = Path(str(base) + ".bin")
-            sums = sums_of_file(data, 0, data.stat().st_size, kib << 10)
-            sums_path = Path(str(twin) + SUMS_SUFFIX)
-            write_sums_file(sums_path, sums)
             side = json.loads(Path(str(base) + ".consumer.json").read_text())
-            side[SIDECAR_KEY] = sidecar_entry(sums_path.name, sums_path.stat().st_size, sums)
+            side.pop(SIDECAR_KEY, None)  # 0: a store as packed before chunk sums
+            if kib:
+                sums = sums_of_file(data, 0, data.stat().st_size, kib << 10)
+                sums_path = Path(str(twin) + SUMS_SUFFIX)
+                write_sums_file(sums_path, sums)
+                side[SIDECAR_KEY] = sidecar_entry(sums_path.name, sums_path.stat().st_size, sums)
             Path(str(twin) + ".consumer.json").write_text(json.dumps(side))
         twins[kib] = twin
     return base, twins
@@ -194,7 +198,7 @@ def run(args: argparse.Namespace) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     chunks = [int(c) for c in str(args.chunks).split(",") if c]
     base, twins = _store(work, args.store_mb, args.seqlen, chunks)
-    ds = Consumer.from_packed(str(twins[chunks[0]] if chunks else base), style="concat", seqlen=args.seqlen)
+    ds = Consumer.from_packed(str(base), style="concat", seqlen=args.seqlen)
     np.save(work / "runs.npy", packed_runs(ds.index, ds.documents))
     np.save(work / "lengths.npy", ds.index.sample_tokens())
     n = len(ds)
