@@ -43,6 +43,7 @@ import os
 import struct
 import weakref
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,7 @@ MAX_CHUNK_BYTES = 1 << 30
 _HEAD = struct.Struct("<8sIIQQQQ")  # magic, version, algorithm, chunk_bytes, data_offset, data_bytes, N
 _TAIL = struct.Struct("<I")
 _FEW = 16  # check_ranges: up to this many ranges, plain ints; more, numpy (measured crossover)
+_READERS = 8  # threads reading the runs of chunks of one first touch at once (cold reads wait on the device)
 _READ_BYTES = 1 << 24  # bytes per read of sums_of_file (16 MiB, a multiple of every chunk size up to it)
 
 
@@ -269,6 +271,7 @@ class ChunkVerifier:
         self.id_limit = None if id_limit is None or int(id_limit) > 1 << 8 * self.itemsize else int(id_limit)
         self.file_stamp = file_stamp
         self._fd = -1  # local_file, opened on the first read of each process
+        self._threads: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool) reading runs of chunks at once
         self._shift = sums.chunk_bytes.bit_length() - 1  # byte -> chunk
         self._tshift = self._shift - (self.itemsize.bit_length() - 1)  # token -> chunk
         self._chunk_tokens = sums.chunk_bytes // self.itemsize
@@ -279,7 +282,7 @@ class ChunkVerifier:
         self._left = sums.chunks  # chunks not yet found intact; 0: every check returns at once
 
     def __getstate__(self) -> dict:  # the map is a view of the bytearray: rebuilt, not copied, on unpickling
-        return {k: (-1 if k == "_fd" else v) for k, v in self.__dict__.items() if k != "_map"}
+        return {k: {"_fd": -1, "_threads": None}.get(k, v) for k, v in self.__dict__.items() if k != "_map"}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -370,7 +373,13 @@ class ChunkVerifier:
             return
         runs = self._runs(chunks)
         if self.local_file is not None:
-            blocks = [self._pread(lo, hi) for _, _, lo, hi in runs]
+            if self._fd < 0:  # opened here, before any reader thread needs it
+                self._fd = os.open(str(self.local_file), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                weakref.finalize(self, os.close, self._fd)
+            if len(runs) > 1:  # the runs in flight at once: a device serves several random reads in the time of one
+                blocks = list(self._pool().map(self._pread, [lo for _, _, lo, _ in runs], [hi for *_, hi in runs]))
+            else:
+                blocks = [self._pread(lo, hi) for _, _, lo, hi in runs]
         else:
             cnt = np.array([(hi - lo) // w for _, _, lo, hi in runs], dtype=np.int64)
             dst = np.cumsum(cnt) - cnt
@@ -383,12 +392,17 @@ class ChunkVerifier:
                 at = (chunks[k] - chunks[i]) * size
                 yield chunks[k], block[at:at + min(size, hi - lo - at)]
 
+    def _pool(self) -> ThreadPoolExecutor:
+        """This process's reader threads (made on first use; a forked child makes its own, the parent's threads
+        do not exist there)."""
+        pool = self._threads
+        if pool is None or pool[0] != os.getpid():
+            pool = self._threads = (os.getpid(), ThreadPoolExecutor(_READERS, thread_name_prefix="consumer-chunks"))
+        return pool[1]
+
     def _pread(self, lo: int, hi: int) -> np.ndarray:
         """Bytes ``[lo, hi)`` of the token data read from ``local_file`` with one ``preadv`` (the kernel reads
         exactly those pages: a read at a random offset is not read ahead, unlike a page fault of a map)."""
-        if self._fd < 0:
-            self._fd = os.open(str(self.local_file), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            weakref.finalize(self, os.close, self._fd)
         off = self.sums.data_offset
         raw = bytearray(hi - lo)  # filled by the kernel in place (no second copy)
         got = os.preadv(self._fd, [raw], off + lo)
