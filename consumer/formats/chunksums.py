@@ -65,6 +65,7 @@ MAX_CHUNK_BYTES = 1 << 30
 _HEAD = struct.Struct("<8sIIQQQQ")  # magic, version, algorithm, chunk_bytes, data_offset, data_bytes, N
 _TAIL = struct.Struct("<I")
 _FEW = 16  # check_ranges: up to this many ranges, plain ints; more, numpy (measured crossover)
+_SPAN = 8  # check_ranges: ranges over up to this many chunks are looked up in one gather
 _READERS = 8  # threads reading the runs of chunks of one first touch at once (cold reads wait on the device)
 _READ_BYTES = 1 << 24  # bytes per read of sums_of_file (16 MiB, a multiple of every chunk size up to it)
 
@@ -310,38 +311,40 @@ class ChunkVerifier:
     def check_spans(self, tokens: Any, starts: list[int], counts: list[int]) -> None:
         """:meth:`check_ranges` for a few ranges given as Python ints (a batch of a few rows: no array is made
         unless a chunk is not verified yet)."""
-        if not self._left:
-            return
-        seen, t, most = self._seen, self._tshift, self._chunk_tokens
-        for a, c in zip(starts, counts):  # an empty range looks at a - 1 (-1: the sentinel)
-            if c > most or not (seen[a >> t] and seen[(a + c - 1) >> t]):
-                self.check_ranges(tokens, np.array(starts, dtype=np.int64), np.array(counts, dtype=np.int64))
-                return
+        if self._left and not self._seen_all(starts, counts):
+            self.check_ranges(tokens, np.array(starts, dtype=np.int64), np.array(counts, dtype=np.int64))
+
+    def _seen_all(self, starts: list[int], counts: list[int]) -> bool:
+        """Every chunk of these ranges was found intact (plain-int lookups; an empty range looks at ``a - 1``,
+        -1 being the sentinel)."""
+        seen, t = self._seen, self._tshift
+        for a, c in zip(starts, counts):
+            lo, hi = a >> t, (a + c - 1) >> t
+            if not (seen[lo] and seen[hi]) or (hi - lo > 1 and 0 in seen[lo:hi + 1]):
+                return False
+        return True
 
     def check_ranges(self, tokens: Any, src: np.ndarray, cnt: np.ndarray, longest: int | None = None) -> None:
         """Token ranges ``[src[r], src[r] + cnt[r])`` are about to be read: :meth:`check` for all of them.
-        ``longest``, when given, bounds every ``cnt[r]`` (it spares a pass over ``cnt``).
+        ``longest`` (a bound on every ``cnt[r]``) is accepted for callers that know it; it is not needed.
 
         The cost after the first touch is the point: nothing once every chunk is verified; else, for a few
-        ranges, plain-int lookups in the map; for many, one gather from it (a range no longer than a chunk
-        lies in at most two chunks: its first and last token's)."""
+        ranges, plain-int lookups in the map; for many, one gather from it of every chunk of each range (a range
+        over up to :data:`_SPAN` chunks: rows a few chunks long, as 32 KiB rows in 16 KiB chunks are)."""
         if not self._left:
             return
         t = self._tshift
         if src.size <= _FEW:  # few ranges: plain ints cost less than a round of numpy calls
-            seen, counts = self._seen, cnt.tolist()
-            if (max(counts, default=0) if longest is None else longest) <= self._chunk_tokens:
-                for a, c in zip(src.tolist(), counts):  # an empty range looks at a - 1 (-1: the sentinel)
-                    if not (seen[a >> t] and seen[(a + c - 1) >> t]):
-                        break
-                else:
-                    return
-        elif (int(cnt.max()) if longest is None else longest) <= self._chunk_tokens:
-            ends = np.concatenate((src, src + cnt - 1))  # an empty range looks at src - 1 (-1: the sentinel)
-            ends >>= t
-            look = self._map[ends]
-            if np.count_nonzero(look) == look.size:  # count_nonzero: the cheapest reduction numpy has
+            if self._seen_all(src.tolist(), cnt.tolist()):
                 return
+        else:
+            lo, hi = src >> t, (src + cnt - 1) >> t
+            span = int((hi - lo).max())
+            if span < _SPAN:  # chunk j of each range, clipped to its last (an empty range: its hi, a - 1's)
+                look = self._map[np.minimum(lo[:, None] + np.arange(span + 1), hi[:, None])] if span else \
+                    self._map[np.concatenate((lo, hi))]
+                if np.count_nonzero(look) == look.size:  # count_nonzero: the cheapest reduction numpy has
+                    return
         # some chunk not verified yet (or ranges longer than a chunk): exactly the chunks of the non-empty ranges
         keep = cnt > 0
         lo, hi = src[keep] >> t, (src[keep] + cnt[keep] - 1) >> t
