@@ -11,6 +11,7 @@ batches of ``--batch`` random rows, timing each and counting the bytes it read f
 - ``mmap``: slices of a ``numpy.memmap`` of the ``.bin``; ``megatron``: megatron-core's ``IndexedDataset`` reader;
 - ``consumer-<chunk>``: ``Consumer.from_packed(...).fetch(ids)`` on the store with sums of that chunk size (``0k``:
   a store packed before chunk sums);
+- ``before-1024k`` (with ``--baseline DIR``): the ``consumer`` of another checkout on the 1 MiB-sums store;
 - ``loader-<chunk>``: ``ds.dataloader(batch, num_workers=--workers)`` over that store for the same number of batches
   (its own random rows; worker reads are counted once the workers are reaped).
 
@@ -52,6 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="checksum chunk sizes (KiB) of the twin stores; 0: a twin without sums")
     parser.add_argument("--readers", default="pread,mmap,megatron,consumer,loader")
     parser.add_argument("--workers", type=int, default=2, help="loader worker processes")
+    parser.add_argument("--baseline", default=None,
+                        help="root of another checkout: adds its consumer on the 1 MiB-sums store ('before-1024k')")
 
 
 def _store(work: Path, mb: int, seqlen: int, chunks: list[int]) -> tuple[Path, dict[int, Path]]:
@@ -181,8 +184,9 @@ def _child(spec: dict) -> dict:
 
 
 def _spawn(spec: dict) -> dict:
-    env = dict(os.environ, PYTHONHASHSEED="0")
-    done = subprocess.run([sys.executable, "-m", "benchmarks.probes.cold_fetch", "--child", json.dumps(spec)],
+    root = spec.get("code") or os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=root)  # the checkout whose consumer the child imports
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
                           capture_output=True, text=True, env=env, check=False)
     if done.returncode:
         raise RuntimeError(f"{spec['reader']}: child failed:\n{done.stderr[-3000:]}")
@@ -208,6 +212,8 @@ def run(args: argparse.Namespace) -> dict:
             readers += [(f"{name}-{kib}k", twins[kib], name) for kib in chunks]
         elif name:
             readers.append((name, base, name))
+    if args.baseline:
+        readers.append(("before-1024k", twins.get(1024, base), "consumer"))
     trials: dict[str, list[dict]] = {label: [] for label, _, _ in readers}
     for trial in range(args.trials):
         rng = np.random.default_rng(1000 + trial)
@@ -216,7 +222,7 @@ def run(args: argparse.Namespace) -> dict:
             _evict(prefix)
             spec = {"reader": reader, "prefix": str(prefix), "seqlen": args.seqlen, "batch": args.batch,
                     "batches": batches, "runs": str(work / "runs.npy"), "lengths": str(work / "lengths.npy"),
-                    "workers": args.workers}
+                    "workers": args.workers, "code": args.baseline if label.startswith("before") else None}
             trials[label].append(_spawn(spec))
     floor = [t["ms_per_batch"] for t in trials.get("pread", [])]
     result: dict[str, Any] = {"store_bytes": int(Path(str(base) + ".bin").stat().st_size), "samples": n,
