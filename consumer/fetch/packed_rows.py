@@ -78,6 +78,9 @@ class PackedRows:
         self.clean = False  # every block found clean: a call only compares the stamp
         self.all_runs = bool((self.start >= 0).all())  # every sample is one store range: no per-call test
         self.stamp: tuple[int, ...] | None = None
+        # a store with chunk sums has the ids of each chunk checked as the chunk is verified (read with pread, no
+        # block is read through the map), while its data file is the one its sums were loaded with
+        self.by_chunks = self.verifier is not None and getattr(self.verifier, "id_limit", None) == self.size
         # the data file held open for a cheap ``fstat`` per call (closed with this object): it is the file the
         # memory map reads, so a file renamed over the store's path is not mistaken for a change of this one
         self._fd = -1
@@ -96,9 +99,11 @@ class PackedRows:
             self.checked[:] = False
             self.blocks[:] = False
             self.stamp = stamp
-            if self.eager:
+            if self.by_chunks and stamp != self.verifier.file_stamp:  # written since: chunks verified prove nothing
+                self.by_chunks = False
+            if self.eager and not self.by_chunks:
                 self._check_blocks(0, self.blocks.size)
-            self.clean = bool(self.blocks.all())
+            self.clean = self.by_chunks or bool(self.blocks.all())
 
     def _check_blocks(self, b0: int, b1: int) -> None:
         """Mark the clean blocks among ``[b0, b1)`` (one vectorised pass over their tokens)."""
@@ -167,8 +172,7 @@ class PackedRows:
             spans.append((i, s, int(length[i])))
         verifier = self.verifier
         if verifier is not None and not verifier.complete:  # chunks not yet found intact: checked before anything else
-            verifier.check_ranges(self.tokens, np.array([s for _, s, _ in spans], dtype=np.int64),
-                                  np.array([n for _, _, n in spans], dtype=np.int64))
+            verifier.check_spans(self.tokens, [s for _, s, _ in spans], [n for _, _, n in spans])
         if self.must_check:
             self.fresh_stamp()
             if not self.clean:

@@ -118,6 +118,9 @@ def as_sample_ids(values, n: int) -> np.ndarray:
                 return values
         elif values.min() >= 0 and values.max() < n:
             return values  # what int_vector returns for it, without the per-call checks of other forms
+    if type(values) is list and 0 < len(values) <= 8 and all(type(v) is int for v in values):
+        if min(values) >= 0 and max(values) < n:  # a few Python ints in range: what an int64 array costs
+            return np.array(values, dtype=np.int64)
     if _as_index(values) is not None:
         values = [values]
     elif np.ndim(values) == 0 and not isinstance(values, (list, tuple)):

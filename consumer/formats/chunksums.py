@@ -30,16 +30,20 @@ naming the file, expected vs actual. Chunks are summed while a store is written 
 token bytes in order) or from a file (:func:`sums_of_file`).
 
 :class:`ChunkVerifier` checks chunks against the sums the first time a process touches them: a map of one
-byte per chunk records the chunks found intact (1 MiB chunks: 1 MB of map per TB of tokens); later reads of
+byte per chunk records the chunks found intact (16 KiB chunks: 64 MB of map per TB of tokens); later reads of
 them cost a lookup. A mismatch raises ``FormatError`` naming the store, the chunk and its byte range in the
-data file, before any byte of the range is handed on.
+data file, before any byte of the range is handed on. For a local store the chunks are read from the data file
+with ``pread`` (``local_file``), never through its memory map, whose page faults on a cold file read ahead ~2 MiB
+each; the chunk size (16 KiB by default) bounds what a cold random row costs beyond its own bytes.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import weakref
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,12 +59,14 @@ __all__ = ["MAGIC", "VERSION", "ALGORITHMS", "DEFAULT_CHUNK_BYTES", "MIN_CHUNK_B
 MAGIC = b"CNSMSUMS"
 VERSION = 1
 ALGORITHMS = {1: "crc32c"}
-DEFAULT_CHUNK_BYTES = 1 << 20  # 1 MiB: 4 bytes of sums per MiB (4 MB per TB), ~65 us of CRC per first touch
+DEFAULT_CHUNK_BYTES = 1 << 14  # 16 KiB: a cold random read costs its range plus < 16 KiB (docs/packed-checksums.md)
 MIN_CHUNK_BYTES = 1 << 12
 MAX_CHUNK_BYTES = 1 << 30
 _HEAD = struct.Struct("<8sIIQQQQ")  # magic, version, algorithm, chunk_bytes, data_offset, data_bytes, N
 _TAIL = struct.Struct("<I")
 _FEW = 16  # check_ranges: up to this many ranges, plain ints; more, numpy (measured crossover)
+_SPAN = 8  # check_ranges: ranges over up to this many chunks are looked up in one gather
+_READERS = 8  # threads reading the runs of chunks of one first touch at once (cold reads wait on the device)
 _READ_BYTES = 1 << 24  # bytes per read of sums_of_file (16 MiB, a multiple of every chunk size up to it)
 
 
@@ -252,11 +258,21 @@ class ChunkVerifier:
     two threads touching a new chunk at once may both check it, which is harmless.
     """
 
-    def __init__(self, sums: ChunkSums, store: Any, data_file: Any, itemsize: int) -> None:
+    def __init__(self, sums: ChunkSums, store: Any, data_file: Any, itemsize: int, *, local_file: Any = None,
+                 id_limit: int | None = None, file_stamp: tuple | None = None) -> None:
         if itemsize not in (1, 2, 4, 8):
             raise InputError(f"itemsize must be 1, 2, 4 or 8 bytes, got {short_repr(itemsize)}")
         self.sums = sums
         self.store, self.data_file, self.itemsize = store, data_file, int(itemsize)
+        # local_file: chunks of a memory-mapped store are read from it with pread, not through the map, whose page
+        # faults read ahead ~2 MiB of a cold file for each one (see docs/packed-checksums.md, "Cold reads")
+        self.local_file = None if local_file is None else str(local_file)
+        # id_limit: a chunk found intact must also hold ids < id_limit (the fetch then needs no id check of its own
+        # while the data file keeps ``file_stamp``, its (inode, size, mtime_ns, ctime_ns) when the sums were read)
+        self.id_limit = None if id_limit is None or int(id_limit) > 1 << 8 * self.itemsize else int(id_limit)
+        self.file_stamp = file_stamp
+        self._fd = -1  # local_file, opened on the first read of each process
+        self._threads: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool) reading runs of chunks at once
         self._shift = sums.chunk_bytes.bit_length() - 1  # byte -> chunk
         self._tshift = self._shift - (self.itemsize.bit_length() - 1)  # token -> chunk
         self._chunk_tokens = sums.chunk_bytes // self.itemsize
@@ -267,7 +283,7 @@ class ChunkVerifier:
         self._left = sums.chunks  # chunks not yet found intact; 0: every check returns at once
 
     def __getstate__(self) -> dict:  # the map is a view of the bytearray: rebuilt, not copied, on unpickling
-        return {k: v for k, v in self.__dict__.items() if k != "_map"}
+        return {k: {"_fd": -1, "_threads": None}.get(k, v) for k, v in self.__dict__.items() if k != "_map"}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -292,30 +308,43 @@ class ChunkVerifier:
             if not (seen[lo] and seen[hi]) or hi - lo > 1:
                 self._verify(tokens, [c for c in range(lo, hi + 1) if not seen[c]])
 
+    def check_spans(self, tokens: Any, starts: list[int], counts: list[int]) -> None:
+        """:meth:`check_ranges` for a few ranges given as Python ints (a batch of a few rows: no array is made
+        unless a chunk is not verified yet)."""
+        if self._left and not self._seen_all(starts, counts):
+            self.check_ranges(tokens, np.array(starts, dtype=np.int64), np.array(counts, dtype=np.int64))
+
+    def _seen_all(self, starts: list[int], counts: list[int]) -> bool:
+        """Every chunk of these ranges was found intact (plain-int lookups; an empty range looks at ``a - 1``,
+        -1 being the sentinel)."""
+        seen, t = self._seen, self._tshift
+        for a, c in zip(starts, counts):
+            lo, hi = a >> t, (a + c - 1) >> t
+            if not (seen[lo] and seen[hi]) or (hi - lo > 1 and 0 in seen[lo:hi + 1]):
+                return False
+        return True
+
     def check_ranges(self, tokens: Any, src: np.ndarray, cnt: np.ndarray, longest: int | None = None) -> None:
         """Token ranges ``[src[r], src[r] + cnt[r])`` are about to be read: :meth:`check` for all of them.
-        ``longest``, when given, bounds every ``cnt[r]`` (it spares a pass over ``cnt``).
+        ``longest`` (a bound on every ``cnt[r]``) is accepted for callers that know it; it is not needed.
 
         The cost after the first touch is the point: nothing once every chunk is verified; else, for a few
-        ranges, plain-int lookups in the map; for many, one gather from it (a range no longer than a chunk
-        lies in at most two chunks: its first and last token's)."""
+        ranges, plain-int lookups in the map; for many, one gather from it of every chunk of each range (a range
+        over up to :data:`_SPAN` chunks: rows a few chunks long, as 32 KiB rows in 16 KiB chunks are)."""
         if not self._left:
             return
         t = self._tshift
         if src.size <= _FEW:  # few ranges: plain ints cost less than a round of numpy calls
-            seen, counts = self._seen, cnt.tolist()
-            if (max(counts, default=0) if longest is None else longest) <= self._chunk_tokens:
-                for a, c in zip(src.tolist(), counts):  # an empty range looks at a - 1 (-1: the sentinel)
-                    if not (seen[a >> t] and seen[(a + c - 1) >> t]):
-                        break
-                else:
-                    return
-        elif (int(cnt.max()) if longest is None else longest) <= self._chunk_tokens:
-            ends = np.concatenate((src, src + cnt - 1))  # an empty range looks at src - 1 (-1: the sentinel)
-            ends >>= t
-            look = self._map[ends]
-            if np.count_nonzero(look) == look.size:  # count_nonzero: the cheapest reduction numpy has
+            if self._seen_all(src.tolist(), cnt.tolist()):
                 return
+        else:
+            lo, hi = src >> t, (src + cnt - 1) >> t
+            span = int((hi - lo).max())
+            if span < _SPAN:  # chunk j of each range, clipped to its last (an empty range: its hi, a - 1's)
+                look = self._map[np.minimum(lo[:, None] + np.arange(span + 1), hi[:, None])] if span else \
+                    self._map[np.concatenate((lo, hi))]
+                if np.count_nonzero(look) == look.size:  # count_nonzero: the cheapest reduction numpy has
+                    return
         # some chunk not verified yet (or ranges longer than a chunk): exactly the chunks of the non-empty ranges
         keep = cnt > 0
         lo, hi = src[keep] >> t, (src[keep] + cnt[keep] - 1) >> t
@@ -325,20 +354,65 @@ class ChunkVerifier:
         if todo.size:
             self._verify(tokens, np.unique(todo).tolist())
 
+    def _runs(self, chunks: list[int]) -> list[tuple[int, int, int, int]]:
+        """Runs of adjacent chunks among ``chunks`` (ascending): ``(first index, end index, byte lo, byte hi)``."""
+        runs, i = [], 0
+        while i < len(chunks):
+            j = i + 1
+            while j < len(chunks) and chunks[j] == chunks[j - 1] + 1:
+                j += 1
+            runs.append((i, j, self.sums.byte_range(chunks[i])[0], self.sums.byte_range(chunks[j - 1])[1]))
+            i = j
+        return runs
+
     def _read(self, tokens: Any, chunks: list[int]) -> Iterator[tuple[int, np.ndarray]]:
-        """``(chunk, its bytes)`` for each chunk: slices of a memory map, or one concurrent read of all of them."""
+        """``(chunk, its bytes)`` for each chunk (ascending): preads of the local file or ranges of the object (one
+        per run of adjacent chunks, all of them in one concurrent call), or slices of a memory map."""
         w = self.itemsize
-        ranges = [self.sums.byte_range(c) for c in chunks]
-        if isinstance(tokens, np.ndarray):
-            for c, (lo, hi) in zip(chunks, ranges):
+        if self.local_file is None and isinstance(tokens, np.ndarray):
+            for c in chunks:
+                lo, hi = self.sums.byte_range(c)
                 yield c, tokens[lo // w:hi // w]
             return
-        cnt = np.array([(hi - lo) // w for lo, hi in ranges], dtype=np.int64)
-        dst = np.cumsum(cnt) - cnt
-        out = np.empty(int(cnt.sum()), dtype=tokens.dtype)
-        tokens.copy_ranges(out, np.array([lo // w for lo, _ in ranges], dtype=np.int64), cnt, dst)
-        for c, at, n in zip(chunks, dst.tolist(), cnt.tolist()):
-            yield c, out[at:at + n]
+        runs = self._runs(chunks)
+        if self.local_file is not None:
+            if self._fd < 0:  # opened here, before any reader thread needs it
+                self._fd = os.open(str(self.local_file), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                weakref.finalize(self, os.close, self._fd)
+            if len(runs) > 1:  # the runs in flight at once: a device serves several random reads in the time of one
+                blocks = list(self._pool().map(self._pread, [lo for _, _, lo, _ in runs], [hi for *_, hi in runs]))
+            else:
+                blocks = [self._pread(lo, hi) for _, _, lo, hi in runs]
+        else:
+            cnt = np.array([(hi - lo) // w for _, _, lo, hi in runs], dtype=np.int64)
+            dst = np.cumsum(cnt) - cnt
+            out = np.empty(int(cnt.sum()), dtype=tokens.dtype)
+            tokens.copy_ranges(out, np.array([lo // w for _, _, lo, _ in runs], dtype=np.int64), cnt, dst)
+            blocks = [out[a:a + n].view(np.uint8) for a, n in zip(dst.tolist(), cnt.tolist())]
+        size = self.sums.chunk_bytes
+        for (i, j, lo, hi), block in zip(runs, blocks):
+            for k in range(i, j):
+                at = (chunks[k] - chunks[i]) * size
+                yield chunks[k], block[at:at + min(size, hi - lo - at)]
+
+    def _pool(self) -> ThreadPoolExecutor:
+        """This process's reader threads (made on first use; a forked child makes its own, the parent's threads
+        do not exist there)."""
+        pool = self._threads
+        if pool is None or pool[0] != os.getpid():
+            pool = self._threads = (os.getpid(), ThreadPoolExecutor(_READERS, thread_name_prefix="consumer-chunks"))
+        return pool[1]
+
+    def _pread(self, lo: int, hi: int) -> np.ndarray:
+        """Bytes ``[lo, hi)`` of the token data read from ``local_file`` with one ``preadv`` (the kernel reads
+        exactly those pages: a read at a random offset is not read ahead, unlike a page fault of a map)."""
+        off = self.sums.data_offset
+        raw = bytearray(hi - lo)  # filled by the kernel in place (no second copy)
+        got = os.preadv(self._fd, [raw], off + lo)
+        if got != hi - lo:
+            raise FormatError(f"{self.store}: {self.data_file}: truncated: expected {hi - lo} bytes at byte "
+                              f"{off + lo}, got {got}")
+        return np.frombuffer(raw, dtype=np.uint8)
 
     def _verify(self, tokens: Any, chunks: list[int]) -> None:
         for c, data in self._read(tokens, chunks):
@@ -346,9 +420,25 @@ class ChunkVerifier:
             if bad is not None:
                 raise FormatError(f"{self.store}: {bad.describe(self.data_file)}: the store is damaged and nothing "
                                   "of this read was served (consumer verify PREFIX lists every damaged chunk)")
+            if self.id_limit is not None:
+                self._check_ids(c, data)
             if not self._seen[c]:
                 self._seen[c] = 1
                 self._left -= 1
+
+    def _check_ids(self, chunk: int, data: np.ndarray) -> None:
+        """An intact chunk holding an id >= ``id_limit`` (or a negative one) was packed wrong: FormatError."""
+        ids = np.ascontiguousarray(data).reshape(-1).view(np.uint8).view(f"<u{self.itemsize}")
+        limit = self.id_limit if self.id_limit is not None else 0
+        if ids.size and int(ids.max()) >= limit:
+            bad = ids[ids >= limit][:4].astype(np.int64)
+            if self.itemsize == 4:  # as the store's signed ids (int32; uint16 stores are unsigned)
+                bad = np.where(bad >= 1 << (8 * self.itemsize - 1), bad - (1 << 8 * self.itemsize), bad)
+            lo, hi = self.sums.byte_range(chunk)
+            off = self.sums.data_offset
+            raise FormatError(f"{self.store}: chunk {chunk} (bytes {off + lo}..{off + hi} of {self.data_file}): token "
+                              f"ids must be in [0, {limit}), got {short_repr(bad.tolist())}; the store is damaged "
+                              "(consumer verify PREFIX checks all of it)")
 
     def _compare(self, chunk: int, data: np.ndarray) -> BadChunk | None:
         lo, hi = self.sums.byte_range(chunk)

@@ -21,6 +21,7 @@ store (it ignores the field), and Megatron / fairseq / Modalities readers never 
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from ..formats.chunksums import (
     read_sums,
 )
 from ..formats.pbin import HEADER_SIZE
+from ..tokens.vocab import Vocab
 from ..util.fileio import atomic_write_bytes
 
 __all__ = ["SUMS_SUFFIX", "SIDECAR_KEY", "data_offset", "data_file_suffix", "write_sums_file", "sidecar_entry",
@@ -80,13 +82,13 @@ def check_entry(side: dict, where: Any) -> dict | None:
 
 
 def _verifier(sums: ChunkSums, entry: dict, side: dict, where: Any, sums_file: Any, data_file: Any, itemsize: int,
-              data_bytes: int) -> ChunkVerifier:
+              data_bytes: int, **local: Any) -> ChunkVerifier:
     offset = data_offset(side["store"])
     for what, want, got in (("chunk_bytes", entry["chunk_bytes"], sums.chunk_bytes),
                             ("data_offset", offset, sums.data_offset), ("data_bytes", data_bytes, sums.data_bytes)):
         if want != got:
             raise FormatError(f"{sums_file}: chunk sums: {what} expected {want} (the store's token data), got {got}")
-    return ChunkVerifier(sums, where, data_file, itemsize)
+    return ChunkVerifier(sums, where, data_file, itemsize, **local)
 
 
 def warn_unchecked(where: Any) -> None:
@@ -107,7 +109,10 @@ def load_verifier(prefix: Path, side: dict, itemsize: int, data_bytes: int) -> C
     path = prefix.parent / (prefix.name + SUMS_SUFFIX)
     sums = read_sums(path, entry["size"])
     data_file = prefix.parent / (prefix.name + data_file_suffix(side["store"]))
-    return _verifier(sums, entry, side, prefix, path, data_file, itemsize, data_bytes)
+    st = os.stat(data_file)  # the chunks are read from the file itself (pread: no read-ahead), ids checked with them
+    return _verifier(sums, entry, side, prefix, path, data_file, itemsize, data_bytes, local_file=data_file,
+                     id_limit=Vocab(side["n_bytes"]).size, file_stamp=(st.st_ino, st.st_size, st.st_mtime_ns,
+                                                                        st.st_ctime_ns))
 
 
 def verifier_from_bytes(prefix: str, side: dict, blob: bytes, itemsize: int, data_bytes: int) -> ChunkVerifier:

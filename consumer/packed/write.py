@@ -259,7 +259,7 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
     store there stays valid; a kill leaves only hidden ``.tmp`` files). Only a failure during the final
     renames (microseconds) can leave a mix of old and new files, which ``open_packed`` refuses by their
     recorded sizes or the missing sidecar.
-    Every ``checksum_chunk_bytes`` bytes of token data (a power of two, 4 KiB to 1 GiB; 1 MiB by default) get a
+    Every ``checksum_chunk_bytes`` bytes of token data (a power of two, 4 KiB to 1 GiB; 16 KiB by default) get a
     CRC-32C, written to ``prefix.consumer.sums`` (:mod:`consumer.packed.sums`): each chunk is checked the first
     time a process reads it.
     ``verbose`` reports the packed size and shows a progress bar (bytes); otherwise nothing is

@@ -16,7 +16,7 @@ from consumer.fetch.packed_rows import SMALL_BATCH, PackedRows
 from consumer.fetch.reader import read_rows
 from consumer.sources.store import StoreFiles
 
-from ..conftest import write_corpus
+from ..conftest import without_chunk_sums, write_corpus
 
 SIZES = {"cat": [0, 1, 5, 100, 301, 2500], "dog": [6, 31, 64, 999], "eel": [250, 11, 4000]}
 SETTINGS = [("diff", 16), ("diff", 700), ("concat", 32), ("concat", 333)]
@@ -101,6 +101,11 @@ def test_a_store_larger_than_the_eager_bound_is_checked_block_by_block(tmp_path)
     fps = write_corpus(tmp_path / "data", SIZES)
     prefix = tmp_path / "store"
     Consumer(fps, cache_dir=False, style="diff", seqlen=64, n_bytes=2, metadata=None).pack(prefix)
+    summed = Consumer.from_packed(prefix, style="diff", seqlen=64)
+    pr = PackedRows(summed.index, summed.documents, block_shift=3, eager_bytes=0)
+    assert pr.by_chunks and pr.rows(np.arange(len(summed)), None, np.dtype(np.int64)) is not None
+    assert not pr.blocks.any()  # with chunk sums, the ids are checked with the chunks: no block is read
+    without_chunk_sums(prefix)  # the block checks are those of a store without chunk sums
     ds = Consumer.from_packed(prefix, style="diff", seqlen=64)
     pr = PackedRows(ds.index, ds.documents, block_shift=3, eager_bytes=0)
     assert pr.rows(np.array([0]), None, np.dtype(np.int64)) is not None

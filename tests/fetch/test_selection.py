@@ -3,8 +3,12 @@
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from consumer import Consumer, QueryError, SampleIndexError, SelectionError
+from consumer import Consumer, InputError, QueryError, SampleIndexError, SelectionError
+from consumer.fetch.select import as_sample_ids
+from consumer.util.validate import int_vector
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +159,22 @@ def test_whole_class_draw_is_a_permutation(ds):
     got = _ids(ds, {"dog": size})
     lo = int(ds.index.class_ptr[1])
     assert sorted(got) == list(range(lo, lo + size))
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.integers(-3, 12) | st.booleans() | st.floats(0, 5) | st.just(2 ** 64 - 1),
+                       min_size=0, max_size=10))
+def test_a_list_of_sample_ids_is_taken_like_the_same_ids_as_an_array(values):
+    """A short list of Python ints takes a fast path: what it returns, and what it refuses with which message,
+    is what the general path does with the same values."""
+    def outcome(fn):
+        try:
+            return fn().tolist()
+        except InputError as exc:
+            return str(exc)
+
+    general = outcome(lambda: int_vector("sample_ids", values, 0, 9))
+    got = outcome(lambda: as_sample_ids(values, 10))
+    assert got == general
+    if not isinstance(got, str):
+        assert as_sample_ids(values, 10).dtype == np.int64

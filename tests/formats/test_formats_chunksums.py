@@ -142,6 +142,33 @@ def test_a_range_is_refused_iff_it_touches_the_damaged_chunk(ranges, bad) -> Non
             assert verifier.verified == len(touched)
 
 
+@settings(max_examples=80, deadline=None)
+@given(first=st.lists(st.tuples(st.integers(0, 20000), st.integers(0, 12000)), min_size=1, max_size=30),
+       second=st.lists(st.tuples(st.integers(0, 20000), st.integers(0, 12000)), min_size=1, max_size=30),
+       spans=st.booleans())
+def test_lookups_after_a_first_touch_check_every_chunk_of_a_long_range(first, second, spans) -> None:
+    """Ranges over many chunks (up to 6 here): once some chunks are verified, the lookups (plain ints, one
+    gather, ``check_spans``) still verify every chunk of a later range not verified yet, the middle ones too."""
+    tokens, verifier = _store(20000, None)
+
+    def arrays(ranges):
+        src = np.array([a for a, _ in ranges], dtype=np.int64)
+        return src, np.array([min(c, 20000 - a) for a, c in ranges], dtype=np.int64)
+
+    def chunks(src, cnt):
+        return {k for a, c in zip(src.tolist(), cnt.tolist()) if c for k in range(a // 2048, (a + c - 1) // 2048 + 1)}
+
+    a = arrays(first)
+    verifier.check_ranges(tokens, *a)
+    assert verifier.verified == len(chunks(*a))
+    b = arrays(second)
+    if spans:
+        verifier.check_spans(tokens, b[0].tolist(), b[1].tolist())
+    else:
+        verifier.check_ranges(tokens, *b)
+    assert {c for c in range(verifier.sums.chunks) if verifier._seen[c]} == chunks(*a) | chunks(*b)
+
+
 @pytest.mark.parametrize("n", [3, 40])
 def test_empty_ranges_read_nothing_and_check_nothing(n) -> None:
     tokens, verifier = _store(20000, 3)

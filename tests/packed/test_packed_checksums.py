@@ -17,6 +17,7 @@ from consumer.cli.main import main
 from consumer.errors import ConsumerWarning
 from consumer.fetch.reader import packed_runs
 from consumer.formats import IndexedReader, read_pbin
+from consumer.formats.chunksums import DEFAULT_CHUNK_BYTES
 
 from ..conftest import without_chunk_sums, write_corpus
 
@@ -186,7 +187,8 @@ def test_the_files_other_readers_see_are_unchanged(tmp_path, corpus) -> None:
         side_a, side_b = (json.loads(Path(f"{p}.consumer.json").read_text()) for p in (a, b))
         assert side_a["files"].keys() == side_b["files"].keys() == set(
             {"megatron": ["bin", "idx", "table"], "modalities": ["pbin", "table"]}[fmt])
-        assert side_a["chunksums"]["chunk_bytes"] == 1 << 20 and side_b["chunksums"]["chunk_bytes"] == 1 << 12
+        assert side_a["chunksums"]["chunk_bytes"] == DEFAULT_CHUNK_BYTES
+        assert side_b["chunksums"]["chunk_bytes"] == 1 << 12
     doc0 = corpus.document_tokens(0)
     assert np.array_equal(IndexedReader(str(tmp_path / "megatron-a"))[0], doc0)
     pb = read_pbin(f"{tmp_path / 'modalities-a'}.pbin")
@@ -203,7 +205,9 @@ def test_merge_writes_sums_and_refuses_a_damaged_input(tmp_path, order_by) -> No
         Consumer(fps, cache_dir=False, n_bytes=1, metadata=None).pack(tmp_path / name, checksum_chunk_bytes=CHUNK)
     merge_packed([tmp_path / "sa", tmp_path / "sb"], tmp_path / "m", order_by=order_by)
     report = verify_packed(tmp_path / "m")
-    assert report["ok"] and report["chunk_bytes"] == 1 << 20 and report["chunks"] == 1
+    merged_bytes = Path(f"{tmp_path / 'm'}.bin").stat().st_size
+    assert report["ok"] and report["chunk_bytes"] == DEFAULT_CHUNK_BYTES
+    assert report["chunks"] == -(-merged_bytes // DEFAULT_CHUNK_BYTES)
     data = tmp_path / "sb.bin"
     raw = bytearray(data.read_bytes())
     raw[CHUNK + 7] ^= 2

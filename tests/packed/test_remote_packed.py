@@ -13,6 +13,7 @@ import pytest
 from consumer import Consumer, FileChangedError, FormatError, InputError, RemoteError
 from consumer.cli.main import main
 from consumer.errors import ConsumerWarning
+from consumer.formats.chunksums import DEFAULT_CHUNK_BYTES
 from consumer.packed import inspect_packed, verify_packed
 
 from ..conftest import write_corpus
@@ -254,11 +255,13 @@ def test_chunks_of_a_store_at_a_url_are_checked_at_first_read(s3, stores, tmp_pa
     fs.pipe("packs/flipped/megatron.bin", bytes(data))
     url = "s3://packs/flipped/megatron"
     ds = Consumer.from_packed(url, style="concat", seqlen=48, storage_options=so, cache_dir=tmp_path / "c")
-    chunk = rf"chunk 0 \(bytes 0\.\.{len(data)} of s3://packs/flipped/megatron\.bin\): crc32c expected"
+    c = (len(data) // 2) // DEFAULT_CHUNK_BYTES  # the damaged chunk
+    lo, hi = c * DEFAULT_CHUNK_BYTES, min((c + 1) * DEFAULT_CHUNK_BYTES, len(data))
+    chunk = rf"chunk {c} \(bytes {lo}\.\.{hi} of s3://packs/flipped/megatron\.bin\): crc32c expected"
     with pytest.raises(FormatError, match=rf"s3://packs/flipped/megatron: {chunk}"):
         ds.fetch_numpy(np.arange(len(ds)))
     report = verify_packed(url, storage_options=so, cache_dir=tmp_path / "c", errors="report")
-    assert [b["chunk"] for b in report["bad_chunks"]] == [0] and not report["ok"]
+    assert [b["chunk"] for b in report["bad_chunks"]] == [c] and not report["ok"]
     side = json.loads((stores / "megatron.consumer.json").read_bytes())
     del side["chunksums"]
     for name in ("megatron.consumer.npz", "megatron.idx", "megatron.bin"):
