@@ -28,7 +28,8 @@ _WORK = os.path.join(tempfile.gettempdir(), "consumer-cold-fetch")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The probe's options."""
-    parser.add_argument("--baseline", required=True, help="root of the baseline checkout")
+    parser.add_argument("--baseline", default=None,
+                        help="root of the baseline checkout (default: none, this checkout alone)")
     parser.add_argument("--prefix", default=os.path.join(_WORK, "sums16k"))
     parser.add_argument("--baseline-prefix", default=None, help="the store the baseline reads (default: --prefix)")
     parser.add_argument("--seqlen", type=int, default=8192)
@@ -64,8 +65,9 @@ def run(args: argparse.Namespace) -> dict:
     """Alternate the two versions round by round; best round per version and batch size."""
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sizes = [int(s) for s in str(args.sizes).split(",") if s]
-    versions = {"before": (os.path.abspath(args.baseline), args.baseline_prefix or args.prefix),
-                "after": (here, args.prefix)}
+    versions = {"after": (here, args.prefix)}
+    if args.baseline:
+        versions = {"before": (os.path.abspath(args.baseline), args.baseline_prefix or args.prefix), **versions}
     best: dict[str, dict[str, float]] = {v: {} for v in versions}
     for _ in range(args.rounds):
         for name, (root, prefix) in versions.items():
@@ -79,7 +81,8 @@ def run(args: argparse.Namespace) -> dict:
             for b, us in got.items():
                 best[name][b] = min(best[name].get(b, float("inf")), us)
     return {"seqlen": args.seqlen, "rounds": args.rounds, "us_per_call": best,
-            "after_over_before": {b: best["after"][b] / best["before"][b] for b in best["after"]}}
+            "after_over_before": {b: best["after"][b] / best["before"][b] for b in best["after"]}
+            if "before" in best else None}
 
 
 if __name__ == "__main__":
