@@ -16,8 +16,8 @@ from .fetch.collate import to_tensors
 from .fetch.columns import MaskConfig
 from .fetch.fetcher import Fetcher
 from .fetch.select import as_sample_ids, resolve, split_key
-from .query.engine import Rows
 from .query.frames import files_table
+from .query.rows import Rows
 from .query.session import SQLSession
 from .spec import Metadata, Spec, metadata_name
 from .storage import Storage

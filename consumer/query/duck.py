@@ -47,9 +47,9 @@ from duckdb.func import ARROW as ARROW_UDF
 
 from ..errors import FileChangedError, QueryError, short_repr
 from .bytefuncs import BYTE_FUNCTIONS, ByteFunctions
-from .engine import Rows, _plain_params, check_timeout
 from .functions import SIGNATURES as HIST_SIGNATURES
 from .functions import FunctionErrors, wrapped
+from .rows import Rows, check_timeout, plain_params
 from .statement import StatementUse, analyse, output_names
 from .table import FILES_COLUMNS
 
@@ -304,7 +304,7 @@ class DuckSQL:
     # ------------------------------------------------------------------ running
     def query(self, statement: str, params: Any = (), *, timeout: float | None = None,
               max_rows: int | None = None) -> Rows:
-        """Run one read-only statement; returns :class:`~consumer.query.engine.Rows`.
+        """Run one read-only statement; returns :class:`~consumer.query.rows.Rows`.
 
         ``params``: ``?`` parameters (a sequence) or ``$name`` ones (a dict). ``timeout``: seconds it may run
         (None: no limit); past it, :class:`QueryError` naming the statement and the timeout. ``max_rows``: most
@@ -314,7 +314,7 @@ class DuckSQL:
         seconds = check_timeout(timeout)
         if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0):
             raise QueryError(f"max_rows must be an int >= 0 or None, got {short_repr(max_rows)}")
-        params = _plain_params(params) if params else None
+        params = plain_params(params) if params else None
         conn, tree, use = self._prepare(statement, params)
         rows, names = self._run(conn, statement, params, seconds, max_rows)
         return Rows(rows, output_names(tree, statement, names))
@@ -323,7 +323,7 @@ class DuckSQL:
         """Run one read-only statement like :meth:`query`; the result as a ``pyarrow.Table`` (DuckDB's columnar
         result, no Python object per value), its columns named as :meth:`query` names them."""
         seconds = check_timeout(timeout)
-        params = _plain_params(params) if params else None
+        params = plain_params(params) if params else None
         conn, tree, use = self._prepare(statement, params)
         table, names = self._run(conn, statement, params, seconds, None, arrow=True)
         return table.rename_columns(output_names(tree, statement, names))

@@ -1,6 +1,6 @@
 """Dataframe conversions of SQL results: pandas, pyarrow and polars, each optional and imported lazily.
 
-``ds.sql(...)`` returns :class:`~consumer.query.engine.Rows` (tuples plus ``columns``); its ``to_pandas()``,
+``ds.sql(...)`` returns :class:`~consumer.query.rows.Rows` (tuples plus ``columns``); its ``to_pandas()``,
 ``to_arrow()`` and ``to_polars()`` call the functions here. None of the three libraries is a
 dependency of ``consumer``: each is imported only when its conversion is asked for, and a missing one
 raises :class:`~consumer.errors.MissingDependencyError` naming the package to install (all three come

@@ -7,7 +7,7 @@ run on the DuckDB engine (:class:`~consumer.query.duck.DuckSQL`) over the datase
 a statement needs them, and a statement that names neither never opens the catalog. A packed dataset never
 touches its source files: its ``description``/``mime`` come from the store's headers.
 
-``dialect="sqlite"`` runs a statement on the 0.2 engine instead (:class:`~consumer.query.engine.DatasetSQL`:
+``dialect="sqlite"`` runs a statement on the 0.2 engine instead (:class:`~consumer.query.sqlite.DatasetSQL`:
 a TEMP table filled per file, then SQLite), for statements written in SQLite's dialect.
 """
 
@@ -29,8 +29,9 @@ from ..sources.paths import PathList
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from .bytefuncs import ByteFunctions
-from .engine import DatasetSQL, Rows, content_completer
 from .export import conform, file_ids_of, files_statement
+from .rows import Rows
+from .sqlite import DatasetSQL, content_completer
 from .table import MAGIC_COLUMNS, content_columns, dataset_columns, magic_columns, path_array
 
 __all__ = ["SQLSession"]

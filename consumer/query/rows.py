@@ -1,0 +1,63 @@
+"""What both SQL engines share: the result type :class:`Rows` and the checks of a statement's arguments
+(:func:`check_timeout`, :func:`plain_params`). The DuckDB engine (:mod:`consumer.query.duck`) and the SQLite
+dialect (:mod:`consumer.query.sqlite`) import them from here."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import QueryError, short_repr
+
+__all__ = ["Rows", "check_timeout", "plain_params"]
+
+
+class Rows(list):
+    """Result rows (tuples) with the column names in ``columns``."""
+
+    def __init__(self, rows, columns: list[str]):
+        super().__init__(rows)
+        self.columns = columns
+
+    def as_dicts(self) -> list[dict]:
+        """The rows as ``{column: value}`` dicts."""
+        return [dict(zip(self.columns, r)) for r in self]
+
+    def to_pandas(self):
+        """The rows as a ``pandas.DataFrame`` (needs pandas: ``pip install "consumer[dataframes]"``)."""
+        from .frames import rows_to_pandas  # noqa: PLC0415  (optional libraries load only when asked)
+
+        return rows_to_pandas(self, self.columns)
+
+    def to_arrow(self):
+        """The rows as a ``pyarrow.Table`` (needs pyarrow: ``pip install "consumer[dataframes]"``)."""
+        from .frames import rows_to_arrow  # noqa: PLC0415
+
+        return rows_to_arrow(self, self.columns)
+
+    def to_polars(self):
+        """The rows as a ``polars.DataFrame`` (needs polars: ``pip install "consumer[dataframes]"``)."""
+        from .frames import rows_to_polars  # noqa: PLC0415
+
+        return rows_to_polars(self, self.columns)
+
+
+def check_timeout(timeout: object) -> float | None:
+    """``timeout`` (seconds) as a float, or None for no limit; QueryError unless a finite number > 0."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
+            or timeout <= 0:
+        raise QueryError(f"timeout must be a number of seconds > 0 or None, got {short_repr(timeout)}")
+    return float(timeout)
+
+
+def plain_params(params: Any) -> Any:
+    """Numpy scalars as Python values: sqlite3 would bind ``numpy.int64(3)`` as an 8-byte blob, not as 3."""
+    if isinstance(params, dict):
+        return {k: v.item() if isinstance(v, np.generic) else v for k, v in params.items()}
+    if isinstance(params, (list, tuple)):
+        return [v.item() if isinstance(v, np.generic) else v for v in params]
+    return params
