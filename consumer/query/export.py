@@ -100,6 +100,13 @@ def file_list(source: Any) -> tuple[list[str], list[str] | None]:
     return paths, classes
 
 
+def file_list_fps(source: Any) -> dict[str, str] | list[str]:
+    """A file list (see :func:`file_list`) as the ``fps`` of a dataset: ``{path: class}`` with a ``class``
+    column, else the paths."""
+    paths, classes = file_list(source)
+    return dict(zip(paths, classes)) if classes is not None else paths
+
+
 def file_ids_of(source: Any, dataset_paths: Sequence[str]) -> np.ndarray:
     """The sorted ``file_id`` values of a file list within a dataset whose paths are ``dataset_paths``: its
     ``file_id`` column when it has one (checked against its ``path`` column when both exist), else its paths.

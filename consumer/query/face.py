@@ -1,0 +1,50 @@
+"""The SQL methods of a dataset: what ``Consumer`` offers from ``query/`` (``sql``, ``to_arrow``,
+``export_catalog``, ``duplicates``, ``catalog``, ``files_table``), each one call into the dataset's
+:class:`~consumer.query.session.SQLSession`. ``Consumer`` inherits them; ``where`` (a new dataset) stays on it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..catalog.catalog import Catalog
+from .frames import files_table
+from .rows import Rows
+from .session import SQLSession
+
+__all__ = ["SQLMethods"]
+
+
+class SQLMethods:
+    """The SQL methods of ``Consumer`` (see the module docstring); ``_session`` is set by ``Consumer._attach``."""
+
+    _session: SQLSession
+
+    @property
+    def catalog(self) -> Catalog:
+        """The file catalog (SQLite under ``cache_dir``, or in memory with ``cache_dir=False``)."""
+        return self._session.catalog
+
+    def sql(self, statement: str, params: Any = (), **limits: Any) -> Rows:
+        """One read-only SQL statement over the view ``files``; limits: ``timeout=`` (s), ``max_rows=``."""
+        return self._session.query(statement, params, **limits)
+
+    def to_arrow(self, statement: str | None = None, params: Any = (), *, content: bool = False,
+                 **limits: Any) -> Any:
+        """A ``pyarrow.Table``: the ``files`` view (``statement=None``; ``content=True`` computes the content
+        columns first) or a statement's result, straight from DuckDB's columnar result."""
+        if statement is None:
+            return self._session.files_arrow(content=content, **limits)
+        return self._session.query_arrow(statement, params, **limits)
+
+    def export_catalog(self, path: Any, *, content: bool = False) -> str:
+        """Write the ``files`` view to a Parquet file (schema in ``docs/query.md``); returns its path."""
+        from .export import write_parquet  # noqa: PLC0415
+        return write_parquet(self.to_arrow(content=content), path)
+
+    def duplicates(self) -> list:
+        """Groups of files with equal bytes (``.members``: file_id, path, class; ``.cross_class``)."""
+        return self._session.duplicates()
+
+    def files_table(self) -> Any:
+        """The ``files`` view (see :meth:`sql`) as a pandas DataFrame (needs pandas)."""
+        return files_table(self)
