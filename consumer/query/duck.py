@@ -41,10 +41,10 @@ from .duck_errors import engine_error
 from .functions import SIGNATURES as HIST_SIGNATURES
 from .functions import FunctionErrors, wrapped
 from .pushdown import candidates
-from .rows import Rows, check_timeout, plain_params
+from .rows import Params, Rows, check_timeout, plain_params
 from .sealing import ALLOWED_TABLE_FUNCTIONS, SEALED_CONFIG, checked_statement
 from .sealing import REGISTERED_TABLE as _TABLE
-from .statement import StatementUse, output_names
+from .statement import JSON, StatementUse, output_names
 from .table import FILES_COLUMNS
 from .watched import run_watched
 
@@ -72,12 +72,13 @@ class LazyGroup:
     star: bool = False
     partial: bool = False
     loaded: bool = False  # every file computed
-    done: Any = None  # partial groups: bool per file, computed yet
+    done: np.ndarray | None = None  # partial groups: bool per file, computed yet
 
 
-def _fixed(fn: Callable, n: int) -> Callable:
+def _fixed(fn: Callable[..., Any], n: int) -> Callable[..., Any]:
     """``fn(*args)`` with exactly ``n`` named parameters (DuckDB reads a UDF's arity from its signature)."""
-    arities: dict[int, Callable] = {1: lambda a: fn(a), 2: lambda a, b: fn(a, b), 3: lambda a, b, c: fn(a, b, c)}
+    arities: dict[int, Callable[..., Any]] = {1: lambda a: fn(a), 2: lambda a, b: fn(a, b),
+                                              3: lambda a, b, c: fn(a, b, c)}
     return arities[n]
 
 
@@ -98,16 +99,17 @@ class DuckSQL:
         self._memory_limit = memory_limit
         self._threads = threads
         self._hist_errors = FunctionErrors()
-        self._conn: Any = None
+        self._conn: duckdb.DuckDBPyConnection | None = None
         self._pid: int | None = None
-        self._parsed: dict[str, tuple[dict, StatementUse]] = {}
-        self._inherited: list[Any] = []  # connections of the parent process, kept unused after a fork
+        self._parsed: dict[str, tuple[JSON, StatementUse]] = {}
+        # connections of the parent process, kept unused after a fork
+        self._inherited: list[duckdb.DuckDBPyConnection] = []
 
     # ------------------------------------------------------------------ the connection
     def _table(self) -> pa.Table:
         return pa.table({c: self._columns[c] for c in FILES_COLUMNS if c in self._columns})
 
-    def _view(self, conn: Any) -> None:
+    def _view(self, conn: duckdb.DuckDBPyConnection) -> None:
         """(Re)define ``files`` over the registered table: its columns, NULL constants of the right type for
         the lazy ones not computed yet, ``extension`` from ``path``."""
         def column(c: str) -> str:
@@ -119,7 +121,7 @@ class DuckSQL:
 
         conn.execute(f"CREATE OR REPLACE VIEW files AS SELECT {', '.join(map(column, FILES_COLUMNS))} FROM {_TABLE}")
 
-    def _connection(self) -> Any:
+    def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
         if self._conn is not None:  # a forked child (a DataLoader worker): never touch the parent's instance,
@@ -145,7 +147,7 @@ class DuckSQL:
         return conn
 
     # ------------------------------------------------------------------ checks
-    def _parse(self, conn: Any, statement: str) -> tuple[dict, StatementUse]:
+    def _parse(self, conn: duckdb.DuckDBPyConnection, statement: str) -> tuple[JSON, StatementUse]:
         """The statement's parse tree and use, checked (remembered per statement text: a statement run again
         skips the parser round trip)."""
         known = self._parsed.get(statement)
@@ -156,10 +158,11 @@ class DuckSQL:
             self._parsed[statement] = known
         return known
 
-    def _parse_new(self, conn: duckdb.DuckDBPyConnection, statement: str) -> tuple[dict[str, Any], StatementUse]:
+    def _parse_new(self, conn: duckdb.DuckDBPyConnection, statement: str) -> tuple[JSON, StatementUse]:
         return checked_statement(conn, statement, lambda e: self._error(conn, statement, e))
 
-    def _complete(self, conn: Any, statement: str, params: Any, use: StatementUse, tree: dict) -> None:
+    def _complete(self, conn: duckdb.DuckDBPyConnection, statement: str, params: Params | None, use: StatementUse,
+                  tree: JSON) -> None:
         """Compute the lazy groups the statement uses, after binding it (a broken statement computes nothing).
         A partial group is computed only for the files the statement's filter can keep (:meth:`_candidates`)."""
         pending = [g for g in self._lazy if not g.loaded and use.needs(set(g.columns), star_includes=g.star)]
@@ -189,19 +192,19 @@ class DuckSQL:
             group.loaded = bool(group.done.all())
         self._publish(conn)
 
-    def _publish(self, conn: Any) -> None:
+    def _publish(self, conn: duckdb.DuckDBPyConnection) -> None:
         conn.register(_TABLE, self._table())
         self._view(conn)
 
     def _rows(self) -> int:
         return len(self._columns["file_id"])
 
-    def _candidates(self, conn: duckdb.DuckDBPyConnection, tree: dict[str, Any]) -> np.ndarray | None:
+    def _candidates(self, conn: duckdb.DuckDBPyConnection, tree: JSON) -> np.ndarray | None:
         """The file ids the statement's filter can keep (:func:`~consumer.query.pushdown.candidates`)."""
         return candidates(conn, tree, {c for g in self._lazy if not g.loaded for c in g.columns})
 
     # ------------------------------------------------------------------ running
-    def query(self, statement: str, params: Any = (), *, timeout: float | None = None,
+    def query(self, statement: str, params: Params = (), *, timeout: float | None = None,
               max_rows: int | None = None) -> Rows:
         """Run one read-only statement; returns :class:`~consumer.query.rows.Rows`.
 
@@ -213,21 +216,22 @@ class DuckSQL:
         seconds = check_timeout(timeout)
         if max_rows is not None and (isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 0):
             raise QueryError(f"max_rows must be an int >= 0 or None, got {short_repr(max_rows)}")
-        params = plain_params(params) if params else None
-        conn, tree, use = self._prepare(statement, params)
-        rows, names = self._run(conn, statement, params, seconds, max_rows)
+        bound = plain_params(params) if params else None
+        conn, tree, use = self._prepare(statement, bound)
+        rows, names = self._run(conn, statement, bound, seconds, max_rows)
         return Rows(rows, output_names(tree, statement, names))
 
-    def query_arrow(self, statement: str, params: Any = (), *, timeout: float | None = None) -> pa.Table:
+    def query_arrow(self, statement: str, params: Params = (), *, timeout: float | None = None) -> pa.Table:
         """Run one read-only statement like :meth:`query`; the result as a ``pyarrow.Table`` (DuckDB's columnar
         result, no Python object per value), its columns named as :meth:`query` names them."""
         seconds = check_timeout(timeout)
-        params = plain_params(params) if params else None
-        conn, tree, use = self._prepare(statement, params)
-        table, names = self._run(conn, statement, params, seconds, None, arrow=True)
+        bound = plain_params(params) if params else None
+        conn, tree, use = self._prepare(statement, bound)
+        table, names = self._run(conn, statement, bound, seconds, None, arrow=True)
         return table.rename_columns(output_names(tree, statement, names))
 
-    def _prepare(self, statement: str, params: Any) -> tuple[Any, dict, StatementUse]:
+    def _prepare(self, statement: str, params: Params | None
+                 ) -> tuple[duckdb.DuckDBPyConnection, JSON, StatementUse]:
         if not isinstance(statement, str) or not statement.strip():
             raise QueryError(f"statement must be a non-empty SQL string, got {short_repr(statement)}")
         try:
@@ -241,7 +245,7 @@ class DuckSQL:
         self._complete(conn, statement, params, use, tree)
         return conn, tree, use
 
-    def _run(self, conn: duckdb.DuckDBPyConnection, statement: str, params: Any, seconds: float | None,
+    def _run(self, conn: duckdb.DuckDBPyConnection, statement: str, params: Params | None, seconds: float | None,
              max_rows: int | None, arrow: bool = False) -> tuple[Any, list[str]]:
         if self._bytes is not None:
             self._bytes.error = None

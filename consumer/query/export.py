@@ -64,7 +64,7 @@ def write_parquet(table: pa.Table, path: Any) -> str:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-    return out
+    return str(out)
 
 
 def read_table(source: Any) -> pa.Table:
@@ -137,4 +137,4 @@ def file_ids_of(source: Any, dataset_paths: Sequence[str]) -> np.ndarray:
 
 
 def _same_display(path: str, shown: Any) -> bool:
-    return os.fsencode(path).decode("utf-8", "backslashreplace") == shown
+    return bool(os.fsencode(path).decode("utf-8", "backslashreplace") == shown)

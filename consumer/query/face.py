@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..catalog.catalog import Catalog
+from ..catalog.duplicates import DuplicateGroup
 from .frames import files_table
 from .rows import Rows
 from .session import SQLSession
@@ -41,7 +42,7 @@ class SQLMethods:
         from .export import write_parquet  # noqa: PLC0415
         return write_parquet(self.to_arrow(content=content), path)
 
-    def duplicates(self) -> list:
+    def duplicates(self) -> list[DuplicateGroup]:
         """Groups of files with equal bytes (``.members``: file_id, path, class; ``.cross_class``)."""
         return self._session.duplicates()
 

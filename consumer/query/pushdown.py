@@ -8,17 +8,13 @@ one of them rejects is rejected by the whole filter) as ``SELECT file_id FROM fi
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import duckdb
 import numpy as np
 
-from .statement import analyse
+from .statement import JSON, analyse
 
 __all__ = ["candidates"]
-
-JSON = dict[str, Any]
-"""A node of DuckDB's parse tree (``json_serialize_sql``)."""
 
 
 def _conjuncts(node: object) -> list[JSON]:

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 import duckdb
 
 from ..errors import QueryError, short_repr
 from .duck_errors import refused
-from .statement import StatementUse, analyse
+from .statement import JSON, StatementUse, analyse
 
 __all__ = ["ALLOWED_TABLE_FUNCTIONS", "REGISTERED_TABLE", "SEALED_CONFIG", "checked_statement"]
 
@@ -39,7 +38,7 @@ REGISTERED_TABLE = "consumer_files"
 
 
 def checked_statement(conn: duckdb.DuckDBPyConnection, statement: str,
-                      on_error: Callable[[BaseException], BaseException]) -> tuple[dict[str, Any], StatementUse]:
+                      on_error: Callable[[BaseException], BaseException]) -> tuple[JSON, StatementUse]:
     """The parse tree (DuckDB's ``json_serialize_sql``) and the use of ``statement``, once it passed the seal's
     checks; ``on_error`` turns a parser error into the error to raise."""
     try:
@@ -54,7 +53,7 @@ def checked_statement(conn: duckdb.DuckDBPyConnection, statement: str,
     tree = json.loads(conn.execute("SELECT json_serialize_sql(?)", [statement]).fetchall()[0][0])
     if tree.get("error") or len(tree.get("statements") or []) != 1:
         raise QueryError(f"SQL error in {short_repr(statement, 200)}: {tree.get('error_message', tree)}")
-    node: dict[str, Any] = tree["statements"][0]
+    node: JSON = tree["statements"][0]
     use = analyse(node)
     for table in use.tables:
         if table != "files" and table not in use.ctes:

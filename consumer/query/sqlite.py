@@ -40,15 +40,16 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from ..catalog.catalog import Catalog
 from ..catalog.content import named_content_columns
 from ..errors import ConsumerError, QueryError, short_repr
 from .functions import FUNCTIONS as SQL_FUNCTIONS
 from .functions import FunctionErrors, register_functions
-from .rows import Rows, check_timeout, plain_params
+from .rows import Params, Row, Rows, check_timeout, plain_params
 
 __all__ = ["ALLOWED_FUNCTIONS", "MAX_VALUE_BYTES", "PROGRESS_STEPS", "DatasetSQL", "content_completer"]
 
@@ -88,7 +89,7 @@ class _Authorizer:
     def __init__(self) -> None:
         self.refused: str | None = None
 
-    def __call__(self, action, arg1, arg2, db, trigger) -> int:
+    def __call__(self, action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
         if action == sqlite3.SQLITE_FUNCTION:  # arg2 is the function's name
             if isinstance(arg2, str) and arg2.lower() in ALLOWED_FUNCTIONS:
                 return sqlite3.SQLITE_OK
@@ -122,8 +123,8 @@ class _Watchdog:
         return 0
 
 
-def _fetch_at_most(cur: sqlite3.Cursor, max_rows: int, statement: str) -> list:
-    rows: list = []
+def _fetch_at_most(cur: sqlite3.Cursor, max_rows: int, statement: str) -> list[Row]:
+    rows: list[Row] = []
     while True:
         chunk = cur.fetchmany(min(max_rows + 1 - len(rows), 10_000) or 1)
         rows.extend(chunk)
@@ -134,7 +135,7 @@ def _fetch_at_most(cur: sqlite3.Cursor, max_rows: int, statement: str) -> list:
             return rows
 
 
-def content_completer(catalog, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *,
+def content_completer(catalog: Catalog, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *,
                       verbose: bool = False) -> Callable[[], int]:
     """The ``ensure_content`` callback of a dataset: fills the catalog's content columns of its files
     (``catalog.ensure_content``), holding no reference to the dataset object itself."""
@@ -149,7 +150,8 @@ class DatasetSQL:
     names a content column (None: content columns are shown as stored, NULL where never computed).
     """
 
-    def __init__(self, catalog_path: str | None, shared_conn: sqlite3.Connection | None, rows_factory, *,
+    def __init__(self, catalog_path: str | None, shared_conn: sqlite3.Connection | None,
+                 rows_factory: Callable[[], Iterable[tuple[object, ...]]], *,
                  identity: tuple[np.ndarray, np.ndarray] | None = None,
                  ensure_content: Callable[[], object] | None = None):
         self._catalog_path = catalog_path
@@ -162,7 +164,7 @@ class DatasetSQL:
         self._conn: sqlite3.Connection | None = None
         self._pid: int | None = None
 
-    def _temp_rows(self):
+    def _temp_rows(self) -> Iterator[tuple[object, ...]]:
         if self._identity is None:
             for row in self._rows_factory():
                 yield (*row, None, None)
@@ -201,7 +203,8 @@ class DatasetSQL:
         self._conn, self._pid = conn, os.getpid()
         return conn
 
-    def query(self, statement: str, params=(), *, timeout: float | None = None, max_rows: int | None = None) -> Rows:
+    def query(self, statement: str, params: Params = (), *, timeout: float | None = None,
+              max_rows: int | None = None) -> Rows:
         """Run one read-only statement; returns :class:`Rows`.
 
         ``timeout``: seconds the statement may run (None: no limit); past it, :class:`QueryError` naming

@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 
 from ..errors import QueryError, short_repr
+from .rows import Params
 
 __all__ = ["POLL_SECONDS", "run_watched"]
 
@@ -24,7 +25,7 @@ POLL_SECONDS = 0.05
 _FETCH = 10_000
 
 
-def _fetch(conn: duckdb.DuckDBPyConnection, statement: str, params: Any, max_rows: int | None,
+def _fetch(conn: duckdb.DuckDBPyConnection, statement: str, params: Params | None, max_rows: int | None,
            arrow: bool) -> tuple[Any, list[str]]:
     """The statement's result (rows, or a ``pyarrow.Table`` with ``arrow``) and its column names; at most
     ``max_rows + 1`` rows are fetched."""
@@ -46,7 +47,7 @@ def _fetch(conn: duckdb.DuckDBPyConnection, statement: str, params: Any, max_row
     return rows, names
 
 
-def run_watched(conn: duckdb.DuckDBPyConnection, statement: str, params: Any, seconds: float | None,
+def run_watched(conn: duckdb.DuckDBPyConnection, statement: str, params: Params | None, seconds: float | None,
                 max_rows: int | None, on_error: Callable[[BaseException], BaseException], *,
                 arrow: bool = False) -> tuple[Any, list[str]]:
     """Run ``statement`` (with ``params``: a sequence, a dict or None) in a worker thread, stopped after
