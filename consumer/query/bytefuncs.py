@@ -55,7 +55,7 @@ BYTE_FUNCTIONS: dict[str, tuple[tuple[str, ...], str]] = {
 """Name -> (argument types, result type) in DuckDB's type names."""
 
 
-def _count(v: Any, what: str, limit: int | None = MAX_BYTES) -> int:
+def _count(v: object, what: str, limit: int | None = MAX_BYTES) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (limit is not None and v > limit):
         bound = f"0..{limit}" if limit is not None else ">= 0"
         raise InputError(f"{what} must be an integer {bound}, got {short_repr(v)}")

@@ -49,7 +49,7 @@ def conform(table: pa.Table) -> pa.Table:
     return table.select(list(FILES_COLUMNS)).cast(FILES_SCHEMA)
 
 
-def write_parquet(table: pa.Table, path: Any) -> str:
+def write_parquet(table: pa.Table, path: str | os.PathLike[str]) -> str:
     """Write ``table`` to the Parquet file ``path`` (written to a temporary name, then renamed); returns it."""
     out = os.fspath(path)
     if not out or os.path.isdir(out):
@@ -136,5 +136,5 @@ def file_ids_of(source: Any, dataset_paths: Sequence[str]) -> np.ndarray:
     return np.unique(np.asarray(found, dtype=np.int64))
 
 
-def _same_display(path: str, shown: Any) -> bool:
+def _same_display(path: str, shown: object) -> bool:
     return bool(os.fsencode(path).decode("utf-8", "backslashreplace") == shown)

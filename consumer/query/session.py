@@ -106,11 +106,11 @@ class SQLSession:
             return self._sqlite().query(statement, params, timeout=timeout, max_rows=max_rows)
         raise QueryError(f"dialect must be 'duckdb' or 'sqlite', got {short_repr(dialect)}")
 
-    def query_arrow(self, statement: str, params: Params = (), *, timeout: float | None = None) -> Any:
+    def query_arrow(self, statement: str, params: Params = (), *, timeout: float | None = None) -> pa.Table:
         """One read-only statement on the DuckDB engine, its result as a ``pyarrow.Table``."""
         return self._duck().query_arrow(statement, params, timeout=timeout)
 
-    def files_arrow(self, *, content: bool = False, timeout: float | None = None) -> Any:
+    def files_arrow(self, *, content: bool = False, timeout: float | None = None) -> pa.Table:
         """The ``files`` view as a ``pyarrow.Table`` of :data:`~consumer.query.export.FILES_SCHEMA` (``content``:
         compute the content columns first, else they are shown as stored)."""
         return conform(self.query_arrow(files_statement(content), timeout=timeout))
