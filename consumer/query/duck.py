@@ -36,6 +36,7 @@ import pyarrow as pa
 from duckdb.func import ARROW as ARROW_UDF
 
 from ..errors import QueryError, short_repr
+from .bounds import bound_generators
 from .bytefuncs import BYTE_FUNCTIONS, ByteFunctions
 from .duck_errors import engine_error
 from .functions import SIGNATURES as HIST_SIGNATURES
@@ -140,6 +141,7 @@ class DuckSQL:
                 conn.create_function(name, _fixed(fn, len(args)), [duckdb.sqltype(a) for a in args],
                                      duckdb.sqltype(result),
                                      type=ARROW_UDF, side_effects=False)
+        bound_generators(conn)  # one call builds at most MAX_GENERATED_BYTES: the timeout holds (bounds.py)
         conn.register(_TABLE, self._table())
         self._view(conn)
         conn.execute("SET lock_configuration = true")
