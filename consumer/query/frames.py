@@ -21,12 +21,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import MissingDependencyError, QueryError
-from .rows import Row, Rows
 
 if TYPE_CHECKING:
     import pandas
     import polars
     import pyarrow
+
+Row = tuple[Any, ...]  # one result row (consumer.query.rows.Row; not imported: rows.py imports this module)
 
 __all__ = ["rows_to_pandas", "rows_to_arrow", "rows_to_polars", "files_table", "FILES_QUERY"]
 
@@ -79,8 +80,12 @@ def rows_to_polars(rows: Sequence[Row], columns: Sequence[str]) -> polars.DataFr
     return frame
 
 
+class _Result(Protocol):
+    def to_pandas(self) -> pandas.DataFrame: ...
+
+
 class _Queryable(Protocol):
-    def sql(self, statement: str) -> Rows: ...
+    def sql(self, statement: str) -> _Result: ...
 
 
 def files_table(ds: _Queryable) -> pandas.DataFrame:
