@@ -35,7 +35,7 @@ from .errors import (
     WorkerError,
 )
 from .fetch.columns import COLUMNS, QUERY_PRESETS
-from .query.engine import Rows
+from .query.rows import Rows
 from .spec import Spec
 from .storage import default_cache_dir
 from .tokens.megatron_index import MegatronSampling

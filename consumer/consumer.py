@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from .catalog.catalog import Catalog
 from .dataset.build import Built, build, build_from_dict, build_packed, build_subset, restore
 from .dataset.display import repr_html, text_repr
 from .dataset.export import dataset_dict, dump_json, load_json
@@ -16,8 +15,7 @@ from .fetch.collate import to_tensors
 from .fetch.columns import MaskConfig
 from .fetch.fetcher import Fetcher
 from .fetch.select import as_sample_ids, resolve, split_key
-from .query.engine import Rows
-from .query.frames import files_table
+from .query.face import SQLMethods
 from .query.session import SQLSession
 from .spec import Metadata, Spec, metadata_name
 from .storage import Storage
@@ -32,7 +30,7 @@ __all__ = ["Consumer"]
 _DEFAULT = object()  # "use the mode's default query"
 
 
-class Consumer:
+class Consumer(SQLMethods):
     """A query engine over the raw bytes of files: ``ds[selection, query]`` -> dict of int64 tensors.
 
     ``fps``: F0 ``[path]``, F1 ``[{path: class}]``, F2 ``{path: class}``, F3 ``{class: [path]}`` or a directory of
@@ -46,7 +44,8 @@ class Consumer:
     initialised ``torch.distributed`` rank 0 alone builds and the others open its cache (``distributed=False``: each);
     ``engine`` (a ``dask.distributed.Client`` or ``"dask"``) runs stat, libmagic and content on a cluster.
     Attributes: ``spec`` (and its settings), ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``,
-    ``seqlen``, ``files``, ``corpus``, ``documents``, ``index``, ``build_info``, ``mode``.
+    ``seqlen``, ``files``, ``corpus``, ``documents``, ``index``, ``build_info``, ``mode``. The SQL methods (``sql``,
+    ``to_arrow``, ``export_catalog``, ``duplicates``, ``catalog``, ``files_table``) are :class:`SQLMethods`'.
     """
 
     mode: str | None  # the default query of bare selections (set_*_mode)
@@ -127,9 +126,8 @@ class Consumer:
     def from_catalog(cls, files: Any, **options: Any) -> Consumer:
         """A dataset over a file list (an Arrow table, dataframe or Parquet file with ``path`` and optionally
         ``class`` columns, e.g. from ``export_catalog`` filtered elsewhere, or a list of paths)."""
-        from .query.export import file_list  # noqa: PLC0415
-        paths, classes = file_list(files)
-        return cls(dict(zip(paths, classes)) if classes is not None else paths, **options)
+        from .query.export import file_list_fps  # noqa: PLC0415
+        return cls(file_list_fps(files), **options)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -213,46 +211,10 @@ class Consumer:
         """Continue the batch iterator from a :meth:`state_dict` taken on an identical dataset."""
         self._cursor.load(state)
 
-    @property
-    def catalog(self) -> Catalog:
-        """The file catalog (SQLite under ``cache_dir``, or in memory with ``cache_dir=False``)."""
-        return self._session.catalog
-
-    def sql(self, statement: str, params: Any = (), **limits: Any) -> Rows:
-        """One read-only SQL statement over the view ``files``; limits: ``timeout=`` (s), ``max_rows=``."""
-        return self._session.query(statement, params, **limits)
-
-    def to_arrow(self, statement: str | None = None, params: Any = (), *, content: bool = False,
-                 **limits: Any) -> Any:
-        """A ``pyarrow.Table``: the ``files`` view (``statement=None``; ``content=True`` computes the content
-        columns first) or a statement's result, straight from DuckDB's columnar result."""
-        if statement is None:
-            return self._session.files_arrow(content=content, **limits)
-        return self._session.query_arrow(statement, params, **limits)
-
-    def export_catalog(self, path: Any, *, content: bool = False) -> str:
-        """Write the ``files`` view to a Parquet file (schema in ``docs/query.md``); returns its path."""
-        from .query.export import write_parquet  # noqa: PLC0415
-        return write_parquet(self.to_arrow(content=content), path)
-
     def report(self, path: Any, **options: Any) -> str:
         """Write the corpus report (one self-contained HTML page; ``content=``, ``types=``: docs/report.md)."""
         from .report import write_report  # noqa: PLC0415
         return write_report(self, path, **options)
-
-    def duplicates(self) -> list:
-        """Groups of files with equal bytes (``.members``: file_id, path, class; ``.cross_class``)."""
-        return self._session.duplicates()
-
-    def close(self) -> None:
-        """Close the SQL and catalog connections (also done by ``with Consumer(...) as ds:``)."""
-        self._session.close()
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:  # closes the connections: ``with Consumer(...) as ds:``
-        self.close()
 
     def get_dict(self, include_files: bool = False) -> dict:
         """Settings, classes, counts, vocab, versions and the file list (``include_files``) or its sha256."""
@@ -267,14 +229,9 @@ class Consumer:
              **options: Any) -> dict:
         """Write every document to a packed store (``"megatron"`` ``.bin/.idx`` or ``"modalities"`` ``.pbin``);
         ``engine`` (a ``dask.distributed.Client`` or ``"dask"``) reads the files on a cluster (the same bytes)."""
-        from .packed.write import pack  # noqa: PLC0415  (the store modules load only when used)
-        from .scale.engines import resolve_engine  # noqa: PLC0415
-        verbose = self.verbose if verbose is None else verbose
-        on = resolve_engine(engine)
-        if on is not None:
-            from .scale.pack import pack_on  # noqa: PLC0415
-            return pack_on(on, self.documents, self.classes, self.spec, prefix, format, verbose, **options)
-        return pack(self.documents, self.classes, self.spec, prefix, format, verbose, **options)
+        from .scale.pack import pack_dataset  # noqa: PLC0415  (the store modules load only when used)
+        return pack_dataset(self.documents, self.classes, self.spec, prefix, format,
+                            self.verbose if verbose is None else verbose, engine, **options)
 
     def __getstate__(self) -> dict:  # how to rebuild (cache key, store or arrays), never connections or handles
         return {"recipe": self._built.recipe, "verbose": self.verbose, "query": self.mode,
@@ -288,7 +245,3 @@ class Consumer:
 
     __repr__ = text_repr
     _repr_html_ = repr_html
-
-    def files_table(self) -> Any:
-        """The ``files`` view (see :meth:`sql`) as a pandas DataFrame (needs pandas)."""
-        return files_table(self)

@@ -23,7 +23,8 @@ from consumer.fetch.select import as_sample_ids, resolve
 from consumer.formats.megatron_sampling import build_document_index, build_gpt_indices
 from consumer.formats.mmidx import IndexedReader, IndexedWriter, read_index
 from consumer.formats.pbin import load_index_pickle, read_pbin, write_pbin
-from consumer.query.engine import DatasetSQL, check_timeout
+from consumer.query.rows import check_timeout
+from consumer.query.sqlite import DatasetSQL
 from consumer.sources.corpus import normalise, stat_files
 from consumer.tokens.index import AUTO_SEQLEN_CAP, MAX_SEQLEN, build_index, resolve_seqlen
 from consumer.util.fileio import ensure_directory, load_json_bounded, stat_regular

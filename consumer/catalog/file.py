@@ -224,7 +224,7 @@ class CatalogFile:
 
     @property
     def connection(self) -> sqlite3.Connection:
-        """The underlying connection (used by :mod:`consumer.query.engine` for in-memory catalogs)."""
+        """The underlying connection (used by :mod:`consumer.query.sqlite` for in-memory catalogs)."""
         return self._conn
 
     def _restart(self) -> None:

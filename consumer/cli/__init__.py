@@ -1,4 +1,5 @@
-"""The ``consumer`` command line: the parser (``main``) and one function per command (``commands``).
+"""The ``consumer`` command line: the parser (``main``), one function per command (``commands``, with the demo in
+``demo`` and the store commands in ``store``), opening a dataset (``opening``) and printing (``output``).
 """
 
 from .main import main, stdlib_corpus

@@ -161,6 +161,7 @@ def _subparser(sub, name: str, help_text: str) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # long: one declaration per subcommand, in --help order; splitting it would scatter one table over functions
     """The argument parser of the ``consumer`` command."""
     p = argparse.ArgumentParser(prog="consumer", description="Training batches from the raw bytes of files.",
                                 epilog="Run 'consumer COMMAND --help' for a command's options and an example.")

@@ -31,7 +31,7 @@ MOVED: dict[str, str] = {
     "consumer.megatron_index": "consumer.tokens.megatron_index", "consumer.sampling": "consumer.tokens.sampling",
     "consumer.split": "consumer.tokens.split", "consumer.catalog_file": "consumer.catalog.file",
     "consumer.catalog_rows": "consumer.catalog.rows", "consumer.content": "consumer.catalog.content",
-    "consumer.duplicates": "consumer.catalog.duplicates", "consumer.sql": "consumer.query.engine",
+    "consumer.duplicates": "consumer.catalog.duplicates", "consumer.sql": "consumer.query.sqlite",
     "consumer.sqlfuncs": "consumer.query.functions", "consumer.dataset_sql": "consumer.query.session",
     "consumer.frames": "consumer.query.frames", "consumer.select": "consumer.fetch.select",
     "consumer.queries": "consumer.fetch.columns", "consumer.reader": "consumer.fetch.reader",

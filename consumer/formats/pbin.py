@@ -15,9 +15,9 @@ Reading never executes the pickle and never allocates more than it describes: th
 ``pickle.dumps`` writes for such a list (only int, tuple, list, memo and frame opcodes, checked by one
 regular expression) goes to CPython's unpickler; anything else to a small interpreter of plain-data opcodes
 that looks nothing up, keeps its memo in a dict and caps objects, container slots and nesting depth
-(:data:`MAX_PICKLE_UNITS`, :data:`MAX_PICKLE_DEPTH`, :data:`MAX_MEMO_INDEX`). The result is then
-validated: a list of 2-tuples of non-negative ints, first offset 0, contiguous, lengths multiples of the
-width, last offset + length == data_len, ``data_len + 12 <= file size``, width in {1, 2, 4}.
+(:data:`MAX_PICKLE_UNITS`, :data:`MAX_PICKLE_DEPTH`, :data:`MAX_MEMO_INDEX`; :mod:`consumer.formats.safe_pickle`).
+The result is then validated: a list of 2-tuples of non-negative ints, first offset 0, contiguous, lengths
+multiples of the width, last offset + length == data_len, ``data_len + 12 <= file size``, width in {1, 2, 4}.
 
 Older files (no version field exists; detected heuristically and refused with a FormatError naming
 the era): <= 2024-01-30 an 8-byte big-endian data_len, 4-byte big-endian tokens, offsets absolute
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import pickletools
 import re
 import reprlib
 import struct
@@ -42,6 +41,8 @@ import numpy as np
 from ..errors import FormatError, InputError, SampleIndexError, short_repr
 from ..util.fileio import check_path, discard, open_temp, stat_regular
 from ..util.validate import is_int
+from .safe_pickle import MAX_MEMO_INDEX, MAX_PICKLE_DEPTH, MAX_PICKLE_UNITS, PickleRefused
+from .safe_pickle import IndexUnpickler as _IndexUnpickler  # the name benchmarks/bench_pbin_index.py imports
 
 __all__ = [
     "HEADER_SIZE",
@@ -65,350 +66,6 @@ _DTYPES = {1: np.dtype("<u1"), 2: np.dtype("<u2"), 4: np.dtype("<u4")}
 
 
 # ------------------------------------------------------------------------------------ pickle
-
-# Caps of the index unpickler (see ``docs/reliability.md``). A Modalities index holds one tuple of two ints per
-# document, so a real index needs 6 units per document (2 ints, 1 tuple, 2 tuple slots, 1 list slot) and a
-# nesting depth of 2.
-MAX_PICKLE_UNITS = 2**28
-"""Objects created plus container slots filled, at most (about 44 million index entries)."""
-MAX_PICKLE_DEPTH = 64
-"""Nesting depth of containers, at most."""
-MAX_MEMO_INDEX = 2**31 - 1
-"""Largest memo key accepted (the memo is a dict: a huge key costs nothing, but is never produced by pickle)."""
-_MAX_LONG_BYTES = 64  # LONG4 / LONG1 payload; an index int needs at most 9
-_MAX_TEXT_LINE = 256  # protocol-0 text arguments (INT, LONG, FLOAT, PUT, GET)
-
-_OPNAME = {ord(op.code): op.name for op in pickletools.opcodes}
-_REFUSED_KIND = {
-    "EMPTY_DICT": "a dict", "DICT": "a dict", "SETITEM": "a dict", "SETITEMS": "a dict",
-    "EMPTY_SET": "a set", "ADDITEMS": "a set", "FROZENSET": "a frozenset",
-    "BYTEARRAY8": "a bytearray", "NEXT_BUFFER": "an out-of-band buffer", "READONLY_BUFFER": "an out-of-band buffer",
-    "PERSID": "a persistent id", "BINPERSID": "a persistent id",
-    "EXT1": "an extension-registry reference", "EXT2": "an extension-registry reference",
-    "EXT4": "an extension-registry reference",
-    "REDUCE": "a call", "BUILD": "an object state", "OBJ": "an object", "NEWOBJ": "an object",
-    "NEWOBJ_EX": "an object",
-}
-
-
-class _PickleRefused(Exception):
-    """Internal: the pickle breaks a rule (message says which); turned into a FormatError by the caller."""
-
-
-class _IndexUnpickler:
-    """A pickle interpreter for plain data only: lists, tuples, ints (plus None, bools, floats, short str/bytes,
-    so a wrong index gets a precise message). It never looks anything up or calls anything, and it bounds what
-    it allocates: the memo is a dict (no table sized by a memo key), objects plus container slots are capped,
-    so is nesting depth; a list may not be changed after it was put inside another container (``pickle.dumps``
-    never does that), which rules out cycles and keeps the depth bookkeeping exact. Iterative: no recursion.
-    """
-
-    def __init__(self, data: bytes, max_units: int, max_depth: int) -> None:
-        self.data = data if isinstance(data, bytes) else bytes(data)
-        self.max_units = max_units
-        self.max_depth = max_depth
-
-    def _fail(self, pos: int, what: str) -> _PickleRefused:
-        return _PickleRefused(f"{what} (at byte {pos})")
-
-    def load(self) -> object:
-        """The unpickled object; :class:`_PickleRefused` for anything outside the rules above."""
-        try:
-            return self._run()
-        except (IndexError, struct.error):  # a hot-path opcode read past the end (or below the stack)
-            raise _PickleRefused(f"truncated or malformed: an opcode reads past the end of the {len(self.data)} "
-                                 "bytes or below the bottom of the stack") from None
-
-    def _run(self) -> object:
-        data = self.data
-        end = len(data)
-        stack: list = []
-        marks: list[int] = []
-        memo: dict[int, object] = {}
-        depth: dict[int, int] = {}  # id -> depth of containers deeper than 1 (others: 1; scalars 0)
-        nested: set[int] = set()  # ids of lists placed inside another container: frozen from then on
-        keep: list = []  # keeps every container in ``depth``/``nested`` alive, so ids are never reused
-        units = 0
-        max_units, max_depth = self.max_units, self.max_depth
-        unpack_from = struct.unpack_from
-        pos = 0
-
-        def need(n: int, at: int) -> None:
-            if at + n > end:
-                raise self._fail(at, f"truncated: expected {n} more byte(s), got {end - at}")
-
-        def child_depth(x: object) -> int:
-            if type(x) is list or type(x) is tuple:
-                return depth.get(id(x), 1)
-            return 0
-
-        def nest(parent_depth: int, items) -> int:
-            d = parent_depth
-            for x in items:
-                if type(x) is list or type(x) is tuple:
-                    cd = depth.get(id(x), 1) + 1
-                    d = max(d, cd)
-                    if type(x) is list and id(x) not in nested:
-                        nested.add(id(x))
-                        keep.append(x)
-            if d > max_depth:
-                raise self._fail(pos, f"containers nested {d} deep, more than the cap of {max_depth}")
-            return d
-
-        def set_depth(obj: object, d: int) -> None:
-            if d > 1:
-                if id(obj) not in depth:
-                    keep.append(obj)
-                depth[id(obj)] = d
-
-        def pop_mark(at: int) -> list:
-            if not marks:
-                raise self._fail(at, "no MARK on the stack")
-            k = marks.pop()
-            items = stack[k:]
-            del stack[k:]
-            return items
-
-        def text_line(at: int) -> bytes:
-            nl = data.find(b"\n", at, min(end, at + _MAX_TEXT_LINE + 1))
-            if nl < 0:
-                raise self._fail(at, f"text argument not ended by a newline within {_MAX_TEXT_LINE} bytes")
-            return bytes(data[at:nl])
-
-        def memo_key(key: int, at: int) -> int:
-            if key < 0 or key > MAX_MEMO_INDEX:
-                raise self._fail(at, f"memo key {key} outside [0, {MAX_MEMO_INDEX}]")
-            return key
-
-        def append_to(lst: object, items: list, at: int) -> None:
-            nonlocal units
-            if type(lst) is not list:
-                raise self._fail(at, f"APPEND(S) to a {type(lst).__name__}, expected a list")
-            if id(lst) in nested:
-                raise self._fail(at, "a list is changed after it was put inside another container")
-            for x in items:
-                if x is lst:
-                    raise self._fail(at, "a list contains itself")
-            units += len(items)
-            if units > max_units:
-                raise self._fail(at, f"more than {max_units} objects and container slots")
-            d = nest(child_depth(lst), items)
-            lst.extend(items)
-            set_depth(lst, d)
-
-        while pos < end:
-            op = data[pos]
-            at = pos
-            pos += 1
-            # the opcodes of a pickled index first, most frequent first
-            if op == 0x4B:  # BININT1
-                stack.append(data[pos])
-                pos += 1
-            elif op == 0x4D:  # BININT2
-                stack.append(data[pos] | (data[pos + 1] << 8))
-                pos += 2
-            elif op == 0x4A:  # BININT
-                stack.append(unpack_from("<i", data, pos)[0])
-                pos += 4
-            elif op == 0x8A:  # LONG1
-                need(1, pos)
-                n = data[pos]
-                need(n, pos + 1)
-                stack.append(int.from_bytes(data[pos + 1 : pos + 1 + n], "little", signed=True))
-                pos += 1 + n
-            elif op == 0x86 or op == 0x85 or op == 0x87:  # TUPLE2, TUPLE1, TUPLE3
-                n = op - 0x84
-                if len(stack) - (marks[-1] if marks else 0) < n:
-                    raise self._fail(at, f"{_OPNAME[op]} needs {n} item(s) above the last MARK")
-                units += n
-                if n == 2:
-                    b = stack.pop()
-                    a = stack.pop()
-                    t = (a, b)
-                    if type(a) is not int or type(b) is not int:
-                        set_depth(t, nest(1, t))
-                else:
-                    t = tuple(stack[-n:])
-                    del stack[-n:]
-                    set_depth(t, nest(1, t))
-                stack.append(t)
-            elif op == 0x94:  # MEMOIZE
-                if not stack:
-                    raise self._fail(at, "MEMOIZE with an empty stack")
-                if len(memo) >= max_units:
-                    raise self._fail(at, f"more than {max_units} memo entries")
-                memo[len(memo)] = stack[-1]
-                continue
-            elif op == 0x28:  # MARK
-                marks.append(len(stack))
-                continue
-            elif op == 0x65:  # APPENDS
-                items = pop_mark(at)
-                if not stack:
-                    raise self._fail(at, "APPENDS with no list below the MARK")
-                append_to(stack[-1], items, at)
-                continue
-            elif op == 0x61:  # APPEND
-                if len(stack) - (marks[-1] if marks else 0) < 2:
-                    raise self._fail(at, "APPEND needs a list and an item")
-                item = stack.pop()
-                append_to(stack[-1], [item], at)
-                continue
-            elif op == 0x5D:  # EMPTY_LIST
-                stack.append([])
-            elif op == 0x95:  # FRAME
-                need(8, pos)
-                pos += 8
-                continue
-            elif op == 0x80:  # PROTO
-                need(1, pos)
-                if data[pos] > pickle.HIGHEST_PROTOCOL:
-                    raise self._fail(at, f"unsupported pickle protocol {data[pos]}")
-                pos += 1
-                continue
-            elif op == 0x2E:  # STOP
-                if not stack:
-                    raise self._fail(at, "STOP with an empty stack")
-                return stack[-1]
-            # the rest of plain data
-            elif op == 0x71 or op == 0x72:  # BINPUT, LONG_BINPUT
-                n = 1 if op == 0x71 else 4
-                need(n, pos)
-                key = data[pos] if n == 1 else unpack_from("<I", data, pos)[0]
-                pos += n
-                if not stack:
-                    raise self._fail(at, f"{_OPNAME[op]} with an empty stack")
-                if len(memo) >= max_units:
-                    raise self._fail(at, f"more than {max_units} memo entries")
-                memo[memo_key(key, at)] = stack[-1]
-                continue
-            elif op == 0x68 or op == 0x6A:  # BINGET, LONG_BINGET
-                n = 1 if op == 0x68 else 4
-                need(n, pos)
-                key = data[pos] if n == 1 else unpack_from("<I", data, pos)[0]
-                pos += n
-                if key not in memo:
-                    raise self._fail(at, f"memo key {key} was never stored")
-                stack.append(memo[key])
-                continue
-            elif op == 0x70 or op == 0x67:  # PUT, GET (text)
-                line = text_line(pos)
-                pos += len(line) + 1
-                if not line.isdigit():
-                    raise self._fail(at, f"memo key {line!r} is not a number")
-                key = memo_key(int(line), at)
-                if op == 0x70:
-                    if not stack:
-                        raise self._fail(at, "PUT with an empty stack")
-                    memo[key] = stack[-1]
-                elif key not in memo:
-                    raise self._fail(at, f"memo key {key} was never stored")
-                else:
-                    stack.append(memo[key])
-                continue
-            elif op == 0x8B:  # LONG4
-                need(4, pos)
-                n = unpack_from("<i", data, pos)[0]
-                if not 0 <= n <= _MAX_LONG_BYTES:
-                    raise self._fail(at, f"LONG4 of {n} bytes (an index int needs at most 9, cap {_MAX_LONG_BYTES})")
-                need(n, pos + 4)
-                stack.append(int.from_bytes(data[pos + 4 : pos + 4 + n], "little", signed=True))
-                pos += 4 + n
-            elif op == 0x49 or op == 0x4C:  # INT, LONG (text)
-                line = text_line(pos)
-                pos += len(line) + 1
-                text = line[:-1] if op == 0x4C and line.endswith(b"L") else line
-                if op == 0x49 and line in (b"00", b"01"):
-                    stack.append(line == b"01")
-                else:
-                    try:
-                        stack.append(int(text))
-                    except ValueError:
-                        raise self._fail(at, f"{_OPNAME[op]} argument {line!r} is not an integer") from None
-            elif op == 0x46:  # FLOAT (text)
-                line = text_line(pos)
-                pos += len(line) + 1
-                try:
-                    stack.append(float(line))
-                except ValueError:
-                    raise self._fail(at, f"FLOAT argument {line!r} is not a number") from None
-            elif op == 0x47:  # BINFLOAT
-                need(8, pos)
-                stack.append(unpack_from(">d", data, pos)[0])
-                pos += 8
-            elif op == 0x4E:  # NONE
-                stack.append(None)
-            elif op == 0x88 or op == 0x89:  # NEWTRUE, NEWFALSE
-                stack.append(op == 0x88)
-            elif op == 0x56:  # UNICODE (text)
-                line = text_line(pos)
-                pos += len(line) + 1
-                stack.append(line.decode("raw-unicode-escape", "replace"))
-            elif op in (0x8C, 0x58, 0x8D, 0x43, 0x42, 0x8E, 0x55, 0x54):  # str / bytes with a counted length
-                width = {0x8C: 1, 0x58: 4, 0x8D: 8, 0x43: 1, 0x42: 4, 0x8E: 8, 0x55: 1, 0x54: 4}[op]
-                need(width, pos)
-                n = int.from_bytes(data[pos : pos + width], "little")
-                need(n, pos + width)
-                raw = bytes(data[pos + width : pos + width + n])
-                pos += width + n
-                if op in (0x55, 0x54):  # protocol-1 SHORT_BINSTRING / BINSTRING: Python 2 str
-                    stack.append(raw.decode("latin-1"))
-                elif op in (0x8C, 0x58, 0x8D):
-                    try:
-                        stack.append(raw.decode("utf-8", "surrogatepass"))
-                    except UnicodeDecodeError:
-                        raise self._fail(at, f"{_OPNAME[op]} is not valid UTF-8") from None
-                else:
-                    stack.append(raw)
-            elif op == 0x29:  # EMPTY_TUPLE
-                stack.append(())
-            elif op == 0x74 or op == 0x6C:  # TUPLE, LIST
-                items = pop_mark(at)
-                units += len(items)
-                if units > max_units:
-                    raise self._fail(at, f"more than {max_units} objects and container slots")
-                d = nest(1, items)
-                obj = tuple(items) if op == 0x74 else items
-                set_depth(obj, d)
-                stack.append(obj)
-            elif op == 0x30:  # POP
-                if not stack:
-                    raise self._fail(at, "POP with an empty stack")
-                if marks and marks[-1] == len(stack):
-                    marks.pop()
-                else:
-                    stack.pop()
-                continue
-            elif op == 0x31:  # POP_MARK
-                pop_mark(at)
-                continue
-            elif op == 0x32:  # DUP
-                if not stack:
-                    raise self._fail(at, "DUP with an empty stack")
-                stack.append(stack[-1])
-            elif op in (0x63, 0x69):  # GLOBAL, INST: module and name as text lines
-                module = text_line(pos)
-                name = text_line(pos + len(module) + 1)
-                ref = f"{module.decode('latin-1')}.{name.decode('latin-1')}"
-                raise _PickleRefused(
-                    f"expected a pickle of only lists, tuples and ints, got a reference to {ref} (at byte {at}); "
-                    "refusing to load it (a pickle that names a callable can execute code)")
-            elif op == 0x93:  # STACK_GLOBAL
-                ref = ".".join(str(x) for x in stack[-2:])
-                raise _PickleRefused(
-                    f"expected a pickle of only lists, tuples and ints, got a reference to {ref} (at byte {at}); "
-                    "refusing to load it (a pickle that names a callable can execute code)")
-            else:
-                opname = _OPNAME.get(op)
-                if opname is None:
-                    raise self._fail(at, f"unknown opcode {bytes([op])!r}")
-                kind = f"{_REFUSED_KIND[opname]} (opcode {opname})" if opname in _REFUSED_KIND else f"opcode {opname}"
-                raise self._fail(at, f"expected a list of (offset, length) tuples, got {kind}")
-            units += 1
-            if units > max_units:
-                raise self._fail(at, f"more than {max_units} objects and container slots")
-        raise _PickleRefused(f"truncated: no STOP opcode in {end} bytes")
-
 
 # What ``pickle.dumps`` (protocol 4 or 5) writes for a ``list[tuple[int, int]]``: PROTO, EMPTY_LIST, MEMOIZE,
 # then only ints, TUPLE2, MEMOIZE, MARK, APPENDS, APPEND and FRAME, then STOP. A stream made of only these
@@ -434,7 +91,7 @@ def _unpickle(data: bytes, what: str, max_units: int = MAX_PICKLE_UNITS, max_dep
             raise FormatError(f"{what}: not a valid pickle ({type(exc).__name__}: {exc})") from None
     try:
         return _IndexUnpickler(data, max_units, max_depth).load()
-    except _PickleRefused as exc:
+    except PickleRefused as exc:
         raise FormatError(f"{what}: not a valid pickle of an index: {exc}") from None
 
 
@@ -448,8 +105,8 @@ def load_index_pickle(data: bytes, what: str = "index", *, max_units: int = MAX_
 
     Never executes code and never allocates more than the input describes: at most ``max_units`` objects
     plus container slots (a document costs 6), containers nested at most ``max_depth`` deep, memo keys at
-    most :data:`MAX_MEMO_INDEX` (see :class:`_IndexUnpickler`). FormatError for anything but a list of
-    2-tuples of non-negative ints, and for a pickle past a cap.
+    most :data:`MAX_MEMO_INDEX` (see :class:`~consumer.formats.safe_pickle.IndexUnpickler`). FormatError for
+    anything but a list of 2-tuples of non-negative ints, and for a pickle past a cap.
     """
     obj = _unpickle(data, what, max_units, max_depth)
     if type(obj) is not list:

@@ -156,21 +156,7 @@ def load_remote_store(prefix: str, storage: Storage) -> tuple[dict, list[str], n
         urls["sums"], sizes["sums"] = prefix + SUMS_SUFFIX, sums_entry["size"]
     else:
         warn_unchecked(prefix)
-    try:
-        listing = _stat(list(urls.values()), storage_options)
-    except InputError:
-        have = {k: u for k, u in urls.items() if _exists(u, storage_options)}
-        kind = next(k for k in urls if k not in have)
-        raise FormatError(f"incomplete pack at prefix {prefix!r}: store file {urls[kind]!r} is missing: expected "
-                          f"{sizes[kind]} bytes (recorded in the sidecar), got no object") from None
-    files = {}
-    for kind, size, etag in zip(urls, listing.sizes.tolist(), listing.etags):
-        expected = sizes[kind]
-        if size != expected:
-            what = "truncated" if size < expected else "inconsistent"
-            raise FormatError(f"{urls[kind]}: {what} store file: size expected {expected} bytes (recorded in the "
-                              f"sidecar), got {size}")
-        files[kind] = (urls[kind], etag, size)
+    files = _store_files(prefix, urls, sizes, storage_options)
     # the sidecar's own digest is in the key: without ETags (plain HTTP servers) a re-pack with the same file
     # sizes still changes it (its tokens_sha256), so one version's index never serves another's tokens
     key = hashlib.sha256(json.dumps([prefix, side_etag, side_size, hashlib.sha256(side_bytes).hexdigest(),
@@ -199,6 +185,28 @@ def load_remote_store(prefix: str, storage: Storage) -> tuple[dict, list[str], n
     verifier = None if sums_entry is None else verifier_from_bytes(
         prefix, side, (mirror / (_NAME + SUMS_SUFFIX)).read_bytes(), dtype.itemsize, tokens.size * dtype.itemsize)
     return side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths, verifier
+
+
+def _store_files(prefix: str, urls: dict[str, str], sizes: dict[str, int],
+                 storage_options: Mapping[str, Any] | None) -> dict[str, tuple[str, Any, int]]:
+    """``(url, etag, size)`` of each store file, once its size is the one the sidecar records (FormatError
+    naming the file for a missing, truncated or inconsistent one)."""
+    try:
+        listing = _stat(list(urls.values()), storage_options)
+    except InputError:
+        have = {k: u for k, u in urls.items() if _exists(u, storage_options)}
+        kind = next(k for k in urls if k not in have)
+        raise FormatError(f"incomplete pack at prefix {prefix!r}: store file {urls[kind]!r} is missing: expected "
+                          f"{sizes[kind]} bytes (recorded in the sidecar), got no object") from None
+    files: dict[str, tuple[str, Any, int]] = {}
+    for kind, size, etag in zip(urls, listing.sizes.tolist(), listing.etags):
+        expected = sizes[kind]
+        if size != expected:
+            what = "truncated" if size < expected else "inconsistent"
+            raise FormatError(f"{urls[kind]}: {what} store file: size expected {expected} bytes (recorded in the "
+                              f"sidecar), got {size}")
+        files[kind] = (urls[kind], etag, size)
+    return files
 
 
 def _exists(url: str, storage_options: Mapping[str, Any] | None) -> bool:

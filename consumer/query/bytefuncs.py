@@ -55,7 +55,7 @@ BYTE_FUNCTIONS: dict[str, tuple[tuple[str, ...], str]] = {
 """Name -> (argument types, result type) in DuckDB's type names."""
 
 
-def _count(v: Any, what: str, limit: int | None = MAX_BYTES) -> int:
+def _count(v: object, what: str, limit: int | None = MAX_BYTES) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (limit is not None and v > limit):
         bound = f"0..{limit}" if limit is not None else ">= 0"
         raise InputError(f"{what} must be an integer {bound}, got {short_repr(v)}")
@@ -100,7 +100,7 @@ class ByteFunctions:
             raise InputError(f"{name}(path, ...): {path!r} is not a file of this dataset (use the path column)")
         return found
 
-    def _map(self, fn: Callable[..., Any], rows: list[tuple]) -> list:
+    def _map(self, fn: Callable[..., Any], rows: list[tuple[Any, ...]]) -> list[Any]:
         todo = [r for r in rows if None not in r]
         if len(todo) > 1:
             if self._pool is None:
@@ -111,7 +111,7 @@ class ByteFunctions:
         return [None if None in r else next(done) for r in rows]
 
     def _vector(self, name: str, fn: Callable[..., Any], out_type: pa.DataType) -> Callable[..., pa.Array]:
-        def call(*columns):
+        def call(*columns: pa.Array) -> pa.Array:
             try:
                 rows = list(zip(*(c.to_pylist() for c in columns)))
                 return pa.array(self._map(fn, rows), type=out_type)
@@ -138,7 +138,7 @@ class ByteFunctions:
     def _spans(self, name: str, span: Callable[..., tuple[int, int, int]]) -> Callable[..., pa.Array]:
         """A UDF reading one byte range per row: the ranges of the whole batch in one checked read, in parallel
         slices (:func:`consumer.sources.byte_reads.read_spans`)."""
-        def call(*columns):
+        def call(*columns: pa.Array) -> pa.Array:
             try:
                 rows = list(zip(*(c.to_pylist() for c in columns)))
                 todo = [span(*r) for r in rows if None not in r]

@@ -49,7 +49,7 @@ def conform(table: pa.Table) -> pa.Table:
     return table.select(list(FILES_COLUMNS)).cast(FILES_SCHEMA)
 
 
-def write_parquet(table: pa.Table, path: Any) -> str:
+def write_parquet(table: pa.Table, path: str | os.PathLike[str]) -> str:
     """Write ``table`` to the Parquet file ``path`` (written to a temporary name, then renamed); returns it."""
     out = os.fspath(path)
     if not out or os.path.isdir(out):
@@ -64,7 +64,7 @@ def write_parquet(table: pa.Table, path: Any) -> str:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-    return out
+    return str(out)
 
 
 def read_table(source: Any) -> pa.Table:
@@ -100,6 +100,13 @@ def file_list(source: Any) -> tuple[list[str], list[str] | None]:
     return paths, classes
 
 
+def file_list_fps(source: Any) -> dict[str, str] | list[str]:
+    """A file list (see :func:`file_list`) as the ``fps`` of a dataset: ``{path: class}`` with a ``class``
+    column, else the paths."""
+    paths, classes = file_list(source)
+    return dict(zip(paths, classes)) if classes is not None else paths
+
+
 def file_ids_of(source: Any, dataset_paths: Sequence[str]) -> np.ndarray:
     """The sorted ``file_id`` values of a file list within a dataset whose paths are ``dataset_paths``: its
     ``file_id`` column when it has one (checked against its ``path`` column when both exist), else its paths.
@@ -129,5 +136,5 @@ def file_ids_of(source: Any, dataset_paths: Sequence[str]) -> np.ndarray:
     return np.unique(np.asarray(found, dtype=np.int64))
 
 
-def _same_display(path: str, shown: Any) -> bool:
-    return os.fsencode(path).decode("utf-8", "backslashreplace") == shown
+def _same_display(path: str, shown: object) -> bool:
+    return bool(os.fsencode(path).decode("utf-8", "backslashreplace") == shown)

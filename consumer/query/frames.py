@@ -1,6 +1,6 @@
 """Dataframe conversions of SQL results: pandas, pyarrow and polars, each optional and imported lazily.
 
-``ds.sql(...)`` returns :class:`~consumer.query.engine.Rows` (tuples plus ``columns``); its ``to_pandas()``,
+``ds.sql(...)`` returns :class:`~consumer.query.rows.Rows` (tuples plus ``columns``); its ``to_pandas()``,
 ``to_arrow()`` and ``to_polars()`` call the functions here. None of the three libraries is a
 dependency of ``consumer``: each is imported only when its conversion is asked for, and a missing one
 raises :class:`~consumer.errors.MissingDependencyError` naming the package to install (all three come
@@ -18,9 +18,16 @@ from __future__ import annotations
 import importlib
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import MissingDependencyError, QueryError
+
+if TYPE_CHECKING:
+    import pandas
+    import polars
+    import pyarrow
+
+Row = tuple[Any, ...]  # one result row (consumer.query.rows.Row; not imported: rows.py imports this module)
 
 __all__ = ["rows_to_pandas", "rows_to_arrow", "rows_to_polars", "files_table", "FILES_QUERY"]
 
@@ -37,18 +44,18 @@ def _require(module: str, package: str, what: str) -> Any:
             f'pip install {package}  (or pip install "consumer[dataframes]" for pandas, pyarrow and polars)') from e
 
 
-def _columns(rows: Sequence[tuple], columns: Sequence[str]) -> list[list]:
+def _columns(rows: Sequence[Row], columns: Sequence[str]) -> list[list[Any]]:
     """Column-major copy of ``rows``."""
     return [list(col) for col in zip(*rows)] if rows else [[] for _ in columns]
 
 
-def rows_to_pandas(rows: Sequence[tuple], columns: Sequence[str]):
+def rows_to_pandas(rows: Sequence[Row], columns: Sequence[str]) -> pandas.DataFrame:
     """``rows`` (tuples) with ``columns`` as a ``pandas.DataFrame``; duplicate column names are kept."""
     pd = _require("pandas", "pandas", "to_pandas()")
     return pd.DataFrame.from_records(list(rows), columns=list(columns))
 
 
-def rows_to_arrow(rows: Sequence[tuple], columns: Sequence[str]):
+def rows_to_arrow(rows: Sequence[Row], columns: Sequence[str]) -> pyarrow.Table:
     """``rows`` with ``columns`` as a ``pyarrow.Table`` (types inferred per column; all-NULL columns are null)."""
     pa = _require("pyarrow", "pyarrow", "to_arrow()")
     arrays = []
@@ -61,7 +68,7 @@ def rows_to_arrow(rows: Sequence[tuple], columns: Sequence[str]):
     return pa.Table.from_arrays(arrays, names=list(columns))
 
 
-def rows_to_polars(rows: Sequence[tuple], columns: Sequence[str]):
+def rows_to_polars(rows: Sequence[Row], columns: Sequence[str]) -> polars.DataFrame:
     """``rows`` with ``columns`` as a ``polars.DataFrame``. Polars needs unique column names: duplicates
     (``SELECT 1, 1``) raise :class:`QueryError` asking for ``AS`` aliases."""
     pl = _require("polars", "polars", "to_polars()")
@@ -69,10 +76,19 @@ def rows_to_polars(rows: Sequence[tuple], columns: Sequence[str]):
     if dup:
         raise QueryError(f"to_polars(): column names must be unique, got duplicate(s) {dup}; name them with AS")
     data = dict(zip(columns, _columns(rows, columns)))
-    return pl.DataFrame(data, strict=False) if rows else pl.DataFrame({c: [] for c in columns})
+    frame: polars.DataFrame = pl.DataFrame(data, strict=False) if rows else pl.DataFrame({c: [] for c in columns})
+    return frame
 
 
-def files_table(ds) -> Any:
+class _Result(Protocol):
+    def to_pandas(self) -> pandas.DataFrame: ...
+
+
+class _Queryable(Protocol):
+    def sql(self, statement: str) -> _Result: ...
+
+
+def files_table(ds: _Queryable) -> pandas.DataFrame:
     """The dataset's ``files`` view (one row per file, ordered by ``file_id``) as a ``pandas.DataFrame``.
 
     Columns: ``file_id, path, class, class_id, size, mtime_ns, extension, description, mime, header,

@@ -30,6 +30,7 @@ import sqlite3
 from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..catalog.content import decode_histogram, entropy_bits
 from ..errors import ConsumerError, InputError, short_repr
@@ -49,7 +50,7 @@ def _normalised(h: np.ndarray) -> np.ndarray | None:
     return h.astype(np.float64) / total if total else None
 
 
-def js_distance(a, b) -> float:
+def js_distance(a: ArrayLike, b: ArrayLike) -> float:
     """Jensen-Shannon distance (base 2, 0..1) between two 256-count histograms (see the module docstring)."""
     p, q = _normalised(np.asarray(a)), _normalised(np.asarray(b))
     if p is None or q is None:
@@ -64,7 +65,7 @@ def js_distance(a, b) -> float:
     return float(np.sqrt(min(1.0, max(0.0, divergence))))
 
 
-def l1_distance(a, b) -> float:
+def l1_distance(a: ArrayLike, b: ArrayLike) -> float:
     """L1 distance (0..2) between two normalised 256-count histograms (see the module docstring)."""
     p, q = _normalised(np.asarray(a)), _normalised(np.asarray(b))
     if p is None or q is None:
@@ -72,36 +73,39 @@ def l1_distance(a, b) -> float:
     return float(np.abs(p - q).sum())
 
 
-def _byte_value(v, what: str) -> int:
+def _byte_value(v: object, what: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 255:
         raise InputError(f"{what} must be a byte value 0..255, got {short_repr(v)}")
     return v
 
 
-def _range(h, lo, hi, name: str) -> tuple[np.ndarray, int, int]:
+def _range(h: bytes, lo: object, hi: object, name: str) -> tuple[np.ndarray, int, int]:
     lo, hi = _byte_value(lo, f"{name}(h, lo, hi): lo"), _byte_value(hi, f"{name}(h, lo, hi): hi")
     if lo > hi:
         raise InputError(f"{name}(h, lo, hi): lo must be <= hi, got lo={lo}, hi={hi}")
     return decode_histogram(h), lo, hi
 
 
-def _hist_count(h, lo, hi) -> int:
+def _hist_count(h: bytes, lo: object, hi: object) -> int:
     counts, lo, hi = _range(h, lo, hi, "hist_count")
     return int(counts[lo:hi + 1].sum(dtype=np.uint64))
 
 
-def _hist_fraction(h, lo, hi) -> float:
+def _hist_fraction(h: bytes, lo: object, hi: object) -> float:
     counts, lo, hi = _range(h, lo, hi, "hist_fraction")
     total = int(counts.sum(dtype=np.uint64))
     return int(counts[lo:hi + 1].sum(dtype=np.uint64)) / total if total else 0.0
 
 
-def _hist_mode(h) -> int | None:
+def _hist_mode(h: bytes) -> int | None:
     counts = decode_histogram(h)
     return int(np.argmax(counts)) if counts.any() else None
 
 
-FUNCTIONS: dict[str, tuple[int, Callable]] = {
+SQLValue = str | bytes | int | float | None
+"""What a registered function returns (a value SQLite and DuckDB both take)."""
+
+FUNCTIONS: dict[str, tuple[int, Callable[..., SQLValue]]] = {
     "hist_entropy": (1, lambda h: entropy_bits(decode_histogram(h))),
     "hist_total": (1, lambda h: int(decode_histogram(h).sum(dtype=np.uint64))),
     "hist_count": (3, _hist_count),
@@ -127,14 +131,14 @@ SIGNATURES: dict[str, tuple[tuple[str, ...], str]] = {
 with these; SQLite needs none)."""
 
 
-def wrapped(name: str, errors: FunctionErrors) -> Callable:
+def wrapped(name: str, errors: FunctionErrors) -> Callable[..., SQLValue]:
     """The function ``name`` of :data:`FUNCTIONS` as registered: NULL in, NULL out; its error message kept
     in ``errors``."""
     return _wrap(name, FUNCTIONS[name][1], errors)
 
 
-def _wrap(name: str, fn: Callable, errors: FunctionErrors) -> Callable:
-    def call(*args):
+def _wrap(name: str, fn: Callable[..., SQLValue], errors: FunctionErrors) -> Callable[..., SQLValue]:
+    def call(*args: object) -> SQLValue:
         if any(a is None for a in args[:1 if name not in ("hist_distance", "hist_l1") else 2]):
             return None  # content not computed: NULL in, NULL out
         try:

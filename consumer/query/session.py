@@ -7,7 +7,7 @@ run on the DuckDB engine (:class:`~consumer.query.duck.DuckSQL`) over the datase
 a statement needs them, and a statement that names neither never opens the catalog. A packed dataset never
 touches its source files: its ``description``/``mime`` come from the store's headers.
 
-``dialect="sqlite"`` runs a statement on the 0.2 engine instead (:class:`~consumer.query.engine.DatasetSQL`:
+``dialect="sqlite"`` runs a statement on the 0.2 engine instead (:class:`~consumer.query.sqlite.DatasetSQL`:
 a TEMP table filled per file, then SQLite), for statements written in SQLite's dialect.
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -29,18 +29,23 @@ from ..sources.paths import PathList
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from .bytefuncs import ByteFunctions
-from .engine import DatasetSQL, Rows, content_completer
 from .export import conform, file_ids_of, files_statement
+from .rows import Params, Rows
+from .sqlite import DatasetSQL, content_completer
 from .table import MAGIC_COLUMNS, content_columns, dataset_columns, magic_columns, path_array
+
+if TYPE_CHECKING:
+    from .duck import DuckSQL
 
 __all__ = ["SQLSession"]
 
 
-def _view_rows(docs: DocumentTable, index: SampleIndex, classes: list[str], class_to_id: dict[str, int]):
+def _view_rows(docs: DocumentTable, index: SampleIndex, classes: list[str], class_to_id: dict[str, int]
+               ) -> Callable[[], Iterator[tuple[object, ...]]]:
     """A factory of the per-file rows of the SQL view (no reference back to the dataset)."""
     per_doc_samples = np.bincount(index.seg_doc, minlength=len(docs))
 
-    def rows() -> Iterator[tuple]:
+    def rows() -> Iterator[tuple[object, ...]]:
         for i, (c, t, n) in enumerate(zip(docs.doc_class.tolist(), docs.doc_len.tolist(), per_doc_samples.tolist())):
             path = docs.paths[i]
             name = classes[c]
@@ -49,12 +54,12 @@ def _view_rows(docs: DocumentTable, index: SampleIndex, classes: list[str], clas
     return rows
 
 
-def _take(paths, ids: np.ndarray) -> list[str]:
+def _take(paths: Sequence[str], ids: np.ndarray) -> list[str]:
     """The paths at ``ids`` (a PathList gathers them in one step)."""
     return paths.take(ids) if isinstance(paths, PathList) else [paths[i] for i in ids.tolist()]
 
 
-def _alive(ref: weakref.ref) -> SQLSession:
+def _alive(ref: weakref.ref[SQLSession]) -> SQLSession:
     """The session behind a weak reference (alive while its engine runs a statement)."""
     session = ref()
     if session is None:
@@ -77,9 +82,9 @@ class SQLSession:
         self._catalog = None if catalog is None else catalog.retain()  # shared with a parent: counted, not owned
         self.verbose = verbose  # progress bars while libmagic or the content pass run
         self._sql: DatasetSQL | None = None
-        self._duck_sql: Any = None  # a consumer.query.duck.DuckSQL once queried (duckdb is imported then)
-        self._magic_values: tuple[list, list] | None = None  # description, mime per file computed so far
-        self._content_values: list | None = None  # content row per file computed so far (None: not yet)
+        self._duck_sql: DuckSQL | None = None  # made when first queried (duckdb is imported then)
+        self._magic_values: tuple[list[str | None], list[str | None]] | None = None  # per file computed so far
+        self._content_values: list[tuple[object, ...] | None] | None = None  # per file computed so far (None: not yet)
 
     @property
     def catalog(self) -> Catalog:
@@ -88,7 +93,7 @@ class SQLSession:
             self._catalog = Catalog(os.path.join(self.cache_root, CATALOG_NAME) if self.cache_root else None).retain()
         return self._catalog
 
-    def query(self, statement: str, params=(), *, timeout: float | None = None, max_rows: int | None = None,
+    def query(self, statement: str, params: Params = (), *, timeout: float | None = None, max_rows: int | None = None,
               dialect: str = "duckdb") -> Rows:
         """Run one read-only statement over the ``files`` view (``timeout`` seconds, ``max_rows`` rows at most).
 
@@ -101,11 +106,11 @@ class SQLSession:
             return self._sqlite().query(statement, params, timeout=timeout, max_rows=max_rows)
         raise QueryError(f"dialect must be 'duckdb' or 'sqlite', got {short_repr(dialect)}")
 
-    def query_arrow(self, statement: str, params=(), *, timeout: float | None = None) -> Any:
+    def query_arrow(self, statement: str, params: Params = (), *, timeout: float | None = None) -> pa.Table:
         """One read-only statement on the DuckDB engine, its result as a ``pyarrow.Table``."""
         return self._duck().query_arrow(statement, params, timeout=timeout)
 
-    def files_arrow(self, *, content: bool = False, timeout: float | None = None) -> Any:
+    def files_arrow(self, *, content: bool = False, timeout: float | None = None) -> pa.Table:
         """The ``files`` view as a ``pyarrow.Table`` of :data:`~consumer.query.export.FILES_SCHEMA` (``content``:
         compute the content columns first, else they are shown as stored)."""
         return conform(self.query_arrow(files_statement(content), timeout=timeout))
@@ -118,7 +123,7 @@ class SQLSession:
             raise SelectionError("where(files): the file list is empty")
         return ids
 
-    def _duck(self):
+    def _duck(self) -> DuckSQL:
         """The DuckDB engine over this dataset's columns (made on first use)."""
         if self._duck_sql is None:
             from .duck import DuckSQL, LazyGroup  # noqa: PLC0415  (duckdb loads with the first statement)
@@ -143,7 +148,7 @@ class SQLSession:
             self._duck_sql = DuckSQL(columns, lazy, byte_functions=ByteFunctions(source) if local else None)
         return self._duck_sql
 
-    def _magic_columns(self, ids: np.ndarray | None = None) -> dict:
+    def _magic_columns(self, ids: np.ndarray | None = None) -> dict[str, pa.Array]:
         """``description`` and ``mime``: one libmagic pass for both (cached in the catalog), for the files ``ids``
         (None: all); the arrays cover every file, NULL where not computed yet. A packed store's come from its
         headers."""
@@ -166,7 +171,7 @@ class SQLSession:
             all_desc[i], all_mime[i] = d, m
         return magic_columns(all_desc, all_mime)
 
-    def _content_columns(self, ids: np.ndarray | None = None) -> dict:
+    def _content_columns(self, ids: np.ndarray | None = None) -> dict[str, pa.Array]:
         """The content columns of the files ``ids`` (None: all; the catalog's content pass, run only on files
         lacking them); the arrays cover every file, NULL where not computed yet."""
         docs = self.documents
@@ -215,7 +220,7 @@ class SQLSession:
         sha = catalog_sha256s(self.catalog, docs.paths, docs.doc_size, docs.doc_mtime, verbose=self.verbose)
         return find_duplicates(docs.paths, [self.classes[c] for c in docs.doc_class.tolist()], sha, docs.doc_size)
 
-    def file_ids_where(self, condition: str, params=()) -> np.ndarray:
+    def file_ids_where(self, condition: str, params: Params = ()) -> np.ndarray:
         """The sorted ``file_id`` values of the files matching an SQL condition on the ``files`` view."""
         if not isinstance(condition, str) or not condition.strip():
             raise QueryError(f"condition must be a non-empty SQL expression, got {short_repr(condition)}")

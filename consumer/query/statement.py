@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["StatementUse", "analyse", "output_names"]
+__all__ = ["JSON", "StatementUse", "analyse", "output_names"]
 
 _NO_LOCATION = 2**64 - 1  # DuckDB's "no location" marker
 
@@ -40,9 +40,13 @@ class StatementUse:
         return bool(self.columns & set(lazy)) or (star_includes and self.star)
 
 
-def _nodes(tree: Any) -> Iterator[dict]:
+JSON = dict[str, Any]
+"""A node of DuckDB's parse tree (``json_serialize_sql``): JSON, so its values are of any JSON type."""
+
+
+def _nodes(tree: object) -> Iterator[JSON]:
     """Every dict of the parse tree, depth first."""
-    stack = [tree]
+    stack: list[object] = [tree]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
@@ -52,7 +56,7 @@ def _nodes(tree: Any) -> Iterator[dict]:
             stack.extend(node)
 
 
-def analyse(tree: dict) -> StatementUse:
+def analyse(tree: JSON) -> StatementUse:
     """The :class:`StatementUse` of one statement's parse tree (``json_serialize_sql(...)["statements"][0]``)."""
     use = StatementUse()
     for node in _nodes(tree):
@@ -78,14 +82,14 @@ def analyse(tree: dict) -> StatementUse:
     return use
 
 
-def _first_select(node: dict | None) -> dict | None:
+def _first_select(node: JSON | None) -> JSON | None:
     while node and node.get("type") == "SET_OPERATION_NODE":  # a set operation is named by its first part
         children = node.get("children") or [node.get("left")]
         node = children[0] if children else None
     return node if node and node.get("type") == "SELECT_NODE" else None
 
 
-def output_names(tree: dict, statement: str, names: list[str]) -> list[str]:
+def output_names(tree: JSON, statement: str, names: list[str]) -> list[str]:
     """The result's column names: DuckDB's ``names``, except that an expression written without ``AS`` at the
     top level is named by its text in ``statement`` (``count(*)``, ``sum(size)``), as SQLite names it. Kept as
     DuckDB names them whenever the select list does not map one to one (``*``) or a position is unknown."""

@@ -100,9 +100,9 @@ def magic_columns(descriptions: Sequence[str | None], mimes: Sequence[str | None
             "mime": pa.array(mimes, type=LAZY_TYPES["mime"])}
 
 
-def content_columns(rows: Sequence[tuple | None]) -> dict[str, pa.Array]:
+def content_columns(rows: Sequence[tuple[object, ...] | None]) -> dict[str, pa.Array]:
     """The content columns from :meth:`Catalog.content_rows` (a tuple per file, None where unknown)."""
-    cols: list[list] = [[] for _ in CONTENT_COLUMNS]
+    cols: list[list[object]] = [[] for _ in CONTENT_COLUMNS]
     for row in rows:
         values = row if row is not None else (None,) * len(CONTENT_COLUMNS)
         for col, v in zip(cols, values):

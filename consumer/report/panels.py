@@ -14,7 +14,7 @@ import numpy as np
 
 from ..catalog.rows import display_path
 from ..dataset.display import human_bytes
-from ..query.engine import Rows
+from ..query.rows import Rows
 from ..spec import metadata_name
 from .page import Panel, table, text
 from .queries import Queries

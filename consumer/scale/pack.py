@@ -37,9 +37,9 @@ from ..tokens.documents import DocumentTable
 from ..util.fileio import fsync_dir
 from ..util.progress import progress_bar
 from ..util.validate import check_choice, check_int
-from .engines import COSTS, Engine, plan_tasks
+from .engines import COSTS, Engine, plan_tasks, resolve_engine
 
-__all__ = ["pack_on", "pack_part_task"]
+__all__ = ["pack_dataset", "pack_on", "pack_part_task"]
 
 
 def pack_part_task(documents: DocumentTable, dtype: str, chunk_tokens: int, path: str) -> int:
@@ -118,3 +118,13 @@ def pack_on(engine: Engine, documents: DocumentTable, classes: list[str], spec: 
         return pack(documents, classes, spec, final, format, verbose, chunk_tokens=chunk_tokens, pieces=pieces)
     finally:
         shutil.rmtree(parts, ignore_errors=True)
+
+
+def pack_dataset(documents: DocumentTable, classes: list[str], spec: Spec, prefix: Any, format: str = "megatron",
+                 verbose: bool = False, engine: Any = None, **options: Any) -> dict:
+    """``Consumer.pack``: :func:`~consumer.packed.write.pack` here, or :func:`pack_on` the cluster of ``engine``
+    (a ``dask.distributed.Client`` or ``"dask"``; None: here)."""
+    on = resolve_engine(engine)
+    if on is not None:
+        return pack_on(on, documents, classes, spec, prefix, format, verbose, **options)
+    return pack(documents, classes, spec, prefix, format, verbose, **options)

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer.errors import FormatError
-from consumer.formats.pbin import MAX_MEMO_INDEX, _IndexUnpickler, load_index_pickle, read_pbin
+from consumer.formats.pbin import MAX_MEMO_INDEX, load_index_pickle, read_pbin
+from consumer.formats.safe_pickle import IndexUnpickler
 
 HOSTILE = {
     # LONG_BINPUT with the largest 4-byte key: CPython sizes its memo table by the key (32 GiB)
@@ -152,7 +153,7 @@ plain = st.recursive(
 def test_interpreter_matches_pickle_on_plain_data(obj: object, protocol: int) -> None:
     """Whatever pickle.dumps writes for plain data, the interpreter rebuilds exactly (floats, str included)."""
     data = pickle.dumps(obj, protocol=protocol)
-    assert _IndexUnpickler(data, 10**6, 64).load() == pickle.loads(data)
+    assert IndexUnpickler(data, 10**6, 64).load() == pickle.loads(data)
 
 
 @settings(max_examples=200, deadline=None)
@@ -163,4 +164,4 @@ def test_canonical_and_interpreted_paths_agree(lengths: list[int], protocol: int
     data = pickle.dumps(index, protocol=protocol)
     got = load_index_pickle(data)
     assert got.tolist() == [list(e) for e in index]
-    assert _IndexUnpickler(data, 10**7, 64).load() == index
+    assert IndexUnpickler(data, 10**7, 64).load() == index

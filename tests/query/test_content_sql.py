@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from consumer.catalog.catalog import Catalog, display_path, path_key
 from consumer.catalog.content import encode_histogram, named_content_columns
 from consumer.errors import FileChangedError, QueryError
-from consumer.query.engine import DatasetSQL, content_completer
 from consumer.query.functions import FUNCTIONS, js_distance, l1_distance, register_functions
+from consumer.query.sqlite import DatasetSQL, content_completer
 
 from ..conftest import identity, write
 

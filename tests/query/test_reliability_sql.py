@@ -12,8 +12,9 @@ import pytest
 
 from consumer.catalog.catalog import Catalog, display_path, path_key
 from consumer.errors import QueryError
-from consumer.query import engine as consumer_sql
-from consumer.query.engine import ALLOWED_FUNCTIONS, DatasetSQL, check_timeout
+from consumer.query import sqlite as consumer_sql
+from consumer.query.rows import check_timeout
+from consumer.query.sqlite import ALLOWED_FUNCTIONS, DatasetSQL
 
 from ..conftest import interrupted_child
 
@@ -79,7 +80,7 @@ _SIGINT_CHILD = textwrap.dedent(
     signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with SIGINT ignored
     sys.path.insert(0, sys.argv[1])
     from tests.query.test_reliability_sql import RUNAWAY, _dataset_sql
-    from consumer.query.engine import DatasetSQL
+    from consumer.query.sqlite import DatasetSQL
     from pathlib import Path
     sql = _dataset_sql(Path(sys.argv[2]), sys.argv[3] == "file")
     lines, first = inspect.getsourcelines(DatasetSQL.query)
@@ -193,7 +194,7 @@ def test_writes_and_pragmas_still_refused(sql: DatasetSQL) -> None:
 def test_environment_is_untouched() -> None:
     """The module holds no global state: importing it changes no signal handler."""
     before = signal.getsignal(signal.SIGINT)
-    import consumer.query.engine  # noqa: F401
+    import consumer.query.sqlite  # noqa: F401
 
     assert signal.getsignal(signal.SIGINT) is before
     assert os.getpid() > 0

@@ -94,6 +94,20 @@ def test_sql_errors_name_the_statement(ds, statement, message):
         ds.sql(statement)
 
 
+@pytest.mark.parametrize("statement, suggestion", [
+    ("SELECT mimee FROM files", "mime"),            # DuckDB's candidate bindings, kept
+    ("SELECT f.mimee FROM files AS f", "mime"),     # DuckDB suggests nothing here: the closest names (difflib)
+    ("SELECT class FROM files WHERE sizee > 1", "size"),
+])
+def test_a_mistyped_column_names_the_column_that_exists(ds, statement, suggestion):
+    with pytest.raises(QueryError) as info:
+        ds.sql(statement)
+    message = str(info.value)
+    assert "no such column: " in message
+    hint = message.split("no such column: ", 1)[1]
+    assert f'"{suggestion}"' in hint or f"'{suggestion}'" in hint, message
+
+
 def test_where_errors(ds):
     with pytest.raises(QueryError, match="condition must be a non-empty SQL expression"):
         ds.where("")

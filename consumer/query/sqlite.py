@@ -1,7 +1,8 @@
 """Read-only SQL over the catalog, joined with one dataset's own per-file facts (SQLite: ``dialect="sqlite"``).
 
 Since #18 ``ds.sql`` runs on DuckDB (:mod:`consumer.query.duck`); this SQLite engine of 0.2 answers
-``ds.sql(..., dialect="sqlite")`` and keeps :class:`Rows` and :func:`check_timeout`, which both engines use.
+``ds.sql(..., dialect="sqlite")``. Both engines return :class:`~consumer.query.rows.Rows` and check their
+arguments with :mod:`consumer.query.rows`.
 
 A dataset's connection sees one view, ``files``, with one row per file of the dataset::
 
@@ -36,22 +37,21 @@ statement that never returns a row. While a statement runs, a value (string or b
 
 from __future__ import annotations
 
-import math
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from ..catalog.catalog import Catalog
 from ..catalog.content import named_content_columns
 from ..errors import ConsumerError, QueryError, short_repr
 from .functions import FUNCTIONS as SQL_FUNCTIONS
 from .functions import FunctionErrors, register_functions
+from .rows import Params, Row, Rows, check_timeout, plain_params
 
-__all__ = ["ALLOWED_FUNCTIONS", "MAX_VALUE_BYTES", "PROGRESS_STEPS", "DatasetSQL", "Rows", "check_timeout",
-           "content_completer"]
+__all__ = ["ALLOWED_FUNCTIONS", "MAX_VALUE_BYTES", "PROGRESS_STEPS", "DatasetSQL", "content_completer"]
 
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
 _SCHEMA_TABLES = {"sqlite_master", "sqlite_temp_master", "sqlite_schema", "sqlite_temp_schema"}
@@ -81,36 +81,6 @@ MAX_VALUE_BYTES = 64 * 2**20
 _LIMIT_LENGTH = getattr(sqlite3, "SQLITE_LIMIT_LENGTH", None) if hasattr(sqlite3.Connection, "setlimit") else None
 
 
-class Rows(list):
-    """Result rows (tuples) with the column names in ``columns``."""
-
-    def __init__(self, rows, columns: list[str]):
-        super().__init__(rows)
-        self.columns = columns
-
-    def as_dicts(self) -> list[dict]:
-        """The rows as ``{column: value}`` dicts."""
-        return [dict(zip(self.columns, r)) for r in self]
-
-    def to_pandas(self):
-        """The rows as a ``pandas.DataFrame`` (needs pandas: ``pip install "consumer[dataframes]"``)."""
-        from .frames import rows_to_pandas  # noqa: PLC0415  (optional libraries load only when asked)
-
-        return rows_to_pandas(self, self.columns)
-
-    def to_arrow(self):
-        """The rows as a ``pyarrow.Table`` (needs pyarrow: ``pip install "consumer[dataframes]"``)."""
-        from .frames import rows_to_arrow  # noqa: PLC0415
-
-        return rows_to_arrow(self, self.columns)
-
-    def to_polars(self):
-        """The rows as a ``polars.DataFrame`` (needs polars: ``pip install "consumer[dataframes]"``)."""
-        from .frames import rows_to_polars  # noqa: PLC0415
-
-        return rows_to_polars(self, self.columns)
-
-
 class _Authorizer:
     """SQLite authorizer of user statements: reading and the allowed functions only; remembers the first refusal."""
 
@@ -119,7 +89,7 @@ class _Authorizer:
     def __init__(self) -> None:
         self.refused: str | None = None
 
-    def __call__(self, action, arg1, arg2, db, trigger) -> int:
+    def __call__(self, action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
         if action == sqlite3.SQLITE_FUNCTION:  # arg2 is the function's name
             if isinstance(arg2, str) and arg2.lower() in ALLOWED_FUNCTIONS:
                 return sqlite3.SQLITE_OK
@@ -133,16 +103,6 @@ class _Authorizer:
             return sqlite3.SQLITE_OK
         self.refused = self.refused or "only read-only SELECT statements are allowed"
         return sqlite3.SQLITE_DENY
-
-
-def check_timeout(timeout: object) -> float | None:
-    """``timeout`` (seconds) as a float, or None for no limit; QueryError unless a finite number > 0."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) \
-            or timeout <= 0:
-        raise QueryError(f"timeout must be a number of seconds > 0 or None, got {short_repr(timeout)}")
-    return float(timeout)
 
 
 class _Watchdog:
@@ -163,17 +123,8 @@ class _Watchdog:
         return 0
 
 
-def _plain_params(params: Any) -> Any:
-    """Numpy scalars as Python values: sqlite3 would bind ``numpy.int64(3)`` as an 8-byte blob, not as 3."""
-    if isinstance(params, dict):
-        return {k: v.item() if isinstance(v, np.generic) else v for k, v in params.items()}
-    if isinstance(params, (list, tuple)):
-        return [v.item() if isinstance(v, np.generic) else v for v in params]
-    return params
-
-
-def _fetch_at_most(cur: sqlite3.Cursor, max_rows: int, statement: str) -> list:
-    rows: list = []
+def _fetch_at_most(cur: sqlite3.Cursor, max_rows: int, statement: str) -> list[Row]:
+    rows: list[Row] = []
     while True:
         chunk = cur.fetchmany(min(max_rows + 1 - len(rows), 10_000) or 1)
         rows.extend(chunk)
@@ -184,7 +135,7 @@ def _fetch_at_most(cur: sqlite3.Cursor, max_rows: int, statement: str) -> list:
             return rows
 
 
-def content_completer(catalog, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *,
+def content_completer(catalog: Catalog, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *,
                       verbose: bool = False) -> Callable[[], int]:
     """The ``ensure_content`` callback of a dataset: fills the catalog's content columns of its files
     (``catalog.ensure_content``), holding no reference to the dataset object itself."""
@@ -199,7 +150,8 @@ class DatasetSQL:
     names a content column (None: content columns are shown as stored, NULL where never computed).
     """
 
-    def __init__(self, catalog_path: str | None, shared_conn: sqlite3.Connection | None, rows_factory, *,
+    def __init__(self, catalog_path: str | None, shared_conn: sqlite3.Connection | None,
+                 rows_factory: Callable[[], Iterable[tuple[object, ...]]], *,
                  identity: tuple[np.ndarray, np.ndarray] | None = None,
                  ensure_content: Callable[[], object] | None = None):
         self._catalog_path = catalog_path
@@ -212,7 +164,7 @@ class DatasetSQL:
         self._conn: sqlite3.Connection | None = None
         self._pid: int | None = None
 
-    def _temp_rows(self):
+    def _temp_rows(self) -> Iterator[tuple[object, ...]]:
         if self._identity is None:
             for row in self._rows_factory():
                 yield (*row, None, None)
@@ -251,7 +203,8 @@ class DatasetSQL:
         self._conn, self._pid = conn, os.getpid()
         return conn
 
-    def query(self, statement: str, params=(), *, timeout: float | None = None, max_rows: int | None = None) -> Rows:
+    def query(self, statement: str, params: Params = (), *, timeout: float | None = None,
+              max_rows: int | None = None) -> Rows:
         """Run one read-only statement; returns :class:`Rows`.
 
         ``timeout``: seconds the statement may run (None: no limit); past it, :class:`QueryError` naming
@@ -274,12 +227,12 @@ class DatasetSQL:
         conn.set_progress_handler(watchdog, PROGRESS_STEPS)
         try:
             if ensure is not None:  # compile first (EXPLAIN runs nothing): a refused or broken statement reads no file
-                conn.execute(f"EXPLAIN {statement}", _plain_params(params)).fetchall()
+                conn.execute(f"EXPLAIN {statement}", plain_params(params)).fetchall()
                 conn.set_authorizer(None)
                 ensure()
                 self._content_ready = True
                 conn.set_authorizer(authorizer)
-            cur = conn.execute(statement, _plain_params(params))
+            cur = conn.execute(statement, plain_params(params))
             rows = cur.fetchall() if max_rows is None else _fetch_at_most(cur, max_rows, statement)
             columns = [c[0] for c in cur.description or []]
         except ConsumerError:  # max_rows; the content pass's own errors (a file changed, a full disk) as they are
