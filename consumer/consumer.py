@@ -19,6 +19,7 @@ from .fetch.select import as_sample_ids, resolve, split_key
 from .query.engine import Rows
 from .query.frames import files_table
 from .query.session import SQLSession
+from .sources.records.options import RecordOptions, default_metadata
 from .spec import Metadata, Spec, metadata_name
 from .storage import Storage
 from .tokens.split import split_file_ids
@@ -44,6 +45,8 @@ class Consumer:
     (``s3://``, ``https://``) take fsspec ``storage_options`` and an optional ``remote_cache="20GB"``; under an
     initialised ``torch.distributed`` rank 0 alone builds and the others open its cache (``distributed=False``: each);
     ``engine`` (a ``dask.distributed.Client`` or ``"dask"``) runs stat, libmagic and content on a cluster.
+    ``documents``: ``"files"`` or records inside containers (``"lines"``, ``"jsonl"``, ``"parquet"``, ``"tar"``;
+    ``text_field``, ``class_field``, ``on_bad_record``; docs/records.md); ``metadata`` then defaults to None but tar.
     Attributes: ``spec`` (and its settings), ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``,
     ``seqlen``, ``files``, ``corpus``, ``documents``, ``index``, ``build_info``, ``mode``.
     """
@@ -51,12 +54,15 @@ class Consumer:
     mode: str | None  # the default query of bare selections (set_*_mode)
 
     def __init__(self, fps: Any, *, style: str = "diff", n_bytes: int = 2, seqlen: int | str = "auto",
-                 metadata: Metadata = "file", class_to_id: dict | None = None, seed: int = 4, cache_dir: Any = None,
+                 metadata: Any = _DEFAULT, class_to_id: dict | None = None, seed: int = 4, cache_dir: Any = None,
                  verbose: bool = False, long_files: str = "truncate", sampling: Any = "consumer",
                  dedupe: str | None = None, storage_options: dict | None = None, remote_cache: Any = None,
-                 distributed: bool = True, engine: Any = None):
-        spec = Spec(style=style, n_bytes=n_bytes, seqlen=seqlen, metadata=metadata, long_files=long_files,
-                    sampling=sampling, class_to_id=class_to_id, seed=seed, dedupe=dedupe)
+                 distributed: bool = True, engine: Any = None, documents: str = "files", text_field: str = "text",
+                 class_field: str | None = None, on_bad_record: str = "raise"):
+        records = RecordOptions(documents, text_field, class_field, on_bad_record)
+        spec = Spec(style=style, n_bytes=n_bytes, seqlen=seqlen, metadata=default_metadata(records, metadata),
+                    long_files=long_files, sampling=sampling, class_to_id=class_to_id, seed=seed, dedupe=dedupe,
+                    records=records)
         storage = Storage.of(storage_options, cache_dir, remote_cache)
         self._attach(build(fps, spec, storage, verbose=check_bool("verbose", verbose), distributed=distributed,
                            engine=engine),

@@ -134,6 +134,8 @@ def _open_shared(handoff: dict, spec: Spec, storage: Storage) -> Built | None:
 
 
 def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None = None) -> Built:
+    if spec.records.records:  # documents inside container files: their own listing and index (dataset/records.py)
+        return _build_records(fps, spec, storage, verbose)
     with ExitStack() as hold:  # the claim on building the index entry, if one is taken (see _build_held)
         return _build_held(fps, spec, storage, verbose, engine, hold)
 
@@ -208,6 +210,19 @@ def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: E
         {"spec": spec.key_dict(), "seqlen": index.seqlen, "headers": documents.headers, "classes": classes,
          "form": corpus.form, "files": len(documents), "samples": len(index)})
     built.recipe = _recipe(built, ("cached", cache_root, key, spec, corpus.form) if saved else None)
+    return built
+
+
+def _build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool) -> Built:
+    from .records import build_records  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    corpus, documents, info = build_records(fps, spec, storage, verbose)
+    index = _index(spec, documents, len(corpus.classes))
+    spec = _resolved(spec, index, corpus.class_names)
+    built = Built(spec, corpus, documents, index, storage.cache_dir, {**_info(info.pop("cache"), None,
+                                                                              info.pop("libmagic_calls"), t0), **info})
+    built.recipe = ("arrays", spec, corpus, documents, index)
     return built
 
 

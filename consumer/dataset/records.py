@@ -1,0 +1,159 @@
+"""The build of a dataset whose documents are records inside container files (``documents="lines"``, ``"jsonl"``,
+``"parquet"``, ``"tar"``): list the containers as files, index each (from its persistent entry when the container is
+unchanged, else by its scanner), and assemble the documents, classes and sample index as a files build does.
+
+Document ids follow class order, then container order, then record order: with classes from folders and F-forms
+that is the containers' corpus order; with ``class_field`` the documents of each class keep their container and
+record order (the same rule as files, which are ordered by class, then path).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from ..catalog.headers import headers_from
+from ..errors import InputError
+from ..sources.corpus import ClassFiles, Corpus, normalise
+from ..sources.local import LocalFiles
+from ..sources.open import expand_fps, open_source
+from ..sources.paths import PathList
+from ..sources.records import SCANNERS, RecordFiles, RecordOptions
+from ..sources.records.container import SCAN_CHUNK, Container
+from ..sources.records.names import record_paths
+from ..sources.records.scanned import DecodeSink, Scanned
+from ..sources.records.stash import load_stash, scan_into_stash, stash_key
+from ..spec import Spec
+from ..storage import Storage
+from ..tokens.documents import DocumentTable, build_documents
+from ..tokens.vocab import Vocab
+
+__all__ = ["build_records", "container_fps", "index_containers"]
+
+
+def _container(source: LocalFiles, i: int) -> Container:
+    path = source.paths[i]
+    probe = np.zeros(1, dtype=np.uint8)
+    one, zero = np.array([i], dtype=np.int64), np.zeros(1, dtype=np.int64)
+    return Container(path=path, size=int(source.sizes[i]), chunks=lambda: source.iter_chunks(i, SCAN_CHUNK),
+                     check=lambda: source.read_ranges(one, zero, zero, probe, zero), local=path)
+
+
+def index_containers(source: LocalFiles, options: RecordOptions, root: str | None,
+                     ) -> tuple[list[Scanned], list[Any], int]:
+    """Every container's scan and decode cache (a file path under ``root``, or bytes in memory), and how many came
+    from their persistent entry (unchanged containers are not read again)."""
+    scan = SCANNERS[options.documents]
+    scans: list[Scanned] = []
+    decoded: list[Any] = []
+    reused = 0
+    for i in range(len(source)):
+        container = _container(source, i)
+        if root is None:
+            sink = DecodeSink()
+            scans.append(scan(container, options, sink))
+            decoded.append(sink.memory())
+            continue
+        ident = None if source.ident is None else (int(source.ident[i, 0]), int(source.ident[i, 1]))
+        key = stash_key(container.path, container.size, int(source.stamps[i]), ident, options)
+        got = load_stash(root, key)
+        if got is not None:
+            reused += 1
+        else:
+            got = scan_into_stash(root, key, partial(scan, container, options))
+        scans.append(got[0])
+        decoded.append(got[1])
+    return scans, decoded, reused
+
+
+def _cat(parts: list[np.ndarray | None], dtype: Any = np.int64) -> np.ndarray:
+    got = [p for p in parts if p is not None]
+    return np.concatenate(got).astype(dtype, copy=False) if got else np.zeros(0, dtype=dtype)
+
+
+def _corpus(names: list[str], paths: PathList, doc_class: np.ndarray, form: str) -> Corpus:
+    """The corpus of the documents (``doc_class`` non-decreasing: one slice of ``paths`` per class)."""
+    bounds = np.searchsorted(doc_class, np.arange(len(names) + 1))
+    return Corpus(classes=tuple(ClassFiles(name=n, paths=paths[int(bounds[k]):int(bounds[k + 1])])
+                                for k, n in enumerate(names) if bounds[k + 1] > bounds[k]), form=form)
+
+
+def container_fps(fps: Any) -> Any:
+    """``fps`` as the corpus takes it, plus the two forms natural for containers: one container file
+    (``"shard.jsonl"``) and a glob (``"shards/*.jsonl.gz"``, matches sorted), both as an F0 list."""
+    if isinstance(fps, (str, os.PathLike)) and "://" not in os.fspath(fps):
+        path = os.fspath(fps)
+        if os.path.isfile(path):
+            return [path]
+        if not os.path.exists(path) and glob.has_magic(path):
+            found = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
+            if not found:
+                raise InputError(f"fps: the pattern {path!r} matches no file")
+            return found
+    return fps
+
+
+def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False
+                  ) -> tuple[Corpus, DocumentTable, dict]:
+    """The corpus, documents and build information (``cache``, ``libmagic_calls``, ``records``: counts) of the
+    records of the containers ``fps`` names (see the module docstring); the build makes the sample index."""
+
+    options: RecordOptions = spec.records
+    if spec.dedupe is not None:
+        raise InputError(f"dedupe={spec.dedupe!r} compares whole files; with documents={options.documents!r} drop it")
+    corpus = normalise(expand_fps(container_fps(fps), storage))
+    folder_classes = corpus.class_names
+    paths, cls_list = corpus.flat()
+    source = open_source(paths, storage, classes=[folder_classes[c] for c in cls_list])
+    if not isinstance(source, LocalFiles):
+        raise InputError(f"documents={options.documents!r}: containers behind URLs are not supported yet; copy "
+                         f"them to a local folder (got {paths[0]!r})")
+    source.check_readable()
+    scans, decoded, reused = index_containers(source, options, storage.cache_dir)
+    counts = [len(s) for s in scans]
+    doc_container = np.repeat(np.arange(len(scans), dtype=np.int64), counts)
+    record = _cat([s.record for s in scans])
+    if options.class_field:
+        values = np.array([v for s in scans for v in (s.classes or [])], dtype=str)
+        names_arr, doc_class = np.unique(values, return_inverse=True)
+        names = names_arr.tolist()
+    else:
+        doc_class = np.repeat(np.asarray(cls_list, dtype=np.int64), counts)
+        kept = np.unique(doc_class)
+        names = [folder_classes[k] for k in kept.tolist()]
+        doc_class = np.searchsorted(kept, doc_class)
+    doc_class = doc_class.astype(np.int64)
+    order = np.argsort(doc_class, kind="stable")  # class, then container, then record
+    members = [s.names for s in scans] if options.documents == "tar" else None
+    all_paths = record_paths(list(paths), doc_container, record, members)
+    doc_paths = all_paths if np.array_equal(order, np.arange(order.size)) else PathList.of(all_paths.take(order))
+    json_off = _cat([s.json_offset for s in scans]) if options.documents == "jsonl" else None
+    json_len = _cat([s.json_length for s in scans]) if options.documents == "jsonl" else None
+    records = RecordFiles(source, doc_paths, doc_container[order], _cat([s.offset for s in scans])[order],
+                          _cat([s.length for s in scans])[order], _cat([s.inplace for s in scans], bool)[order],
+                          decoded, None if json_off is None else json_off[order],
+                          None if json_len is None else json_len[order])
+    doc_class = doc_class[order]
+    if not len(records):
+        raise InputError(f"fps: the containers hold no documents (documents={options.documents!r}); "
+                         f"e.g. {paths[0]!r}")
+    magic_calls = 0
+    if isinstance(spec.metadata, str):
+        want = ("description",) if spec.metadata == "file" else ("mime",)
+        described = list(records.describe(list(doc_paths), kinds=want))
+        magic_calls = len(described)
+        headers = headers_from(spec.metadata, doc_paths, [d for d, _ in described], [m for _, m in described])
+    else:
+        headers = headers_from(spec.metadata, doc_paths, [], []) if callable(spec.metadata) else []
+    documents = build_documents(doc_paths, doc_class, records.sizes, headers, Vocab(spec.n_bytes),
+                                with_header=spec.with_header, mtimes=records.stamps, source=records)
+    records_info = {"containers": len(scans), "reused": reused, "documents": len(records),
+                    **{k: sum(int(s.counts.get(k, 0)) for s in scans)
+                       for k in sorted({k for s in scans for k in s.counts})}}
+    info = {"cache": "hit" if reused == len(scans) else "miss" if storage.cache_dir else "off",
+            "libmagic_calls": magic_calls, "records": records_info}
+    return _corpus(names, doc_paths, doc_class, corpus.form), documents, info

@@ -1,0 +1,62 @@
+"""The paths documents show (SQL ``path``, errors, ``ds.files``): ``container#record`` for lines, JSON records and
+Parquet rows (``record`` 0-based), ``archive.tar/member`` for tar members. Built straight into one
+:class:`~consumer.sources.paths.PathList` blob with numpy (no Python string per document)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..paths import PathList
+
+__all__ = ["record_paths"]
+
+
+def _numbered(prefix: bytes, records: np.ndarray) -> np.ndarray:
+    """``prefix + decimal(record) + NUL`` for every record (records non-decreasing), one uint8 blob."""
+    if not records.size:
+        return np.zeros(0, dtype=np.uint8)
+    digits = np.ones(records.size, dtype=np.int64)
+    for d in range(1, 20):
+        digits += records >= 10 ** d
+    out = []
+    head = np.frombuffer(prefix, dtype=np.uint8)
+    # runs of one digit count (records only grow, so there are at most 19 runs)
+    cuts = np.flatnonzero(np.diff(digits)) + 1
+    for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, records.size].tolist()):
+        d = int(digits[lo])
+        rows = np.empty((hi - lo, head.size + d + 1), dtype=np.uint8)
+        rows[:, :head.size] = head
+        r = records[lo:hi]
+        for j in range(d):
+            rows[:, head.size + j] = (r // 10 ** (d - 1 - j)) % 10 + 48
+        rows[:, -1] = 0
+        out.append(rows.reshape(-1))
+    return np.concatenate(out)
+
+
+def record_paths(containers: Sequence[str], doc_container: np.ndarray, records: np.ndarray,
+                 members: Sequence[Sequence[str] | None] | None = None) -> PathList:
+    """The path of every document: container ``doc_container[i]`` (non-decreasing) and its record number, or its
+    member name where ``members[c]`` lists them (tar)."""
+    parts = []
+    bounds = np.searchsorted(doc_container, np.arange(len(containers) + 1))
+    for c, name in enumerate(containers):
+        lo, hi = int(bounds[c]), int(bounds[c + 1])
+        if hi == lo:
+            continue
+        named = members[c] if members is not None else None
+        if named is not None:
+            blob = os.fsencode("\0".join(f"{name}/{m}" for m in named) + "\0")
+            parts.append(np.frombuffer(blob, dtype=np.uint8))
+        else:
+            parts.append(_numbered(os.fsencode(name) + b"#", records[lo:hi]))
+    if not parts:
+        return PathList.of([])
+    joined = np.concatenate(parts)
+    ends = np.flatnonzero(joined == 0)
+    at = np.zeros(ends.size + 1, dtype=np.int64)
+    at[1:] = ends + 1
+    return PathList(joined[:-1] if joined.size else joined, at)
