@@ -47,7 +47,8 @@ def _lines_docs(raw: bytes) -> list[bytes]:
 
 
 PIECES = [b"a", b"\r", b"\n", b"\xff", b"\xe2\x80\xa8", b"\x85", b"\x00", b"xyz", b"\r\n"]  # U+2028, NEL: not breaks
-line_bytes = st.lists(st.sampled_from(PIECES), min_size=1, max_size=40).map(b"".join).filter(lambda r: bool(_lines_docs(r)))
+line_bytes = st.lists(st.sampled_from(PIECES), min_size=1, max_size=40).map(b"".join).filter(
+    lambda r: bool(_lines_docs(r)))
 texts = st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30), min_size=1,
                  max_size=8)
 blobs = st.lists(st.binary(max_size=40), min_size=1, max_size=8)
