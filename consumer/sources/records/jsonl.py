@@ -15,6 +15,7 @@ or are skipped and counted with ``on_bad_record="skip"``.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from .scanned import BadRecords, DecodeSink, Scanned
 __all__ = ["scan_jsonl", "record_decoder"]
 
 _BLANK = b" \t\r\n"
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 def _msgspec() -> Any:
@@ -92,6 +94,8 @@ def _why(line: bytes, error: Exception, options: RecordOptions) -> str:
     if line.startswith(b"\xef\xbb\xbf"):
         return "starts with a UTF-8 byte order mark (EF BB BF), which is not JSON; remove it"
     msg = str(error)
+    if _SURROGATE.search(line):
+        return "the record holds an unpaired surrogate escape (\\ud800-\\udfff): not Unicode text"
     if msg.startswith("Expected `object`"):
         return f"not a JSON object ({msg.split(', got ')[-1].split(' ')[0].strip('`')}); expected an object with " \
                f"the field {options.text_field!r}"
