@@ -136,7 +136,7 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False
     records = RecordFiles(source, doc_paths, doc_container[order], _cat([s.offset for s in scans])[order],
                           _cat([s.length for s in scans])[order], _cat([s.inplace for s in scans], bool)[order],
                           decoded, None if json_off is None else json_off[order],
-                          None if json_len is None else json_len[order])
+                          None if json_len is None else json_len[order], record[order])
     doc_class = doc_class[order]
     if not len(records):
         raise InputError(f"fps: the containers hold no documents (documents={options.documents!r}); "

@@ -47,6 +47,7 @@ from duckdb.func import ARROW as ARROW_UDF
 
 from ..errors import FileChangedError, QueryError, short_repr
 from .bytefuncs import BYTE_FUNCTIONS, ByteFunctions
+from .documents import files_mode_views
 from .engine import Rows, _plain_params, check_timeout
 from .functions import SIGNATURES as HIST_SIGNATURES
 from .functions import FunctionErrors, wrapped
@@ -142,7 +143,8 @@ class DuckSQL:
 
     def __init__(self, columns: dict[str, pa.Array], lazy: Sequence[LazyGroup] = (), *,
                  byte_functions: ByteFunctions | None = None, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-                 threads: int | None = None):
+                 threads: int | None = None, relations: Any = None):
+        self._relations = relations  # a records dataset's documents/files relations (query/documents.py), or None
         self._columns = dict(columns)  # columns not (yet) here are NULL constants in the view: no array at all
         self._lazy = list(lazy)
         self._bytes = byte_functions
@@ -156,7 +158,8 @@ class DuckSQL:
 
     # ------------------------------------------------------------------ the connection
     def _table(self) -> pa.Table:
-        return pa.table({c: self._columns[c] for c in FILES_COLUMNS if c in self._columns})
+        extra = self._relations.names if self._relations is not None else ()
+        return pa.table({c: self._columns[c] for c in (*FILES_COLUMNS, *extra) if c in self._columns})
 
     def _view(self, conn: Any) -> None:
         """(Re)define ``files`` over the registered table: its columns, NULL constants of the right type for
@@ -168,7 +171,9 @@ class DuckSQL:
                 return f"{_EXTENSION} AS extension" if "path" in self._columns else "NULL::VARCHAR AS extension"
             return f"NULL::{_NULL_TYPES.get(c, 'VARCHAR')} AS \"{c}\""
 
-        conn.execute(f"CREATE OR REPLACE VIEW files AS SELECT {', '.join(map(column, FILES_COLUMNS))} FROM {_TABLE}")
+        views = files_mode_views if self._relations is None else self._relations.views
+        for name, sql in views(column, _TABLE):  # files and documents (query/documents.py)
+            conn.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
 
     def _connection(self) -> Any:
         if self._conn is not None and self._pid == os.getpid():
@@ -189,8 +194,7 @@ class DuckSQL:
                 conn.create_function(name, _fixed(fn, len(args)), [duckdb.sqltype(a) for a in args],
                                      duckdb.sqltype(result),
                                      type=ARROW_UDF, side_effects=False)
-        conn.register(_TABLE, self._table())
-        self._view(conn)
+        self._publish(conn)
         conn.execute("SET lock_configuration = true")
         self._conn, self._pid = conn, os.getpid()
         return conn
@@ -223,8 +227,8 @@ class DuckSQL:
         node = tree["statements"][0]
         use = analyse(node)
         for table in use.tables:
-            if table != "files" and table not in use.ctes:
-                if "/" in table or "." in table or table == _TABLE:
+            if table not in ("files", "documents") and table not in use.ctes:
+                if "/" in table or "." in table or table == _TABLE or table.startswith("consumer_"):
                     raise _refused(f"table {table!r} is not allowed; statements read the view files", statement)
                 raise QueryError(f"SQL error in {short_repr(statement, 200)}: no such table: {table}")
         bad = sorted(use.table_functions - ALLOWED_TABLE_FUNCTIONS)
@@ -264,6 +268,8 @@ class DuckSQL:
         self._publish(conn)
 
     def _publish(self, conn: Any) -> None:
+        for name, table in (self._relations.tables if self._relations is not None else {}).items():
+            conn.register(name, table)
         conn.register(_TABLE, self._table())
         self._view(conn)
 
@@ -277,7 +283,8 @@ class DuckSQL:
         node = tree.get("node") or {}
         source = node.get("from_table") or {}
         if node.get("type") != "SELECT_NODE" or (node.get("cte_map") or {}).get("map") or \
-                source.get("type") != "BASE_TABLE" or str(source.get("table_name", "")).lower() != "files":
+                source.get("type") != "BASE_TABLE" or str(source.get("table_name", "")).lower() != "files" or \
+                self._relations is not None:  # records: files are containers, the lazy columns are per document
             return None
         unknown = {c for g in self._lazy if not g.loaded for c in g.columns}
         keep = [c for c in _conjuncts(node.get("where_clause"))

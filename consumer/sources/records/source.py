@@ -29,7 +29,7 @@ class RecordFiles(ByteSource):
     """Documents ``i`` = ``doc_length[i]`` bytes at ``doc_offset[i]`` of container ``doc_container[i]`` (of
     ``containers``, a source of the container files) when ``doc_inplace[i]``, else of that container's decode cache
     ``decoded[c]`` (a file path, or a uint8 array when kept in memory). ``json_offset``/``json_length``: each JSON
-    record's line in its container (jsonl), else None."""
+    record's line in its container (jsonl), else None; ``record``: each document's line, row or member number."""
 
     kind = "documents inside container files"
     whole_files = False
@@ -38,7 +38,7 @@ class RecordFiles(ByteSource):
     def __init__(self, containers: ByteSource, paths: Sequence[str], doc_container: np.ndarray,
                  doc_offset: np.ndarray, doc_length: np.ndarray, doc_inplace: np.ndarray,
                  decoded: Sequence[Any], json_offset: np.ndarray | None = None,
-                 json_length: np.ndarray | None = None) -> None:
+                 json_length: np.ndarray | None = None, record: np.ndarray | None = None) -> None:
         self.containers = containers
         self.paths = paths if isinstance(paths, PathList) else PathList.of(list(paths))
         self.doc_container = np.asarray(doc_container, dtype=np.int64)
@@ -48,6 +48,7 @@ class RecordFiles(ByteSource):
         self.stamps = containers.stamps[self.doc_container] if self.doc_container.size else np.zeros(0, np.int64)
         self.decoded = list(decoded)
         self.json_offset, self.json_length = json_offset, json_length
+        self.record = np.zeros(self.sizes.size, np.int64) if record is None else np.asarray(record, dtype=np.int64)
         self._maps: dict[int, np.ndarray] = {}
 
     def __getstate__(self) -> dict:
@@ -78,12 +79,12 @@ class RecordFiles(ByteSource):
         return RecordFiles(self.containers, PathList.of(self.paths.take(ids)) if isinstance(self.paths, PathList)
                            else [self.paths[i] for i in ids.tolist()], self.doc_container[ids], self.doc_offset[ids],
                            self.sizes[ids], self.doc_inplace[ids], self.decoded, pick(self.json_offset),
-                           pick(self.json_length))
+                           pick(self.json_length), self.record[ids])
 
     def with_paths(self, paths: Sequence[str]) -> RecordFiles:
         """The same documents under ``paths`` (equal strings)."""
         return RecordFiles(self.containers, paths, self.doc_container, self.doc_offset, self.sizes, self.doc_inplace,
-                           self.decoded, self.json_offset, self.json_length)
+                           self.decoded, self.json_offset, self.json_length, self.record)
 
     def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
         """See :meth:`ByteSource.read_ranges`: ranges of in-place documents are read from their containers (the
