@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -23,6 +24,7 @@ from ..sources.local import LocalFiles
 from ..sources.open import expand_fps, open_source
 from ..sources.paths import PathList
 from ..sources.records import SCANNERS, RecordFiles, RecordOptions
+from ..sources.records.compressed import compression_of, decompressed_chunks
 from ..sources.records.container import SCAN_CHUNK, Container
 from ..sources.records.names import record_paths
 from ..sources.records.scanned import DecodeSink, Scanned
@@ -35,12 +37,28 @@ from ..tokens.vocab import Vocab
 __all__ = ["build_records", "container_fps", "index_containers"]
 
 
-def _container(source: LocalFiles, i: int) -> Container:
+def _container(source: LocalFiles, i: int, kind: str) -> Container:
     path = source.paths[i]
     probe = np.zeros(1, dtype=np.uint8)
     one, zero = np.array([i], dtype=np.int64), np.zeros(1, dtype=np.int64)
-    return Container(path=path, size=int(source.sizes[i]), chunks=lambda: source.iter_chunks(i, SCAN_CHUNK),
-                     check=lambda: source.read_ranges(one, zero, zero, probe, zero), local=path)
+    size = int(source.sizes[i])
+
+    def check() -> None:
+        source.read_ranges(one, zero, zero, probe, zero)
+
+    if compression_of(path) is None:
+        return Container(path=path, size=size, chunks=lambda: source.iter_chunks(i, SCAN_CHUNK), check=check,
+                         local=path)
+    if kind == "parquet":
+        raise InputError(f"fps: {path!r} is a compressed file; Parquet compresses its pages itself (give the "
+                         ".parquet file)")
+
+    def chunks() -> Iterator[bytes]:  # the decompressed stream, of the version listed before and after
+        check()
+        yield from decompressed_chunks(path, path, size, SCAN_CHUNK)
+        check()
+
+    return Container(path=path, size=size, chunks=chunks, check=check, local=path, compressed=True)
 
 
 def index_containers(source: LocalFiles, options: RecordOptions, root: str | None,
@@ -52,7 +70,7 @@ def index_containers(source: LocalFiles, options: RecordOptions, root: str | Non
     decoded: list[Any] = []
     reused = 0
     for i in range(len(source)):
-        container = _container(source, i)
+        container = _container(source, i, options.documents)
         if root is None:
             sink = DecodeSink()
             scans.append(scan(container, options, sink))
@@ -131,8 +149,9 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False
     members = [s.names for s in scans] if options.documents == "tar" else None
     all_paths = record_paths(list(paths), doc_container, record, members)
     doc_paths = all_paths if np.array_equal(order, np.arange(order.size)) else PathList.of(all_paths.take(order))
-    json_off = _cat([s.json_offset for s in scans]) if options.documents == "jsonl" else None
-    json_len = _cat([s.json_length for s in scans]) if options.documents == "jsonl" else None
+    lines = options.documents == "jsonl" and all(s.json_offset is not None for s in scans)  # none compressed
+    json_off = _cat([s.json_offset for s in scans]) if lines else None
+    json_len = _cat([s.json_length for s in scans]) if lines else None
     records = RecordFiles(source, doc_paths, doc_container[order], _cat([s.offset for s in scans])[order],
                           _cat([s.length for s in scans])[order], _cat([s.inplace for s in scans], bool)[order],
                           decoded, None if json_off is None else json_off[order],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -18,13 +19,15 @@ SCAN_CHUNK = 1 << 24  # bytes read (and scanned for newlines) at a time while in
 class Container:
     """``path`` (as the dataset names it), ``size`` (bytes, as listed), ``chunks()`` (the bytes in version-checked
     pieces), ``check()`` (FileChangedError unless still the version listed), ``local`` (a path to open directly
-    for Parquet and tar headers, or None)."""
+    for Parquet and tar headers, or None), ``compressed`` (``chunks()`` gives the decompressed stream, which has no
+    byte ranges in the file: documents go to the decode cache)."""
 
     path: str
     size: int
-    chunks: Callable[[], Iterator[memoryview]]
+    chunks: Callable[[], Iterator[Any]]
     check: Callable[[], None]
     local: str | None = None
+    compressed: bool = False
 
 
 def line_spans(container: Container) -> Iterator[tuple[memoryview, int, np.ndarray, np.ndarray]]:

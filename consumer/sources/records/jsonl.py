@@ -151,6 +151,8 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
             jl.append(np.array(keep_e, dtype=np.int64) - jo[-1])
     cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64))  # noqa: E731
     offset = cat(offs)
+    lines = not container.compressed  # a compressed file's lines have no byte range in it (no json column)
     return Scanned(offset=offset, length=cat(lens), record=cat(recs), inplace=np.zeros(offset.size, dtype=bool),
-                   classes=classes if options.class_field else None, json_offset=cat(jo), json_length=cat(jl),
+                   classes=classes if options.class_field else None, json_offset=cat(jo) if lines else None,
+                   json_length=cat(jl) if lines else None,
                    counts={"blank_lines": blank, "skipped_records": bad.skipped})

@@ -17,12 +17,14 @@ from .scanned import BadRecords, DecodeSink, Scanned
 __all__ = ["scan_lines"]
 
 
-def _boundaries(container: Container) -> tuple[np.ndarray, np.ndarray]:
+def _boundaries(container: Container, sink: DecodeSink | None) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (exclusive, before the ``\\n``) of every line, by a chunked newline scan (no carry kept:
-    only positions)."""
+    only positions); the stream is copied to ``sink`` when given (a compressed container's decode cache)."""
     starts, ends = [], []
     line_start, pos = 0, 0
     for piece in container.chunks():
+        if sink is not None:
+            sink.put(bytes(piece))
         nl = np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10).astype(np.int64)
         if nl.size:
             nl += pos
@@ -43,10 +45,10 @@ def _boundaries(container: Container) -> tuple[np.ndarray, np.ndarray]:
 
 def scan_lines(container: Container, options: RecordOptions, sink: DecodeSink) -> Scanned:
     """The lines of ``container`` as documents (see the module docstring)."""
-    del sink  # every line is a byte range of the container
     from . import options as limits  # noqa: PLC0415  (read at call time: tests lower the limit)
 
-    starts, ends = _boundaries(container)
+    # a line is a byte range of the container, or of its decompressed stream kept in the decode cache
+    starts, ends = _boundaries(container, sink if container.compressed else None)
     lengths = ends - starts
     record = np.arange(starts.size, dtype=np.int64)
     keep = lengths > 0
@@ -58,6 +60,6 @@ def scan_lines(container: Container, options: RecordOptions, sink: DecodeSink) -
                 f"line {k + 1}", int(starts[k]))
         keep[k] = False
     return Scanned(offset=starts[keep], length=lengths[keep], record=record[keep],
-                   inplace=np.ones(int(np.count_nonzero(keep)), dtype=bool),
+                   inplace=np.full(int(np.count_nonzero(keep)), not container.compressed, dtype=bool),
                    counts={"empty_lines": empty, "skipped_records": bad.skipped})
 

@@ -41,6 +41,13 @@ class DecodeSink:
         self.size += int(lens.sum())
         return at
 
+    def reader(self) -> BinaryIO:
+        """The bytes written so far, opened for reading (a new file object)."""
+        self.f.flush()
+        if isinstance(self.f, io.BytesIO):
+            return io.BytesIO(self.f.getvalue())
+        return open(self.f.name, "rb")  # noqa: SIM115  (the caller closes it)
+
     def memory(self) -> np.ndarray | None:
         """The bytes written, when kept in memory (None for a file)."""
         if isinstance(self.f, io.BytesIO):

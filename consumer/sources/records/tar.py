@@ -8,6 +8,7 @@ FormatError naming the archive, the member and its byte offset."""
 from __future__ import annotations
 
 import tarfile
+from typing import Any
 
 import numpy as np
 
@@ -21,14 +22,19 @@ __all__ = ["scan_tar"]
 
 def scan_tar(container: Container, options: RecordOptions, sink: DecodeSink) -> Scanned:
     """The regular members of ``container`` as documents (see the module docstring)."""
-    del sink  # members are byte ranges of the archive
     path, size = container.path, container.size
     container.check()
+    source: Any = container.local or path  # members are byte ranges of the archive ...
+    if container.compressed:  # ... or of its decompressed stream, kept in the decode cache
+        for piece in container.chunks():
+            sink.put(bytes(piece))
+        size, source = sink.size, sink.reader()
     bad = BadRecords(path, options.on_bad_record == "skip")
     offs, lens, recs, names = [], [], [], []
     other, k = 0, 0
     try:
-        with tarfile.open(container.local or path, mode="r:", errorlevel=2) as tf:
+        with tarfile.open(**({"fileobj": source} if container.compressed else {"name": source}), mode="r:",
+                          errorlevel=2) as tf:
             while True:
                 try:
                     m = tf.next()
@@ -56,7 +62,11 @@ def scan_tar(container: Container, options: RecordOptions, sink: DecodeSink) -> 
         raise FormatError(f"{path!r}: not a readable tar archive: {e}") from None
     except EOFError as e:
         raise FormatError(f"{path!r}: the archive ends inside member {k}'s header: {e}") from None
+    finally:
+        if container.compressed:
+            source.close()
     container.check()
     return Scanned(offset=np.array(offs, dtype=np.int64), length=np.array(lens, dtype=np.int64),
-                   record=np.array(recs, dtype=np.int64), inplace=np.ones(len(offs), dtype=bool), names=names,
+                   record=np.array(recs, dtype=np.int64), inplace=np.full(len(offs), not container.compressed),
+                   names=names,
                    counts={"skipped_members": other, "skipped_records": bad.skipped})
