@@ -354,12 +354,16 @@ def build_from_dict(d: dict, *, cache_dir: Any = None, verbose: bool = False,
     if not isinstance(d, dict) or not isinstance(d.get("files"), list) or not d["files"]:
         raise InputError("d must be a dict made by get_dict(include_files=True) (it lists the files), got "
                          f"{short_repr(d)}")
+    spec = Spec.from_dict(d, metadata)
+    listed = "containers" if spec.records.records else "files"  # records: rebuilt from their containers
     grouped: dict[str, list[str]] = {}
-    for i, item in enumerate(d["files"]):
+    for i, item in enumerate(d.get(listed) or []):
         if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[2], str)):
-            raise InputError(f"d['files'][{i}] must be [path, size, class], got {short_repr(item)}")
-        grouped.setdefault(item[2], []).append(item[0])
-    built = build(grouped, Spec.from_dict(d, metadata), Storage.of(cache_dir=cache_dir), verbose=verbose)
+            raise InputError(f"d[{listed!r}][{i}] must be [path, size, class], got {short_repr(item)}")
+        grouped.setdefault("null" if spec.records.class_field else item[2], []).append(item[0])
+    if not grouped:
+        raise InputError(f"d must list its {listed} (get_dict(include_files=True)), got {short_repr(d)}")
+    built = build(grouped, spec, Storage.of(cache_dir=cache_dir), verbose=verbose)
     sizes = {p: s for p, s, _ in d["files"]}
     docs = built.documents
     for p, s in zip(docs.paths, docs.doc_size.tolist()):

@@ -34,7 +34,7 @@ from ..storage import Storage
 from ..tokens.documents import DocumentTable, build_documents
 from ..tokens.vocab import Vocab
 
-__all__ = ["build_records", "container_fps", "index_containers"]
+__all__ = ["build_records", "container_fps", "container_listing", "index_containers"]
 
 
 def _container(source: LocalFiles, i: int, kind: str) -> Container:
@@ -88,6 +88,31 @@ def index_containers(source: LocalFiles, options: RecordOptions, root: str | Non
     return scans, decoded, reused
 
 
+SUFFIXES = {"jsonl": (".jsonl", ".ndjson"), "parquet": (".parquet", ".pq"), "tar": (".tar",)}
+"""The names a container of each kind has in a folder (lines: any file)."""
+
+
+def _of_kind(path: str, kind: str) -> bool:
+    low = path.lower()
+    suffix = compression_of(low)
+    if suffix is not None:
+        low = low[:-len(suffix)]
+    return low.endswith(SUFFIXES[kind])
+
+
+def container_listing(docs: DocumentTable, classes: list[str]) -> list[list] | None:
+    """``[[path, size, class], ...]`` of the containers of a records dataset (the class of a container's first
+    document; ``"null"`` for one without documents), or None when documents are files."""
+    source: Any = docs.source
+    if not isinstance(source, RecordFiles):
+        return None
+    cont = source.containers
+    first = np.full(len(cont), -1, dtype=np.int64)
+    first[source.doc_container[::-1]] = np.arange(source.doc_container.size - 1, -1, -1)
+    return [[p, int(s), classes[int(docs.doc_class[f])] if f >= 0 else "null"]
+            for p, s, f in zip(cont.paths, cont.sizes.tolist(), first.tolist())]
+
+
 def _cat(parts: list[np.ndarray | None], dtype: Any = np.int64) -> np.ndarray:
     got = [p for p in parts if p is not None]
     return np.concatenate(got).astype(dtype, copy=False) if got else np.zeros(0, dtype=dtype)
@@ -126,6 +151,14 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False
     corpus = normalise(expand_fps(container_fps(fps), storage))
     folder_classes = corpus.class_names
     paths, cls_list = corpus.flat()
+    ignored = 0
+    if corpus.form == "dir" and options.documents in SUFFIXES:  # a folder: only the kind's files are containers
+        keep = [i for i, p in enumerate(paths) if _of_kind(p, options.documents)]
+        ignored = len(paths) - len(keep)
+        if not keep:
+            raise InputError(f"fps: the folder holds no {options.documents} file (names ending in "
+                             f"{', '.join(SUFFIXES[options.documents])}, optionally compressed)")
+        paths, cls_list = PathList.of(paths.take(keep)), [cls_list[i] for i in keep]
     source = open_source(paths, storage, classes=[folder_classes[c] for c in cls_list])
     if not isinstance(source, LocalFiles):
         raise InputError(f"documents={options.documents!r}: containers behind URLs are not supported yet; copy "
@@ -170,7 +203,7 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False
         headers = headers_from(spec.metadata, doc_paths, [], []) if callable(spec.metadata) else []
     documents = build_documents(doc_paths, doc_class, records.sizes, headers, Vocab(spec.n_bytes),
                                 with_header=spec.with_header, mtimes=records.stamps, source=records)
-    records_info = {"containers": len(scans), "reused": reused, "documents": len(records),
+    records_info = {"containers": len(scans), "reused": reused, "documents": len(records), "ignored_files": ignored,
                     **{k: sum(int(s.counts.get(k, 0)) for s in scans)
                        for k in sorted({k for s in scans for k in s.counts})}}
     info = {"cache": "hit" if reused == len(scans) else "miss" if storage.cache_dir else "off",
