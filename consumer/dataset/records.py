@@ -178,17 +178,18 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False
         names = [folder_classes[k] for k in kept.tolist()]
         doc_class = np.searchsorted(kept, doc_class)
     doc_class = doc_class.astype(np.int64)
-    order = np.argsort(doc_class, kind="stable")  # class, then container, then record
+    order: Any = np.argsort(doc_class, kind="stable")  # class, then container, then record
+    if np.array_equal(order, np.arange(order.size)):
+        order = slice(None)  # already in order (classes from folders): no copies
     members = [s.names for s in scans] if options.documents == "tar" else None
     all_paths = record_paths(list(paths), doc_container, record, members)
-    doc_paths = all_paths if np.array_equal(order, np.arange(order.size)) else PathList.of(all_paths.take(order))
+    doc_paths = all_paths if isinstance(order, slice) else PathList.of(all_paths.take(order))
     lines = options.documents == "jsonl" and all(s.json_offset is not None for s in scans)  # none compressed
-    json_off = _cat([s.json_offset for s in scans]) if lines else None
-    json_len = _cat([s.json_length for s in scans]) if lines else None
+    json_off = _cat([s.json_offset for s in scans])[order] if lines else None
+    json_len = _cat([s.json_length for s in scans])[order] if lines else None
     records = RecordFiles(source, doc_paths, doc_container[order], _cat([s.offset for s in scans])[order],
                           _cat([s.length for s in scans])[order], _cat([s.inplace for s in scans], bool)[order],
-                          decoded, None if json_off is None else json_off[order],
-                          None if json_len is None else json_len[order], record[order])
+                          decoded, json_off, json_len, record[order])
     doc_class = doc_class[order]
     if not len(records):
         raise InputError(f"fps: the containers hold no documents (documents={options.documents!r}); "

@@ -16,6 +16,7 @@ or are skipped and counted with ``on_bad_record="skip"``.
 from __future__ import annotations
 
 import re
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -57,9 +58,9 @@ def _attrs(tree: dict, parts: list[str]) -> list[str]:
     return out
 
 
-def record_decoder(options: RecordOptions) -> tuple[Any, Any]:
-    """A msgspec decoder of one JSON line into a struct holding only the text (at ``text_field``) and the class (at
-    ``class_field``), and ``take(record) -> (text, class as str or None)``."""
+def record_decoder(options: RecordOptions) -> tuple[Any, Any, Any]:
+    """msgspec decoders of one JSON line and of a JSON array of lines into structs holding only the text (at
+    ``text_field``) and the class (at ``class_field``), and ``take(records) -> (texts, classes or None)``."""
     msgspec = _msgspec()
     wanted: list[tuple[list[str], Any]] = [(options.text_field.split("."), str)]
     if options.class_field:
@@ -70,23 +71,17 @@ def record_decoder(options: RecordOptions) -> tuple[Any, Any]:
         for key in parts[:-1]:
             node = node.setdefault(key, {})
         node[parts[-1]] = leaf
-    decoder = msgspec.json.Decoder(_struct(msgspec, tree, "Record"))
-    text_at = _attrs(tree, wanted[0][0])
-    class_at = _attrs(tree, wanted[1][0]) if options.class_field else None
+    record = _struct(msgspec, tree, "Record")
+    text_of = attrgetter(".".join(_attrs(tree, wanted[0][0])))
+    class_of = attrgetter(".".join(_attrs(tree, wanted[1][0]))) if options.class_field else None
 
-    def dig(value: Any, attrs: list[str]) -> Any:
-        for a in attrs:
-            value = getattr(value, a)
-        return value
+    def take(records: list) -> tuple[list[str], list[str] | None]:
+        texts = list(map(text_of, records))
+        if class_of is None:
+            return texts, None
+        return texts, [str(v).lower() if isinstance(v, bool) else str(v) for v in map(class_of, records)]
 
-    def take(rec: Any) -> tuple[str, str | None]:
-        text = dig(rec, text_at)
-        if class_at is None:
-            return text, None
-        label = dig(rec, class_at)
-        return text, (str(label).lower() if isinstance(label, bool) else str(label))
-
-    return decoder, take
+    return msgspec.json.Decoder(record), msgspec.json.Decoder(list[record]), take  # type: ignore[valid-type]
 
 
 def _why(line: bytes, error: Exception, options: RecordOptions) -> str:
@@ -104,51 +99,102 @@ def _why(line: bytes, error: Exception, options: RecordOptions) -> str:
     return f"invalid JSON record ({msg})"
 
 
+class _Chunk:
+    """The documents of one chunk of lines: UTF-8 texts, their lines (start, end, 0-based number), classes."""
+
+    def __init__(self) -> None:
+        self.texts: list[bytes] = []
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.records: list[int] = []
+        self.classes: list[str] = []
+        self.arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # starts, ends, records (fast path)
+
+    def lines(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Starts, ends and numbers of the documents' lines."""
+        if self.arrays is not None:
+            return self.arrays
+        return (np.array(self.starts, dtype=np.int64), np.array(self.ends, dtype=np.int64),
+                np.array(self.records, dtype=np.int64))
+
+
+def _fast(buf: memoryview, base: int, starts: np.ndarray, ends: np.ndarray, first: int, many: Any, take: Any,
+          out: _Chunk) -> bool:
+    """Every line of the chunk in one call: the lines joined into one JSON array (their newlines turned into
+    commas, in one numpy step) and decoded at once. False (nothing added) when a line is blank, too long or bad:
+    the caller then reads the chunk line by line."""
+    from . import options as limits  # noqa: PLC0415  (read at call time: tests lower the limit)
+
+    lens = ends - starts
+    if not lens.size or int(lens.min()) == 0 or int(lens.max()) > limits.MAX_RECORD_BYTES:
+        return False
+    lo, hi = int(starts[0] - base), int(ends[-1] - base)
+    payload = bytearray(hi - lo + 2)
+    payload[0], payload[-1] = 0x5B, 0x5D  # [ ... ]
+    payload[1:-1] = buf[lo:hi]
+    arr = np.frombuffer(payload, dtype=np.uint8)
+    arr[(ends[:-1] - base - lo + 1)] = 0x2C  # each line's newline becomes a comma
+    try:
+        texts, classes = take(many(payload))
+        encoded = list(map(str.encode, texts))
+    except Exception:  # noqa: BLE001  (msgspec's errors, a surrogate: the line-by-line pass names the line)
+        return False
+    out.texts = encoded
+    out.arrays = (starts, ends, np.arange(first, first + lens.size, dtype=np.int64))
+    if classes is not None:
+        out.classes = classes
+    return True
+
+
 def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -> Scanned:
     """The JSON records of ``container`` as documents (see the module docstring)."""
     from . import options as limits  # noqa: PLC0415  (read at call time: tests lower the limit)
 
     msgspec = _msgspec()
-    decoder, take = record_decoder(options)
-    decode, errors = decoder.decode, (msgspec.DecodeError, msgspec.ValidationError)
+    one, many, take = record_decoder(options)
+    decode, errors = one.decode, (msgspec.DecodeError, msgspec.ValidationError)
     bad = BadRecords(container.path, options.on_bad_record == "skip")
     offs, lens, recs, jo, jl, classes = [], [], [], [], [], []
     blank, line_no = 0, 0
     for buf, base, starts, ends in line_spans(container):
-        texts: list[bytes] = []
-        keep_s, keep_e, keep_r = [], [], []
-        for a, b in zip((starts - base).tolist(), (ends - base).tolist()):
-            line_no += 1
-            if b - a > limits.MAX_RECORD_BYTES:
-                bad.bad(f"a line of {b - a} bytes is longer than the limit of {limits.MAX_RECORD_BYTES} bytes",
-                        f"line {line_no}", a + base)
-                continue
-            try:
-                text, label = take(decode(buf[a:b]))
-                data = text.encode("utf-8")
-            except errors as e:
-                line = bytes(buf[a:b])
-                if not line.strip(_BLANK):
-                    blank += 1
+        got = _Chunk()
+        if _fast(buf, base, starts, ends, line_no, many.decode, take, got):
+            line_no += starts.size
+        else:
+            for a, b in zip((starts - base).tolist(), (ends - base).tolist()):
+                line_no += 1
+                if b - a > limits.MAX_RECORD_BYTES:
+                    bad.bad(f"a line of {b - a} bytes is longer than the limit of {limits.MAX_RECORD_BYTES} bytes",
+                            f"line {line_no}", a + base)
                     continue
-                bad.bad(_why(line, e, options), f"line {line_no}", a + base)
-                continue
-            except UnicodeEncodeError:
-                bad.bad(f"the field {options.text_field!r} holds an unpaired surrogate escape (\\ud800-\\udfff): not "
-                        "Unicode text", f"line {line_no}", a + base)
-                continue
-            texts.append(data)
-            keep_s.append(a + base)
-            keep_e.append(b + base)
-            keep_r.append(line_no - 1)
-            if label is not None:
-                classes.append(label)
-        if texts:
-            offs.append(sink.put_many(texts))
-            lens.append(np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts)))
-            recs.append(np.array(keep_r, dtype=np.int64))
-            jo.append(np.array(keep_s, dtype=np.int64))
-            jl.append(np.array(keep_e, dtype=np.int64) - jo[-1])
+                try:
+                    texts, labels = take([decode(buf[a:b])])
+                    data = texts[0].encode("utf-8")
+                except errors as e:
+                    line = bytes(buf[a:b])
+                    if not line.strip(_BLANK):
+                        blank += 1
+                        continue
+                    bad.bad(_why(line, e, options), f"line {line_no}", a + base)
+                    continue
+                except UnicodeEncodeError:
+                    bad.bad(f"the field {options.text_field!r} holds an unpaired surrogate escape (\\ud800-\\udfff): "
+                            "not Unicode text", f"line {line_no}", a + base)
+                    continue
+                got.texts.append(data)
+                got.starts.append(a + base)
+                got.ends.append(b + base)
+                got.records.append(line_no - 1)
+                if labels is not None:
+                    got.classes.extend(labels)
+        if got.texts:
+            offs.append(sink.put_many(got.texts))
+            lens.append(np.fromiter(map(len, got.texts), dtype=np.int64, count=len(got.texts)))
+            line_starts, line_ends, numbers = got.lines()
+            recs.append(numbers)
+            jo.append(line_starts)
+            jl.append(line_ends - line_starts)
+            classes.extend(got.classes)
     cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64))  # noqa: E731
     offset = cat(offs)
     lines = not container.compressed  # a compressed file's lines have no byte range in it (no json column)

@@ -32,7 +32,7 @@ class DecodeSink:
 
     def put_many(self, pieces: list[bytes]) -> np.ndarray:
         """Append every piece (one write); the offset of each."""
-        lens = np.fromiter((len(p) for p in pieces), dtype=np.int64, count=len(pieces))
+        lens = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         at = np.zeros(len(pieces), dtype=np.int64)
         if len(pieces) > 1:
             np.cumsum(lens[:-1], out=at[1:])
