@@ -26,7 +26,7 @@ from ..sources.paths import PathList
 from ..sources.records import SCANNERS, RecordFiles, RecordOptions
 from ..sources.records.compressed import compression_of, decompressed_chunks
 from ..sources.records.container import SCAN_CHUNK, Container
-from ..sources.records.names import record_paths
+from ..sources.records.names import RecordPaths
 from ..sources.records.scanned import DecodeSink, Scanned
 from ..sources.records.stash import load_stash, scan_into_stash, stash_key
 from ..spec import Spec
@@ -182,7 +182,7 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False
     if np.array_equal(order, np.arange(order.size)):
         order = slice(None)  # already in order (classes from folders): no copies
     members = [s.names for s in scans] if options.documents == "tar" else None
-    all_paths = record_paths(list(paths), doc_container, record, members)
+    all_paths = RecordPaths((list(paths), doc_container, record, members))  # made when first needed
     doc_paths = all_paths if isinstance(order, slice) else PathList.of(all_paths.take(order))
     lines = options.documents == "jsonl" and all(s.json_offset is not None for s in scans)  # none compressed
     json_off = _cat([s.json_offset for s in scans])[order] if lines else None

@@ -109,6 +109,16 @@ class _Chunk:
         self.records: list[int] = []
         self.classes: list[str] = []
         self.arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # starts, ends, records (fast path)
+        self.blob: bytes | None = None  # the fast path's texts, one after another, and their byte lengths
+        self.lengths: np.ndarray | None = None
+
+    def put(self, sink: DecodeSink) -> tuple[np.ndarray, np.ndarray]:
+        """Write the texts to ``sink``: their offsets there and their byte lengths."""
+        if self.blob is None or self.lengths is None:
+            return sink.put_many(self.texts), np.fromiter(map(len, self.texts), dtype=np.int64, count=len(self.texts))
+        at = np.zeros(self.lengths.size, dtype=np.int64)
+        np.cumsum(self.lengths[:-1], out=at[1:])
+        return at + sink.put(self.blob), self.lengths
 
     def lines(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Starts, ends and numbers of the documents' lines."""
@@ -136,10 +146,18 @@ def _fast(buf: memoryview, base: int, starts: np.ndarray, ends: np.ndarray, firs
     arr[(ends[:-1] - base - lo + 1)] = 0x2C  # each line's newline becomes a comma
     try:
         texts, classes = take(many(payload))
-        encoded = list(map(str.encode, texts))
+        joined = "".join(texts)
+        blob = joined.encode()  # one encode for the chunk (an unpaired surrogate fails here)
     except Exception:  # noqa: BLE001  (msgspec's errors, a surrogate: the line-by-line pass names the line)
         return False
-    out.texts = encoded
+    chars = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    if len(blob) == len(joined):  # ASCII: bytes = characters
+        out.lengths = chars
+    else:  # each text's byte length: where its first character starts among the UTF-8 lead bytes
+        lead = np.flatnonzero((np.frombuffer(blob, dtype=np.uint8) & 0xC0) != 0x80)
+        bounds = np.append(lead, len(blob))[np.concatenate(([0], np.cumsum(chars)))]
+        out.lengths = np.diff(bounds)
+    out.blob = blob
     out.arrays = (starts, ends, np.arange(first, first + lens.size, dtype=np.int64))
     if classes is not None:
         out.classes = classes
@@ -187,9 +205,10 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
                 got.records.append(line_no - 1)
                 if labels is not None:
                     got.classes.extend(labels)
-        if got.texts:
-            offs.append(sink.put_many(got.texts))
-            lens.append(np.fromiter(map(len, got.texts), dtype=np.int64, count=len(got.texts)))
+        if got.texts or got.blob is not None:
+            at, n = got.put(sink)
+            offs.append(at)
+            lens.append(n)
             line_starts, line_ends, numbers = got.lines()
             recs.append(numbers)
             jo.append(line_starts)

@@ -1,17 +1,19 @@
 """The paths documents show (SQL ``path``, errors, ``ds.files``): ``container#record`` for lines, JSON records and
 Parquet rows (``record`` 0-based), ``archive.tar/member`` for tar members. Built straight into one
-:class:`~consumer.sources.paths.PathList` blob with numpy (no Python string per document)."""
+:class:`~consumer.sources.paths.PathList` blob with numpy (no Python string per document), and only when first
+needed (:class:`RecordPaths`: building a dataset and counting its documents never makes them)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ..paths import PathList
 
-__all__ = ["record_paths"]
+__all__ = ["record_paths", "RecordPaths"]
 
 
 def _numbered(prefix: bytes, records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -63,3 +65,44 @@ def record_paths(containers: Sequence[str], doc_container: np.ndarray, records: 
     at = np.zeros(sum(w.size for w in widths) + 1, dtype=np.int64)
     np.cumsum(np.concatenate(widths), out=at[1:])
     return PathList(joined[:-1] if joined.size else joined, at)
+
+
+class RecordPaths(PathList):
+    """A :class:`~consumer.sources.paths.PathList` of document paths made on first use: its length is known at once,
+    slices stay lazy, and anything else builds the blob (:func:`record_paths` of ``args``) once for every slice of
+    it. Pickles as its arguments (small arrays), not as the blob."""
+
+    __slots__ = ("_args", "_cell", "_n0", "_n1")
+
+    def __init__(self, args: tuple, lo: int = 0, hi: int | None = None, cell: dict | None = None) -> None:
+        self._args, self._cell = args, cell if cell is not None else {}
+        self._n0 = int(lo)
+        self._n1 = int(len(args[1]) if hi is None else hi)
+
+    def _made(self) -> bool:
+        try:
+            object.__getattribute__(self, "_blob")
+        except AttributeError:
+            return False
+        return True
+
+    def __getattr__(self, name: str) -> object:  # an unset slot of PathList: build the paths now
+        if name not in PathList.__slots__:
+            raise AttributeError(name)
+        made = self._cell.get("paths")
+        if made is None:
+            made = self._cell["paths"] = record_paths(*self._args)
+        PathList.__init__(self, made._blob, made._at, self._n0, self._n1)
+        return object.__getattribute__(self, name)
+
+    def __len__(self) -> int:
+        return self._n1 - self._n0
+
+    def __getitem__(self, i: Any) -> Any:  # PathList's overloads; slices stay lazy
+        if isinstance(i, slice) and not self._made() and i.step in (None, 1):
+            start, stop, _ = i.indices(len(self))
+            return RecordPaths(self._args, self._n0 + start, self._n0 + max(start, stop), self._cell)
+        return PathList.__getitem__(self, i)
+
+    def __reduce__(self) -> tuple:
+        return RecordPaths, (self._args, self._n0, self._n1)
