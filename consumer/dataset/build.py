@@ -135,7 +135,7 @@ def _open_shared(handoff: dict, spec: Spec, storage: Storage) -> Built | None:
 
 def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None = None) -> Built:
     if spec.records.records:  # documents inside container files: their own listing and index (dataset/records.py)
-        return _build_records(fps, spec, storage, verbose)
+        return _build_records(fps, spec, storage, verbose, engine)
     with ExitStack() as hold:  # the claim on building the index entry, if one is taken (see _build_held)
         return _build_held(fps, spec, storage, verbose, engine, hold)
 
@@ -213,11 +213,11 @@ def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: E
     return built
 
 
-def _build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool) -> Built:
+def _build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None) -> Built:
     from .records import build_records  # noqa: PLC0415
 
     t0 = time.perf_counter()
-    corpus, documents, info = build_records(fps, spec, storage, verbose)
+    corpus, documents, info = build_records(fps, spec, storage, verbose, engine)
     index = _index(spec, documents, len(corpus.classes))
     spec = _resolved(spec, index, corpus.class_names)
     built = Built(spec, corpus, documents, index, storage.cache_dir, {**_info(info.pop("cache"), None,

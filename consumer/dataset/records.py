@@ -19,6 +19,7 @@ import numpy as np
 
 from ..catalog.headers import headers_from
 from ..errors import InputError
+from ..scale.engines import Engine
 from ..sources.corpus import ClassFiles, Corpus, normalise
 from ..sources.local import LocalFiles
 from ..sources.open import expand_fps, open_source
@@ -34,7 +35,7 @@ from ..storage import Storage
 from ..tokens.documents import DocumentTable, build_documents
 from ..tokens.vocab import Vocab
 
-__all__ = ["build_records", "container_fps", "container_listing", "index_containers"]
+__all__ = ["build_records", "container_fps", "container_listing", "index_containers", "index_on"]
 
 
 def _container(source: LocalFiles, i: int, kind: str) -> Container:
@@ -113,6 +114,24 @@ def container_listing(docs: DocumentTable, classes: list[str]) -> list[list] | N
             for p, s, f in zip(cont.paths, cont.sizes.tolist(), first.tolist())]
 
 
+def index_on(engine: Engine, source: LocalFiles, options: RecordOptions, root: str | None,
+             ) -> tuple[list[Scanned], list[Any], int]:
+    """:func:`index_containers` on an engine's workers: contiguous runs of containers per task (about four tasks per
+    worker thread), results gathered in container order, so the index is the local build's. The workers write the
+    persistent entries into ``root`` (a directory they share), or send the decode caches back in memory."""
+    n = len(source)
+    step = max(1, -(-n // (4 * engine.slots)))
+    tasks = [(source.subset(np.arange(a, min(a + step, n), dtype=np.int64)), options, root) for a in range(0, n, step)]
+    scans: list[Scanned] = []
+    decoded: list[Any] = []
+    reused = 0
+    for part_scans, part_decoded, part_reused in engine.map(index_containers, tasks, label="records-index"):
+        scans.extend(part_scans)
+        decoded.extend(part_decoded)
+        reused += part_reused
+    return scans, decoded, reused
+
+
 def _cat(parts: list[np.ndarray | None], dtype: Any = np.int64) -> np.ndarray:
     got = [p for p in parts if p is not None]
     return np.concatenate(got).astype(dtype, copy=False) if got else np.zeros(0, dtype=dtype)
@@ -140,7 +159,7 @@ def container_fps(fps: Any) -> Any:
     return fps
 
 
-def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False
+def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False, engine: Engine | None = None,
                   ) -> tuple[Corpus, DocumentTable, dict]:
     """The corpus, documents and build information (``cache``, ``libmagic_calls``, ``records``: counts) of the
     records of the containers ``fps`` names (see the module docstring); the build makes the sample index."""
@@ -164,7 +183,8 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False
         raise InputError(f"documents={options.documents!r}: containers behind URLs are not supported yet; copy "
                          f"them to a local folder (got {paths[0]!r})")
     source.check_readable()
-    scans, decoded, reused = index_containers(source, options, storage.cache_dir)
+    scans, decoded, reused = index_containers(source, options, storage.cache_dir) if engine is None else \
+        index_on(engine, source, options, storage.cache_dir)
     counts = [len(s) for s in scans]
     doc_container = np.repeat(np.arange(len(scans), dtype=np.int64), counts)
     record = _cat([s.record for s in scans])
