@@ -16,13 +16,14 @@ or are skipped and counted with ``on_bad_record="skip"``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from ...errors import MissingDependencyError
-from .container import Container, line_spans
+from .container import SCAN_CHUNK, Container
 from .options import RecordOptions
 from .scanned import BadRecords, DecodeSink, Scanned
 
@@ -99,6 +100,34 @@ def _why(line: bytes, error: Exception, options: RecordOptions) -> str:
     return f"invalid JSON record ({msg})"
 
 
+def _blocks(container: Container) -> Iterator[tuple[np.ndarray, int, np.ndarray, np.ndarray]]:
+    """Complete lines of ``container`` a chunk at a time, in one reused buffer (no new allocation per chunk):
+    ``(work, base, starts, ends)`` where line ``k`` is ``work[1 + starts[k]:1 + ends[k]]`` (no ``\\n``) and starts at
+    byte ``base + starts[k]`` of the container. ``work[0]`` and the bytes after each line are free for the caller
+    (the fast path writes ``[``, commas and ``]`` there). Only 0x0A ends a line; the last line may lack one."""
+    work = np.empty(SCAN_CHUNK + 2, dtype=np.uint8)
+    n, base = 0, 0  # work[1:1 + n] holds the container's bytes from base on (a line not ended yet)
+    for piece in container.chunks():
+        m = len(piece)
+        if n + m + 2 > work.size:
+            grown = np.empty(max(2 * work.size, n + m + 2), dtype=np.uint8)
+            grown[1:1 + n] = work[1:1 + n]
+            work = grown
+        work[1 + n:1 + n + m] = np.frombuffer(piece, dtype=np.uint8)
+        nl = np.flatnonzero(work[1 + n:1 + n + m] == 10) + n  # the carried bytes hold no newline
+        n += m
+        if nl.size:
+            starts = np.empty(nl.size, dtype=np.int64)
+            starts[0] = 0
+            starts[1:] = nl[:-1] + 1
+            yield work, base, starts, nl.astype(np.int64)
+            cut = int(nl[-1]) + 1
+            work[1:1 + n - cut] = work[1 + cut:1 + n].copy()
+            base, n = base + cut, n - cut
+    if n:
+        yield work, base, np.zeros(1, dtype=np.int64), np.array([n], dtype=np.int64)
+
+
 class _Chunk:
     """The documents of one chunk of lines: UTF-8 texts, their lines (start, end, 0-based number), classes."""
 
@@ -128,26 +157,24 @@ class _Chunk:
                 np.array(self.records, dtype=np.int64))
 
 
-def _fast(buf: memoryview, base: int, starts: np.ndarray, ends: np.ndarray, first: int, many: Any, take: Any,
+def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, first: int, many: Any, take: Any,
           out: _Chunk) -> bool:
-    """Every line of the chunk in one call: the lines joined into one JSON array (their newlines turned into
-    commas, in one numpy step) and decoded at once. False (nothing added) when a line is blank, too long or bad:
-    the caller then reads the chunk line by line."""
+    """Every line of the block in one call: the lines joined into one JSON array in place (``[`` before the first,
+    each newline turned into a comma, ``]`` after the last: one numpy step) and decoded at once. False (nothing
+    added) when a line is blank, too long or bad: the caller then reads the block line by line."""
     from . import options as limits  # noqa: PLC0415  (read at call time: tests lower the limit)
 
     lens = ends - starts
     if not lens.size or int(lens.min()) == 0 or int(lens.max()) > limits.MAX_RECORD_BYTES:
         return False
-    lo, hi = int(starts[0] - base), int(ends[-1] - base)
-    payload = bytearray(hi - lo + 2)
-    payload[0], payload[-1] = 0x5B, 0x5D  # [ ... ]
-    payload[1:-1] = buf[lo:hi]
-    arr = np.frombuffer(payload, dtype=np.uint8)
-    arr[(ends[:-1] - base - lo + 1)] = 0x2C  # each line's newline becomes a comma
+    work[0] = 0x5B  # [
+    work[1 + ends[:-1]] = 0x2C  # each line's newline becomes a comma
+    last = 1 + int(ends[-1])
+    work[last] = 0x5D  # ]
     try:
-        texts, classes = take(many(payload))
+        texts, classes = take(many(work.data[:last + 1]))
         joined = "".join(texts)
-        blob = joined.encode()  # one encode for the chunk (an unpaired surrogate fails here)
+        blob = joined.encode()  # one encode for the block (an unpaired surrogate fails here)
     except Exception:  # noqa: BLE001  (msgspec's errors, a surrogate: the line-by-line pass names the line)
         return False
     chars = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
@@ -158,7 +185,7 @@ def _fast(buf: memoryview, base: int, starts: np.ndarray, ends: np.ndarray, firs
         bounds = np.append(lead, len(blob))[np.concatenate(([0], np.cumsum(chars)))]
         out.lengths = np.diff(bounds)
     out.blob = blob
-    out.arrays = (starts, ends, np.arange(first, first + lens.size, dtype=np.int64))
+    out.arrays = (starts + base, ends + base, np.arange(first, first + lens.size, dtype=np.int64))
     if classes is not None:
         out.classes = classes
     return True
@@ -174,12 +201,13 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
     bad = BadRecords(container.path, options.on_bad_record == "skip")
     offs, lens, recs, jo, jl, classes = [], [], [], [], [], []
     blank, line_no = 0, 0
-    for buf, base, starts, ends in line_spans(container):
+    for work, base, starts, ends in _blocks(container):
         got = _Chunk()
-        if _fast(buf, base, starts, ends, line_no, many.decode, take, got):
+        if _fast(work, base, starts, ends, line_no, many.decode, take, got):
             line_no += starts.size
         else:
-            for a, b in zip((starts - base).tolist(), (ends - base).tolist()):
+            buf = work.data[1:]
+            for a, b in zip(starts.tolist(), ends.tolist()):
                 line_no += 1
                 if b - a > limits.MAX_RECORD_BYTES:
                     bad.bad(f"a line of {b - a} bytes is longer than the limit of {limits.MAX_RECORD_BYTES} bytes",

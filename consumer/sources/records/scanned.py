@@ -16,17 +16,21 @@ __all__ = ["Scanned", "DecodeSink", "BadRecords"]
 
 
 class DecodeSink:
-    """Decoded document bytes appended one after another (to an open file, or kept in memory when ``f`` is
-    None); :meth:`put` returns where a document starts."""
+    """Decoded document bytes appended one after another (to an open file, or kept in memory as a list of pieces
+    when ``f`` is None); :meth:`put` returns where a document starts."""
 
     def __init__(self, f: BinaryIO | None = None) -> None:
-        self.f: BinaryIO = f if f is not None else io.BytesIO()
+        self.f = f
+        self.parts: list[bytes] = []
         self.size = 0
 
     def put(self, data: bytes) -> int:
         """Append ``data``; its offset in the decode cache."""
         at = self.size
-        self.f.write(data)
+        if self.f is not None:
+            self.f.write(data)
+        else:
+            self.parts.append(bytes(data))
         self.size += len(data)
         return at
 
@@ -36,23 +40,23 @@ class DecodeSink:
         at = np.zeros(len(pieces), dtype=np.int64)
         if len(pieces) > 1:
             np.cumsum(lens[:-1], out=at[1:])
-        at += self.size
-        self.f.write(b"".join(pieces))
-        self.size += int(lens.sum())
+        at += self.put(b"".join(pieces))
         return at
 
     def reader(self) -> BinaryIO:
         """The bytes written so far, opened for reading (a new file object)."""
+        if self.f is None:
+            return io.BytesIO(b"".join(self.parts))
         self.f.flush()
-        if isinstance(self.f, io.BytesIO):
-            return io.BytesIO(self.f.getvalue())
         return open(self.f.name, "rb")  # noqa: SIM115  (the caller closes it)
 
     def memory(self) -> np.ndarray | None:
         """The bytes written, when kept in memory (None for a file)."""
-        if isinstance(self.f, io.BytesIO):
-            return np.frombuffer(self.f.getbuffer().tobytes(), dtype=np.uint8)
-        return None
+        if self.f is not None:
+            return None
+        data = b"".join(self.parts)
+        self.parts = [data]
+        return np.frombuffer(data, dtype=np.uint8)
 
 
 @dataclass
