@@ -85,6 +85,10 @@ class Spec:
                 raise InputError(f"records must be RecordOptions or its dict, got {short_repr(self.records)}")
             object.__setattr__(self, "records", RecordOptions(**self.records))
 
+    def __setstate__(self, state: dict) -> None:
+        """Unpickle, also a spec pickled before documents inside containers existed (whole files then)."""
+        self.__dict__.update({"records": RecordOptions(), **state})
+
     # ------------------------------------------------------------------ derived
     @property
     def vocab(self) -> Vocab:

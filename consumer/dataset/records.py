@@ -162,7 +162,8 @@ def container_fps(fps: Any) -> Any:
 def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False, engine: Engine | None = None,
                   ) -> tuple[Corpus, DocumentTable, dict]:
     """The corpus, documents and build information (``cache``, ``libmagic_calls``, ``records``: counts) of the
-    records of the containers ``fps`` names (see the module docstring); the build makes the sample index."""
+    records of the containers ``fps`` names (see the module docstring); the build makes the sample index.
+    ``engine``: the containers are indexed on its workers (:func:`index_on`)."""
 
     options: RecordOptions = spec.records
     if spec.dedupe is not None:
@@ -186,6 +187,9 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
     scans, decoded, reused = index_containers(source, options, storage.cache_dir) if engine is None else \
         index_on(engine, source, options, storage.cache_dir)
     counts = [len(s) for s in scans]
+    records_info = {"containers": len(scans), "reused": reused, "documents": sum(counts), "ignored_files": ignored,
+                    **{k: sum(int(s.counts.get(k, 0)) for s in scans)
+                       for k in sorted({k for s in scans for k in s.counts})}}
     doc_container = np.repeat(np.arange(len(scans), dtype=np.int64), counts)
     record = _cat([s.record for s in scans])
     if options.class_field:
@@ -198,9 +202,8 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
         names = [folder_classes[k] for k in kept.tolist()]
         doc_class = np.searchsorted(kept, doc_class)
     doc_class = doc_class.astype(np.int64)
-    order: Any = np.argsort(doc_class, kind="stable")  # class, then container, then record
-    if np.array_equal(order, np.arange(order.size)):
-        order = slice(None)  # already in order (classes from folders): no copies
+    # class, then container, then record; already so with classes from folders (no permutation, no copies)
+    order: Any = slice(None) if bool(np.all(doc_class[1:] >= doc_class[:-1])) else np.argsort(doc_class, kind="stable")
     members = [s.names for s in scans] if options.documents == "tar" else None
     all_paths = RecordPaths((list(paths), doc_container, record, members))  # made when first needed
     doc_paths = all_paths if isinstance(order, slice) else PathList.of(all_paths.take(order))
@@ -211,6 +214,7 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
                           _cat([s.length for s in scans])[order], _cat([s.inplace for s in scans], bool)[order],
                           decoded, json_off, json_len, record[order])
     doc_class = doc_class[order]
+    del scans  # the per-container arrays: concatenated above, not kept twice at the peak
     if not len(records):
         raise InputError(f"fps: the containers hold no documents (documents={options.documents!r}); "
                          f"e.g. {paths[0]!r}")
@@ -224,9 +228,6 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
         headers = headers_from(spec.metadata, doc_paths, [], []) if callable(spec.metadata) else []
     documents = build_documents(doc_paths, doc_class, records.sizes, headers, Vocab(spec.n_bytes),
                                 with_header=spec.with_header, mtimes=records.stamps, source=records)
-    records_info = {"containers": len(scans), "reused": reused, "documents": len(records), "ignored_files": ignored,
-                    **{k: sum(int(s.counts.get(k, 0)) for s in scans)
-                       for k in sorted({k for s in scans for k in s.counts})}}
-    info = {"cache": "hit" if reused == len(scans) else "miss" if storage.cache_dir else "off",
+    info = {"cache": "hit" if reused == len(counts) else "miss" if storage.cache_dir else "off",
             "libmagic_calls": magic_calls, "records": records_info}
     return _corpus(names, doc_paths, doc_class, corpus.form), documents, info
