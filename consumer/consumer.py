@@ -14,9 +14,11 @@ from .dataset.export import dataset_dict, dump_json, load_json
 from .fetch.collate import to_tensors
 from .fetch.columns import MaskConfig
 from .fetch.fetcher import Fetcher
+from .fetch.modes import ModeMethods
 from .fetch.select import as_sample_ids, resolve, split_key
 from .query.face import SQLMethods
 from .query.session import SQLSession
+from .sources.records.options import RecordOptions, default_metadata
 from .spec import Metadata, Spec, metadata_name
 from .storage import Storage
 from .tokens.index import PaddingNotice
@@ -30,7 +32,7 @@ __all__ = ["Consumer"]
 _DEFAULT = object()  # "use the mode's default query"
 
 
-class Consumer(SQLMethods):
+class Consumer(SQLMethods, ModeMethods):
     """A query engine over the raw bytes of files: ``ds[selection, query]`` -> dict of int64 tensors.
 
     ``fps``: F0 ``[path]``, F1 ``[{path: class}]``, F2 ``{path: class}``, F3 ``{class: [path]}`` or a directory of
@@ -43,20 +45,24 @@ class Consumer(SQLMethods):
     (``s3://``, ``https://``) take fsspec ``storage_options`` and an optional ``remote_cache="20GB"``; under an
     initialised ``torch.distributed`` rank 0 alone builds and the others open its cache (``distributed=False``: each);
     ``engine`` (a ``dask.distributed.Client`` or ``"dask"``) runs stat, libmagic and content on a cluster.
+    ``documents``: ``"files"`` or records inside containers (``"lines"``, ``"jsonl"``, ``"parquet"``, ``"tar"``;
+    ``text_field``, ``class_field``, ``on_bad_record``; docs/records.md); ``metadata`` then defaults to None but tar.
     Attributes: ``spec`` (and its settings), ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``,
     ``seqlen``, ``files``, ``corpus``, ``documents``, ``index``, ``build_info``, ``mode``. The SQL methods (``sql``,
-    ``to_arrow``, ``export_catalog``, ``duplicates``, ``catalog``, ``files_table``) are :class:`SQLMethods`'.
+    ``to_arrow``, ``export_catalog``, ``duplicates``, ``catalog``, ``files_table``) are :class:`SQLMethods`', the
+    ``set_*_mode`` setters :class:`ModeMethods`'.
     """
 
-    mode: str | None  # the default query of bare selections (set_*_mode)
-
     def __init__(self, fps: Any, *, style: str = "diff", n_bytes: int = 2, seqlen: int | str = "auto",
-                 metadata: Metadata = "file", class_to_id: dict | None = None, seed: int = 4, cache_dir: Any = None,
+                 metadata: Any = _DEFAULT, class_to_id: dict | None = None, seed: int = 4, cache_dir: Any = None,
                  verbose: bool = False, long_files: str = "truncate", sampling: Any = "consumer",
                  dedupe: str | None = None, storage_options: dict | None = None, remote_cache: Any = None,
-                 distributed: bool = True, engine: Any = None):
-        spec = Spec(style=style, n_bytes=n_bytes, seqlen=seqlen, metadata=metadata, long_files=long_files,
-                    sampling=sampling, class_to_id=class_to_id, seed=seed, dedupe=dedupe)
+                 distributed: bool = True, engine: Any = None, documents: str = "files", text_field: str = "text",
+                 class_field: str | None = None, on_bad_record: str = "raise"):
+        records = RecordOptions(documents, text_field, class_field, on_bad_record)
+        spec = Spec(style=style, n_bytes=n_bytes, seqlen=seqlen, metadata=default_metadata(records, metadata),
+                    long_files=long_files, sampling=sampling, class_to_id=class_to_id, seed=seed, dedupe=dedupe,
+                    records=records)
         storage = Storage.of(storage_options, cache_dir, remote_cache)
         self._attach(build(fps, spec, storage, verbose=check_bool("verbose", verbose), distributed=distributed,
                            engine=engine),
@@ -135,21 +141,6 @@ class Consumer(SQLMethods):
     def samples_per_class(self) -> dict[str, int]:
         """Number of samples of each class."""
         return dict(zip(self.classes, self.index.samples_per_class().tolist()))
-
-    def set_supervised_mode(self) -> None:
-        """Make ``"supervised"`` the default query of bare selections and ``get_next_batch()``."""
-        self.mode = "supervised"
-
-    def set_unsupervised_mode(self, mask_frequency: float = 0.15, add_cls: bool = False,
-                              mask_rule: str = "bert") -> None:
-        """Masking (fraction, ``"bert"`` 80/10/10 or ``"mask"`` rule, CLS prefix); ``"unsupervised"`` by default."""
-        self._mask = MaskConfig(frequency=mask_frequency, rule=mask_rule, add_cls=add_cls)
-        self.mode = "unsupervised"
-
-    def set_mlm_mode(self, mask_frequency: float = 0.15, add_cls: bool = False, mask_rule: str = "bert") -> None:
-        """Like :meth:`set_unsupervised_mode`, with ``"mlm"`` (input, attention mask, labels) as default."""
-        self.set_unsupervised_mode(mask_frequency, add_cls, mask_rule)
-        self.mode = "mlm"
 
     def __getitem__(self, key: Any) -> dict:
         selection, query, given = split_key(key)

@@ -24,6 +24,7 @@ import numpy as np
 
 from .catalog.headers import check_metadata
 from .errors import InputError, short_repr
+from .sources.records.options import RecordOptions
 from .tokens.index import LONG_FILES, STYLES, check_seqlen
 from .tokens.sampling import ConsumerSampling, MegatronSampling, Sampling, parse_sampling
 from .tokens.vocab import Vocab
@@ -62,6 +63,7 @@ class Spec:
     seed: int = 4
     dedupe: str | None = None
     resolved_seqlen: int | None = None
+    records: RecordOptions = field(default_factory=RecordOptions)  # what a document is (files, or records)
 
     def __post_init__(self) -> None:
         check_choice("style", self.style, sorted(STYLES))
@@ -78,6 +80,14 @@ class Spec:
             raise InputError(f"class_to_id must be a dict {{class: int}}, got {short_repr(self.class_to_id)}")
         if self.resolved_seqlen is not None:
             object.__setattr__(self, "resolved_seqlen", check_int("resolved_seqlen", self.resolved_seqlen, 1))
+        if not isinstance(self.records, RecordOptions):
+            if not isinstance(self.records, dict):
+                raise InputError(f"records must be RecordOptions or its dict, got {short_repr(self.records)}")
+            object.__setattr__(self, "records", RecordOptions(**self.records))
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickle, also a spec pickled before documents inside containers existed (whole files then)."""
+        self.__dict__.update({"records": RecordOptions(), **state})
 
     # ------------------------------------------------------------------ derived
     @property
@@ -122,7 +132,12 @@ class Spec:
         return {"style": self.style, "n_bytes": self.n_bytes, "seqlen": self.seqlen, "long_files": self.long_files,
                 "sampling": self.sampling.to_dict(), "seed": self.seed if self.megatron else None,
                 "metadata": metadata_name(self.metadata), "dedupe": self.dedupe,
-                "class_to_id": None if self.class_to_id is None else dict(self.class_to_id)}
+                "class_to_id": None if self.class_to_id is None else dict(self.class_to_id), **self._records_dict()}
+
+    def _records_dict(self) -> dict:
+        """The record options as JSON, or nothing when documents are whole files (keys of file datasets stay as
+        they were)."""
+        return self.records.to_dict() if self.records.records else {}
 
     def to_dict(self) -> dict:
         """Every setting as JSON: ``seqlen`` is the resolved width (the request if not resolved yet)."""
@@ -130,7 +145,8 @@ class Spec:
                 "seqlen": self.seqlen if self.resolved_seqlen is None else self.resolved_seqlen,
                 "seqlen_requested": self.seqlen, "long_files": self.long_files,
                 "sampling": self.sampling.to_dict(), "metadata": metadata_name(self.metadata), "seed": self.seed,
-                "dedupe": self.dedupe, "class_to_id": None if self.class_to_id is None else dict(self.class_to_id)}
+                "dedupe": self.dedupe, "class_to_id": None if self.class_to_id is None else dict(self.class_to_id),
+                **self._records_dict()}
 
     @classmethod
     def from_dict(cls, d: dict, metadata: Metadata | None = None) -> Spec:
@@ -149,4 +165,5 @@ class Spec:
             mode = metadata
         return cls(style=d["style"], n_bytes=d["n_bytes"], seqlen=d.get("seqlen_requested", d["seqlen"]),
                    metadata=mode, long_files=d["long_files"], sampling=d["sampling"],
-                   class_to_id=d.get("class_to_id"), seed=d["seed"], dedupe=d.get("dedupe"))
+                   class_to_id=d.get("class_to_id"), seed=d["seed"], dedupe=d.get("dedupe"),
+                   records=RecordOptions(**{k: d[k] for k in RecordOptions().to_dict() if k in d}))

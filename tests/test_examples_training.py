@@ -51,3 +51,11 @@ def test_classifier_data_parallel_under_torchrun():
     assert out.count("held-out accuracy:") == 1  # only rank 0 reports
     acc = float(re.search(r"held-out accuracy: ([0-9.]+) over 36 files", out).group(1))
     assert acc >= 0.8, out
+
+
+def test_train_from_jsonl_learns_the_labels():
+    """examples/train_from_jsonl.py writes its JSONL, reads it with documents="jsonl" and learns the labels."""
+    out = subprocess.run([sys.executable, str(EXAMPLES / "train_from_jsonl.py"), "--records", "900", "--epochs", "1"],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    accuracy = float(out.split("held-out accuracy: ")[1].split()[0])
+    assert accuracy > 0.8, out

@@ -21,6 +21,7 @@ from ..tokens.index import padding_share
 from .demo import DEMO_TYPES, demo, stdlib_corpus
 from .opening import _describe_all, _engine, _lazy_calls, _open
 from .output import _cell, _finish, _summary, _table, content_summary
+from .records import raw_index
 from .store import inspect, merge, pack, verify
 
 __all__ = ["DEMO_TYPES", "stdlib_corpus", "content_summary", "demo", "index", "info", "sql", "cache", "pack",
@@ -28,6 +29,8 @@ __all__ = ["DEMO_TYPES", "stdlib_corpus", "content_summary", "demo", "index", "i
 
 
 def index(args: argparse.Namespace) -> int:
+    if args.raw_index:
+        return raw_index(args)
     t0 = time.perf_counter()
     with _engine(args) as engine:
         ds = _open(args, engine)

@@ -35,6 +35,7 @@ from ..tokens.index import check_seqlen
 from . import commands as commands
 from . import report_cmd
 from .commands import content_summary, stdlib_corpus
+from .records import add_record_options
 
 __all__ = ["main", "stdlib_corpus", "content_summary"]
 
@@ -116,9 +117,10 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", help="the corpus directory, or a URL prefix (s3://, gs://, az://, https://): each "
                                "sub-folder is a class (a folder without sub-folders is one class, 'null')")
     _add_dataset_options(p)
-    p.add_argument("--metadata", default="file", choices=["file", "mime", "none"],
+    p.add_argument("--metadata", default=None, choices=["file", "mime", "none"],
                    help="header in front of each file: the libmagic description, the MIME type, or none "
-                        "(default: %(default)s)")
+                        "(default: file) (with --documents lines, jsonl or parquet: none)")
+    add_record_options(p)
     p.add_argument("--cache-dir", default=None,
                    help="where the catalog and the index cache live; 'off' keeps everything in memory "
                         "(default: $CONSUMER_CACHE_DIR, else ~/.cache/consumer)")
@@ -188,6 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_corpus_options(i)
     _add_shard_option(i)
     _add_scheduler_option(i)
+    i.add_argument("--raw-index", action="store_true",
+                   help="DIR is a JSONL file: write Modalities' raw index <stem>.idx beside it and stop (default: off)")
     i.set_defaults(func=commands.index)
     n = _subparser(sub, "info", "classes, files, bytes, samples, padding, top MIME types and file sizes of a directory")
     _add_corpus_options(n)

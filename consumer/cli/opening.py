@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import InputError
 from ..sources.open import check_root
 from ..storage import Storage
+from .records import record_options
 
 
 def _show_progress(args: argparse.Namespace) -> bool:
@@ -40,16 +41,15 @@ def _engine(args: argparse.Namespace) -> Iterator[Any]:
 def _open(args: argparse.Namespace, engine: Any = None):
     from ..consumer import Consumer  # noqa: PLC0415
 
-    fps: Any = check_root(args.dir, "DIR")
+    fps: Any = check_root(args.dir, "DIR") if args.documents == "files" else args.dir  # a file, a glob: records
     cache_dir = False if args.cache_dir == "off" else args.cache_dir
     class_to_id = None
     if getattr(args, "shard", None):  # this machine's deterministic 1/N of the files, ids of the whole corpus
         fps, class_to_id = _shard_of(fps, args.shard[0], args.shard[1],
                                      Storage.of(args.storage_options, cache_dir))
     return Consumer(fps, style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen, class_to_id=class_to_id,
-                    long_files=args.long_files, metadata=None if args.metadata == "none" else args.metadata,
-                    cache_dir=cache_dir, verbose=_show_progress(args), storage_options=args.storage_options,
-                    engine=engine)
+                    long_files=args.long_files, cache_dir=cache_dir, verbose=_show_progress(args),
+                    storage_options=args.storage_options, engine=engine, **record_options(args))
 
 
 def _shard_of(root: str, i: int, n: int, storage: Storage) -> tuple[dict[str, list[str]], dict[str, int]]:

@@ -134,6 +134,8 @@ def _open_shared(handoff: dict, spec: Spec, storage: Storage) -> Built | None:
 
 
 def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None = None) -> Built:
+    if spec.records.records:  # documents inside container files: their own listing and index (dataset/records.py)
+        return _build_records(fps, spec, storage, verbose, engine)
     with ExitStack() as hold:  # the claim on building the index entry, if one is taken (see _build_held)
         return _build_held(fps, spec, storage, verbose, engine, hold)
 
@@ -208,6 +210,19 @@ def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: E
         {"spec": spec.key_dict(), "seqlen": index.seqlen, "headers": documents.headers, "classes": classes,
          "form": corpus.form, "files": len(documents), "samples": len(index)})
     built.recipe = _recipe(built, ("cached", cache_root, key, spec, corpus.form) if saved else None)
+    return built
+
+
+def _build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None) -> Built:
+    from .records import build_records  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    corpus, documents, info = build_records(fps, spec, storage, verbose, engine)
+    index = _index(spec, documents, len(corpus.classes))
+    spec = _resolved(spec, index, corpus.class_names)
+    built = Built(spec, corpus, documents, index, storage.cache_dir, {**_info(info.pop("cache"), None,
+                                                                              info.pop("libmagic_calls"), t0), **info})
+    built.recipe = ("arrays", spec, corpus, documents, index)
     return built
 
 
@@ -338,12 +353,16 @@ def build_from_dict(d: dict, *, cache_dir: Any = None, verbose: bool = False,
     if not isinstance(d, dict) or not isinstance(d.get("files"), list) or not d["files"]:
         raise InputError("d must be a dict made by get_dict(include_files=True) (it lists the files), got "
                          f"{short_repr(d)}")
+    spec = Spec.from_dict(d, metadata)
+    listed = "containers" if spec.records.records else "files"  # records: rebuilt from their containers
     grouped: dict[str, list[str]] = {}
-    for i, item in enumerate(d["files"]):
+    for i, item in enumerate(d.get(listed) or []):
         if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[2], str)):
-            raise InputError(f"d['files'][{i}] must be [path, size, class], got {short_repr(item)}")
-        grouped.setdefault(item[2], []).append(item[0])
-    built = build(grouped, Spec.from_dict(d, metadata), Storage.of(cache_dir=cache_dir), verbose=verbose)
+            raise InputError(f"d[{listed!r}][{i}] must be [path, size, class], got {short_repr(item)}")
+        grouped.setdefault("null" if spec.records.class_field else item[2], []).append(item[0])
+    if not grouped:
+        raise InputError(f"d must list its {listed} (get_dict(include_files=True)), got {short_repr(d)}")
+    built = build(grouped, spec, Storage.of(cache_dir=cache_dir), verbose=verbose)
     sizes = {p: s for p, s, _ in d["files"]}
     docs = built.documents
     for p, s in zip(docs.paths, docs.doc_size.tolist()):

@@ -18,6 +18,7 @@ from ..catalog.headers import MAX_HEADER_BYTES
 from ..fetch.columns import MaskConfig
 from ..sources.magic import libmagic_version
 from .build import Built, files_listing, listing_sha256
+from .records import container_listing
 
 __all__ = ["dataset_dict", "dump_json", "load_json"]
 
@@ -39,6 +40,7 @@ def dataset_dict(built: Built, *, mode: str | None, mask: MaskConfig, batches: d
         "data_mode": built.corpus.form,
         **{k: settings[k] for k in ("style", "n_bytes", "seqlen", "seqlen_requested", "long_files", "sampling",
                                     "metadata", "dedupe")},
+        **{k: settings[k] for k in ("documents", "text_field", "class_field", "on_bad_record") if k in settings},
         "max_header_bytes": MAX_HEADER_BYTES,
         "seed": spec.seed,
         "mode": mode,
@@ -59,6 +61,9 @@ def dataset_dict(built: Built, *, mode: str | None, mask: MaskConfig, batches: d
         out["batches"] = {k: v for k, v in batches.items() if k not in ("version", "epoch", "position")}
     if include_files:
         out["files"] = listing
+        containers = container_listing(docs, classes)
+        if containers is not None:  # documents inside containers: the containers are what a rebuild lists
+            out["containers"] = containers
     return out
 
 

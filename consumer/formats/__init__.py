@@ -5,7 +5,8 @@ Each module does one job and opens with its byte layout or algorithm in the docs
 - :mod:`consumer.formats.mmidx` -- Megatron / fairseq ``MMIDIDX`` ``.idx/.bin`` reader, writer, merge;
 - :mod:`consumer.formats.megatron_sampling` -- Megatron GPT document / sample / shuffle indices;
 - :mod:`consumer.formats.fairseq_batching` -- fairseq ``batch_by_size``;
-- :mod:`consumer.formats.pbin` -- Modalities ``.pbin`` reader / writer (safe index unpickling).
+- :mod:`consumer.formats.pbin` -- Modalities ``.pbin`` reader / writer (safe index unpickling);
+- :mod:`consumer.formats.raw_index` -- Modalities' raw JSONL index (``create_raw_index``).
 
 The names below are loaded on first use (``from consumer.formats import IndexedReader`` imports only
 ``mmidx``), so ``import consumer`` does not pay for formats it never touches.
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         write_fairseq,
     )
     from .pbin import PbinFile, load_index_pickle, read_pbin, write_pbin
+    from .raw_index import raw_index_path, read_raw_index, write_raw_index
 
 _HOMES = {
     "mmidx": ("FAIRSEQ", "MEGATRON", "IndexedReader", "IndexedWriter", "MMIndex", "copy_ranges", "merge",
@@ -51,6 +53,7 @@ _HOMES = {
                           "separate_last_epoch_for", "shuffle_index_dtype"),
     "fairseq_batching": ("batch_by_size",),
     "pbin": ("PbinFile", "load_index_pickle", "read_pbin", "write_pbin"),
+    "raw_index": ("raw_index_path", "read_raw_index", "write_raw_index"),
 }
 _WHERE = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -72,13 +75,16 @@ __all__ = [
     "num_epochs_for",
     "num_samples_before_last_epoch",
     "optimal_dtype",
+    "raw_index_path",
     "read_index",
     "read_pbin",
+    "read_raw_index",
     "sample_index_dtype",
     "separate_last_epoch_for",
     "shuffle_index_dtype",
     "write_fairseq",
     "write_pbin",
+    "write_raw_index",
 ]
 
 

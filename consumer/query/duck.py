@@ -38,6 +38,7 @@ from duckdb.func import ARROW as ARROW_UDF
 from ..errors import QueryError, short_repr
 from .bounds import bound_generators
 from .bytefuncs import BYTE_FUNCTIONS, ByteFunctions
+from .documents import Relations, files_mode_views
 from .duck_errors import engine_error
 from .functions import SIGNATURES as HIST_SIGNATURES
 from .functions import FunctionErrors, wrapped
@@ -93,7 +94,8 @@ class DuckSQL:
 
     def __init__(self, columns: dict[str, pa.Array], lazy: Sequence[LazyGroup] = (), *,
                  byte_functions: ByteFunctions | None = None, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-                 threads: int | None = None):
+                 threads: int | None = None, relations: Relations | None = None):
+        self._relations = relations  # a records dataset's documents/files relations (query/documents.py), or None
         self._columns = dict(columns)  # columns not (yet) here are NULL constants in the view: no array at all
         self._lazy = list(lazy)
         self._bytes = byte_functions
@@ -108,7 +110,8 @@ class DuckSQL:
 
     # ------------------------------------------------------------------ the connection
     def _table(self) -> pa.Table:
-        return pa.table({c: self._columns[c] for c in FILES_COLUMNS if c in self._columns})
+        extra = self._relations.names if self._relations is not None else ()
+        return pa.table({c: self._columns[c] for c in (*FILES_COLUMNS, *extra) if c in self._columns})
 
     def _view(self, conn: duckdb.DuckDBPyConnection) -> None:
         """(Re)define ``files`` over the registered table: its columns, NULL constants of the right type for
@@ -120,7 +123,9 @@ class DuckSQL:
                 return f"{_EXTENSION} AS extension" if "path" in self._columns else "NULL::VARCHAR AS extension"
             return f"NULL::{_NULL_TYPES.get(c, 'VARCHAR')} AS \"{c}\""
 
-        conn.execute(f"CREATE OR REPLACE VIEW files AS SELECT {', '.join(map(column, FILES_COLUMNS))} FROM {_TABLE}")
+        views = files_mode_views if self._relations is None else self._relations.views
+        for name, sql in views(column, _TABLE):  # files and documents (query/documents.py)
+            conn.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
         if self._conn is not None and self._pid == os.getpid():
@@ -142,8 +147,7 @@ class DuckSQL:
                                      duckdb.sqltype(result),
                                      type=ARROW_UDF, side_effects=False)
         bound_generators(conn)  # one call builds at most MAX_GENERATED_BYTES: the timeout holds (bounds.py)
-        conn.register(_TABLE, self._table())
-        self._view(conn)
+        self._publish(conn)
         conn.execute("SET lock_configuration = true")
         self._conn, self._pid = conn, os.getpid()
         return conn
@@ -195,6 +199,8 @@ class DuckSQL:
         self._publish(conn)
 
     def _publish(self, conn: duckdb.DuckDBPyConnection) -> None:
+        for name, table in (self._relations.tables if self._relations is not None else {}).items():
+            conn.register(name, table)
         conn.register(_TABLE, self._table())
         self._view(conn)
 
@@ -203,6 +209,8 @@ class DuckSQL:
 
     def _candidates(self, conn: duckdb.DuckDBPyConnection, tree: JSON) -> np.ndarray | None:
         """The file ids the statement's filter can keep (:func:`~consumer.query.pushdown.candidates`)."""
+        if self._relations is not None:  # records: files are containers, the lazy columns are per document
+            return None
         return candidates(conn, tree, {c for g in self._lazy if not g.loaded for c in g.columns})
 
     # ------------------------------------------------------------------ running

@@ -56,8 +56,8 @@ def checked_statement(conn: duckdb.DuckDBPyConnection, statement: str,
     node: JSON = tree["statements"][0]
     use = analyse(node)
     for table in use.tables:
-        if table != "files" and table not in use.ctes:
-            if "/" in table or "." in table or table == REGISTERED_TABLE:
+        if table not in ("files", "documents") and table not in use.ctes:
+            if "/" in table or "." in table or table == REGISTERED_TABLE or table.startswith("consumer_"):
                 raise refused(f"table {table!r} is not allowed; statements read the view files", statement)
             raise QueryError(f"SQL error in {short_repr(statement, 200)}: no such table: {table}")
     bad = sorted(use.table_functions - ALLOWED_TABLE_FUNCTIONS)

@@ -29,6 +29,7 @@ from ..sources.paths import PathList
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from .bytefuncs import ByteFunctions
+from .documents import record_relations
 from .export import conform, file_ids_of, files_statement
 from .rows import Params, Rows
 from .sqlite import DatasetSQL, content_completer
@@ -142,10 +143,16 @@ class SQLSession:
             lazy = [LazyGroup(("path", "extension"), lambda: {"path": path_array(paths)}, star=True),
                     LazyGroup(MAGIC_COLUMNS, lambda ids=None: _alive(me)._magic_columns(ids), star=True,
                               partial=source.durable)]
+            relations = record_relations(docs, self.classes, class_ids)  # records: files are their containers
+            if relations is not None:
+                columns.update(relations.columns)
+                if relations.json is not None:
+                    lazy.append(LazyGroup(("json",), relations.json))
             if local:  # the content pass reads whole local files (objects and stores keep NULL content columns)
                 lazy.append(LazyGroup(CONTENT_COLUMNS, lambda ids=None: _alive(me)._content_columns(ids),
                                       partial=True))
-            self._duck_sql = DuckSQL(columns, lazy, byte_functions=ByteFunctions(source) if local else None)
+            self._duck_sql = DuckSQL(columns, lazy, relations=relations,
+                                     byte_functions=ByteFunctions(source) if local or relations else None)
         return self._duck_sql
 
     def _magic_columns(self, ids: np.ndarray | None = None) -> dict[str, pa.Array]:
@@ -224,7 +231,7 @@ class SQLSession:
         """The sorted ``file_id`` values of the files matching an SQL condition on the ``files`` view."""
         if not isinstance(condition, str) or not condition.strip():
             raise QueryError(f"condition must be a non-empty SQL expression, got {short_repr(condition)}")
-        rows = self.query(f"SELECT file_id FROM files WHERE ({condition}) ORDER BY file_id", params)
+        rows = self.query(f"SELECT doc_id FROM documents WHERE ({condition}) ORDER BY doc_id", params)
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         if not ids.size:
             raise SelectionError(f"where({condition!r}) matched no file")

@@ -1,0 +1,233 @@
+"""The build of a dataset whose documents are records inside container files (``documents="lines"``, ``"jsonl"``,
+``"parquet"``, ``"tar"``): list the containers as files, index each (from its persistent entry when the container is
+unchanged, else by its scanner), and assemble the documents, classes and sample index as a files build does.
+
+Document ids follow class order, then container order, then record order: with classes from folders and F-forms
+that is the containers' corpus order; with ``class_field`` the documents of each class keep their container and
+record order (the same rule as files, which are ordered by class, then path).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from ..catalog.headers import headers_from
+from ..errors import InputError
+from ..scale.engines import Engine
+from ..sources.corpus import ClassFiles, Corpus, normalise
+from ..sources.local import LocalFiles
+from ..sources.open import expand_fps, open_source
+from ..sources.paths import PathList
+from ..sources.records import SCANNERS, RecordFiles, RecordOptions
+from ..sources.records.compressed import compression_of, decompressed_chunks
+from ..sources.records.container import SCAN_CHUNK, Container
+from ..sources.records.names import RecordPaths
+from ..sources.records.scanned import DecodeSink, Scanned
+from ..sources.records.stash import load_stash, scan_into_stash, stash_key
+from ..spec import Spec
+from ..storage import Storage
+from ..tokens.documents import DocumentTable, build_documents
+from ..tokens.vocab import Vocab
+
+__all__ = ["build_records", "container_fps", "container_listing", "index_containers", "index_on"]
+
+
+def _container(source: LocalFiles, i: int, kind: str) -> Container:
+    path = source.paths[i]
+    probe = np.zeros(1, dtype=np.uint8)
+    one, zero = np.array([i], dtype=np.int64), np.zeros(1, dtype=np.int64)
+    size = int(source.sizes[i])
+
+    def check() -> None:
+        source.read_ranges(one, zero, zero, probe, zero)
+
+    if compression_of(path) is None:
+        return Container(path=path, size=size, chunks=lambda: source.iter_chunks(i, SCAN_CHUNK), check=check,
+                         local=path)
+    if kind == "parquet":
+        raise InputError(f"fps: {path!r} is a compressed file; Parquet compresses its pages itself (give the "
+                         ".parquet file)")
+
+    def chunks() -> Iterator[bytes]:  # the decompressed stream, of the version listed before and after
+        check()
+        yield from decompressed_chunks(path, path, size, SCAN_CHUNK)
+        check()
+
+    return Container(path=path, size=size, chunks=chunks, check=check, local=path, compressed=True)
+
+
+def index_containers(source: LocalFiles, options: RecordOptions, root: str | None,
+                     ) -> tuple[list[Scanned], list[Any], int]:
+    """Every container's scan and decode cache (a file path under ``root``, or bytes in memory), and how many came
+    from their persistent entry (unchanged containers are not read again)."""
+    scan = SCANNERS[options.documents]
+    scans: list[Scanned] = []
+    decoded: list[Any] = []
+    reused = 0
+    for i in range(len(source)):
+        container = _container(source, i, options.documents)
+        if root is None:
+            sink = DecodeSink()
+            scans.append(scan(container, options, sink))
+            decoded.append(sink.memory())
+            continue
+        ident = None if source.ident is None else (int(source.ident[i, 0]), int(source.ident[i, 1]))
+        key = stash_key(container.path, container.size, int(source.stamps[i]), ident, options)
+        got = load_stash(root, key)
+        if got is not None:
+            reused += 1
+        else:
+            got = scan_into_stash(root, key, partial(scan, container, options))
+        scans.append(got[0])
+        decoded.append(got[1])
+    return scans, decoded, reused
+
+
+SUFFIXES = {"jsonl": (".jsonl", ".ndjson"), "parquet": (".parquet", ".pq"), "tar": (".tar",)}
+"""The names a container of each kind has in a folder (lines: any file)."""
+
+
+def _of_kind(path: str, kind: str) -> bool:
+    low = path.lower()
+    suffix = compression_of(low)
+    if suffix is not None:
+        low = low[:-len(suffix)]
+    return low.endswith(SUFFIXES[kind])
+
+
+def container_listing(docs: DocumentTable, classes: list[str]) -> list[list] | None:
+    """``[[path, size, class], ...]`` of the containers of a records dataset (the class of a container's first
+    document; ``"null"`` for one without documents), or None when documents are files."""
+    source: Any = docs.source
+    if not isinstance(source, RecordFiles):
+        return None
+    cont = source.containers
+    first = np.full(len(cont), -1, dtype=np.int64)
+    first[source.doc_container[::-1]] = np.arange(source.doc_container.size - 1, -1, -1)
+    return [[p, int(s), classes[int(docs.doc_class[f])] if f >= 0 else "null"]
+            for p, s, f in zip(cont.paths, cont.sizes.tolist(), first.tolist())]
+
+
+def index_on(engine: Engine, source: LocalFiles, options: RecordOptions, root: str | None,
+             ) -> tuple[list[Scanned], list[Any], int]:
+    """:func:`index_containers` on an engine's workers: contiguous runs of containers per task (about four tasks per
+    worker thread), results gathered in container order, so the index is the local build's. The workers write the
+    persistent entries into ``root`` (a directory they share), or send the decode caches back in memory."""
+    n = len(source)
+    step = max(1, -(-n // (4 * engine.slots)))
+    tasks = [(source.subset(np.arange(a, min(a + step, n), dtype=np.int64)), options, root) for a in range(0, n, step)]
+    scans: list[Scanned] = []
+    decoded: list[Any] = []
+    reused = 0
+    for part_scans, part_decoded, part_reused in engine.map(index_containers, tasks, label="records-index"):
+        scans.extend(part_scans)
+        decoded.extend(part_decoded)
+        reused += part_reused
+    return scans, decoded, reused
+
+
+def _cat(parts: list[np.ndarray | None], dtype: Any = np.int64) -> np.ndarray:
+    got = [p for p in parts if p is not None]
+    return np.concatenate(got).astype(dtype, copy=False) if got else np.zeros(0, dtype=dtype)
+
+
+def _corpus(names: list[str], paths: PathList, doc_class: np.ndarray, form: str) -> Corpus:
+    """The corpus of the documents (``doc_class`` non-decreasing: one slice of ``paths`` per class)."""
+    bounds = np.searchsorted(doc_class, np.arange(len(names) + 1))
+    return Corpus(classes=tuple(ClassFiles(name=n, paths=paths[int(bounds[k]):int(bounds[k + 1])])
+                                for k, n in enumerate(names) if bounds[k + 1] > bounds[k]), form=form)
+
+
+def container_fps(fps: Any) -> Any:
+    """``fps`` as the corpus takes it, plus the two forms natural for containers: one container file
+    (``"shard.jsonl"``) and a glob (``"shards/*.jsonl.gz"``, matches sorted), both as an F0 list."""
+    if isinstance(fps, (str, os.PathLike)) and "://" not in os.fspath(fps):
+        path = os.fspath(fps)
+        if os.path.isfile(path):
+            return [path]
+        if not os.path.exists(path) and glob.has_magic(path):
+            found = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
+            if not found:
+                raise InputError(f"fps: the pattern {path!r} matches no file")
+            return found
+    return fps
+
+
+def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False, engine: Engine | None = None,
+                  ) -> tuple[Corpus, DocumentTable, dict]:
+    """The corpus, documents and build information (``cache``, ``libmagic_calls``, ``records``: counts) of the
+    records of the containers ``fps`` names (see the module docstring); the build makes the sample index.
+    ``engine``: the containers are indexed on its workers (:func:`index_on`)."""
+
+    options: RecordOptions = spec.records
+    if spec.dedupe is not None:
+        raise InputError(f"dedupe={spec.dedupe!r} compares whole files; with documents={options.documents!r} drop it")
+    corpus = normalise(expand_fps(container_fps(fps), storage))
+    folder_classes = corpus.class_names
+    paths, cls_list = corpus.flat()
+    ignored = 0
+    if corpus.form == "dir" and options.documents in SUFFIXES:  # a folder: only the kind's files are containers
+        keep = [i for i, p in enumerate(paths) if _of_kind(p, options.documents)]
+        ignored = len(paths) - len(keep)
+        if not keep:
+            raise InputError(f"fps: the folder holds no {options.documents} file (names ending in "
+                             f"{', '.join(SUFFIXES[options.documents])}, optionally compressed)")
+        paths, cls_list = PathList.of(paths.take(keep)), [cls_list[i] for i in keep]
+    source = open_source(paths, storage, classes=[folder_classes[c] for c in cls_list])
+    if not isinstance(source, LocalFiles):
+        raise InputError(f"documents={options.documents!r}: containers behind URLs are not supported yet; copy "
+                         f"them to a local folder (got {paths[0]!r})")
+    source.check_readable()
+    scans, decoded, reused = index_containers(source, options, storage.cache_dir) if engine is None else \
+        index_on(engine, source, options, storage.cache_dir)
+    counts = [len(s) for s in scans]
+    records_info = {"containers": len(scans), "reused": reused, "documents": sum(counts), "ignored_files": ignored,
+                    **{k: sum(int(s.counts.get(k, 0)) for s in scans)
+                       for k in sorted({k for s in scans for k in s.counts})}}
+    doc_container = np.repeat(np.arange(len(scans), dtype=np.int64), counts)
+    record = _cat([s.record for s in scans])
+    if options.class_field:
+        values = np.array([v for s in scans for v in (s.classes or [])], dtype=str)
+        names_arr, doc_class = np.unique(values, return_inverse=True)
+        names = names_arr.tolist()
+    else:
+        doc_class = np.repeat(np.asarray(cls_list, dtype=np.int64), counts)
+        kept = np.unique(doc_class)
+        names = [folder_classes[k] for k in kept.tolist()]
+        doc_class = np.searchsorted(kept, doc_class)
+    doc_class = doc_class.astype(np.int64)
+    # class, then container, then record; already so with classes from folders (no permutation, no copies)
+    order: Any = slice(None) if bool(np.all(doc_class[1:] >= doc_class[:-1])) else np.argsort(doc_class, kind="stable")
+    members = [s.names for s in scans] if options.documents == "tar" else None
+    all_paths = RecordPaths((list(paths), doc_container, record, members))  # made when first needed
+    doc_paths = all_paths if isinstance(order, slice) else PathList.of(all_paths.take(order))
+    lines = options.documents == "jsonl" and all(s.json_offset is not None for s in scans)  # none compressed
+    json_off = _cat([s.json_offset for s in scans])[order] if lines else None
+    json_len = _cat([s.json_length for s in scans])[order] if lines else None
+    records = RecordFiles(source, doc_paths, doc_container[order], _cat([s.offset for s in scans])[order],
+                          _cat([s.length for s in scans])[order], _cat([s.inplace for s in scans], bool)[order],
+                          decoded, json_off, json_len, record[order])
+    doc_class = doc_class[order]
+    del scans  # the per-container arrays: concatenated above, not kept twice at the peak
+    if not len(records):
+        raise InputError(f"fps: the containers hold no documents (documents={options.documents!r}); "
+                         f"e.g. {paths[0]!r}")
+    magic_calls = 0
+    if isinstance(spec.metadata, str):
+        want = ("description",) if spec.metadata == "file" else ("mime",)
+        described = list(records.describe(list(doc_paths), kinds=want))
+        magic_calls = len(described)
+        headers = headers_from(spec.metadata, doc_paths, [d for d, _ in described], [m for _, m in described])
+    else:
+        headers = headers_from(spec.metadata, doc_paths, [], []) if callable(spec.metadata) else []
+    documents = build_documents(doc_paths, doc_class, records.sizes, headers, Vocab(spec.n_bytes),
+                                with_header=spec.with_header, mtimes=records.stamps, source=records)
+    info = {"cache": "hit" if reused == len(counts) else "miss" if storage.cache_dir else "off",
+            "libmagic_calls": magic_calls, "records": records_info}
+    return _corpus(names, doc_paths, doc_class, corpus.form), documents, info

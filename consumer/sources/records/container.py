@@ -1,0 +1,55 @@
+"""One container file as the scanners see it: :class:`Container` (its path, size, version-checked chunks and a
+version check), and :func:`split_lines` (line boundaries of a byte stream by a numpy scan for 0x0A, no Python loop
+per line)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Container", "SCAN_CHUNK", "line_spans"]
+
+SCAN_CHUNK = 1 << 24  # bytes read (and scanned for newlines) at a time while indexing
+
+
+@dataclass(frozen=True)
+class Container:
+    """``path`` (as the dataset names it), ``size`` (bytes, as listed), ``chunks()`` (the bytes in version-checked
+    pieces), ``check()`` (FileChangedError unless still the version listed), ``local`` (a path to open directly
+    for Parquet and tar headers, or None), ``compressed`` (``chunks()`` gives the decompressed stream, which has no
+    byte ranges in the file: documents go to the decode cache)."""
+
+    path: str
+    size: int
+    chunks: Callable[[], Iterator[Any]]
+    check: Callable[[], None]
+    local: str | None = None
+    compressed: bool = False
+
+
+def line_spans(container: Container) -> Iterator[tuple[memoryview, int, np.ndarray, np.ndarray]]:
+    """Complete lines of ``container`` a chunk at a time: ``(buffer, base, starts, ends)``, where line ``k`` is
+    ``buffer[starts[k] - base:ends[k] - base]`` (excluding the ``\\n``; a final line without one included) and
+    ``starts``/``ends`` are byte offsets in the container. Only 0x0A ends a line (never U+2028, NEL or a lone
+    CR). A line longer than one chunk is carried over whole (its bytes are held until it ends)."""
+    carry = b""
+    base = 0  # container offset of carry[0]
+    for piece in container.chunks():
+        buf = carry + bytes(piece) if carry else bytes(piece)
+        arr = np.frombuffer(buf, dtype=np.uint8)
+        nl = np.flatnonzero(arr == 10)
+        if nl.size:
+            starts = np.empty(nl.size, dtype=np.int64)
+            starts[0] = 0
+            starts[1:] = nl[:-1] + 1
+            yield memoryview(buf), base, starts + base, nl.astype(np.int64) + base
+            cut = int(nl[-1]) + 1
+            carry = buf[cut:]
+            base += cut
+        else:
+            carry = buf
+    if carry:
+        yield memoryview(carry), base, np.array([base], dtype=np.int64), np.array([base + len(carry)], np.int64)

@@ -1,0 +1,108 @@
+"""The paths documents show (SQL ``path``, errors, ``ds.files``): ``container#record`` for lines, JSON records and
+Parquet rows (``record`` 0-based), ``archive.tar/member`` for tar members. Built straight into one
+:class:`~consumer.sources.paths.PathList` blob with numpy (no Python string per document), and only when first
+needed (:class:`RecordPaths`: building a dataset and counting its documents never makes them)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..paths import PathList
+
+__all__ = ["record_paths", "RecordPaths"]
+
+
+def _numbered(prefix: bytes, records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``prefix + decimal(record) + NUL`` for every record (records non-decreasing), one uint8 blob, and the byte
+    length of each (NUL included)."""
+    if not records.size:
+        return np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64)
+    digits = np.ones(records.size, dtype=np.int64)
+    for d in range(1, 19):  # 10**19 is past int64: numpy would compare as objects
+        digits += records >= 10 ** d
+    out = []
+    head = np.frombuffer(prefix, dtype=np.uint8)
+    # runs of one digit count (records only grow, so there are at most 19 runs)
+    cuts = np.flatnonzero(np.diff(digits)) + 1
+    for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, records.size].tolist()):
+        d = int(digits[lo])
+        rows = np.empty((hi - lo, head.size + d + 1), dtype=np.uint8)
+        rows[:, :head.size] = head
+        r = records[lo:hi]
+        for j in range(d):
+            rows[:, head.size + j] = (r // 10 ** (d - 1 - j)) % 10 + 48
+        rows[:, -1] = 0
+        out.append(rows.reshape(-1))
+    return np.concatenate(out), digits + (len(prefix) + 1)
+
+
+def record_paths(containers: Sequence[str], doc_container: np.ndarray, records: np.ndarray,
+                 members: Sequence[Sequence[str] | None] | None = None) -> PathList:
+    """The path of every document: container ``doc_container[i]`` (non-decreasing) and its record number, or its
+    member name where ``members[c]`` lists them (tar)."""
+    parts, widths = [], []
+    bounds = np.searchsorted(doc_container, np.arange(len(containers) + 1))
+    for c, name in enumerate(containers):
+        lo, hi = int(bounds[c]), int(bounds[c + 1])
+        if hi == lo:
+            continue
+        named = members[c] if members is not None else None
+        if named is not None:
+            blob = np.frombuffer(os.fsencode("\0".join(f"{name}/{m}" for m in named) + "\0"), dtype=np.uint8)
+            parts.append(blob)
+            widths.append(np.diff(np.flatnonzero(blob == 0), prepend=-1))
+        else:
+            blob, width = _numbered(os.fsencode(name) + b"#", records[lo:hi])
+            parts.append(blob)
+            widths.append(width)
+    if not parts:
+        return PathList.of([])
+    joined = np.concatenate(parts)
+    at = np.zeros(sum(w.size for w in widths) + 1, dtype=np.int64)
+    np.cumsum(np.concatenate(widths), out=at[1:])
+    return PathList(joined[:-1] if joined.size else joined, at)
+
+
+class RecordPaths(PathList):
+    """A :class:`~consumer.sources.paths.PathList` of document paths made on first use: its length is known at once,
+    slices stay lazy, and anything else builds the blob (:func:`record_paths` of ``args``) once for every slice of
+    it. Pickles as its arguments (small arrays), not as the blob."""
+
+    __slots__ = ("_args", "_cell", "_n0", "_n1")
+
+    def __init__(self, args: tuple, lo: int = 0, hi: int | None = None, cell: dict | None = None) -> None:
+        self._args, self._cell = args, cell if cell is not None else {}
+        self._n0 = int(lo)
+        self._n1 = int(len(args[1]) if hi is None else hi)
+
+    def _made(self) -> bool:
+        try:
+            object.__getattribute__(self, "_blob")
+        except AttributeError:
+            return False
+        return True
+
+    def __getattr__(self, name: str) -> object:  # an unset slot of PathList: build the paths now
+        if name not in PathList.__slots__:
+            raise AttributeError(name)
+        made = self._cell.get("paths")
+        if made is None:
+            made = self._cell["paths"] = record_paths(*self._args)
+        PathList.__init__(self, made._blob, made._at, self._n0, self._n1)
+        return object.__getattribute__(self, name)
+
+    def __len__(self) -> int:
+        return self._n1 - self._n0
+
+    def __getitem__(self, i: Any) -> Any:  # PathList's overloads; slices stay lazy
+        if isinstance(i, slice) and not self._made() and i.step in (None, 1):
+            start, stop, _ = i.indices(len(self))
+            return RecordPaths(self._args, self._n0 + start, self._n0 + max(start, stop), self._cell)
+        return PathList.__getitem__(self, i)
+
+    def __reduce__(self) -> tuple:
+        return RecordPaths, (self._args, self._n0, self._n1)

@@ -1,0 +1,147 @@
+"""Documents inside container files as a :class:`~consumer.sources.base.ByteSource`: :class:`RecordFiles`.
+
+Its "files" are the documents (``paths`` like ``shard.jsonl#12`` or ``shard.tar/name``; ``sizes`` their byte
+lengths; ``stamps`` their container's change stamp), so samples, fetch, pack, the loader and SQL work on them
+unchanged. A document is either a byte range of its container (a line, a tar member: read in place through the
+containers' own source, with its version checks) or a range of the container's decode cache (JSON texts, Parquet
+values: read from the cache after checking the container is still the version indexed). A container that changed
+after indexing is never served: :class:`~consumer.errors.FileChangedError` names it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...errors import FileChangedError
+from ..base import ByteSource, check_ranges
+from ..paths import PathList
+
+__all__ = ["RecordFiles"]
+
+_MAGIC_HEAD = 1 << 20  # bytes of a document libmagic looks at
+
+
+class RecordFiles(ByteSource):
+    """Documents ``i`` = ``doc_length[i]`` bytes at ``doc_offset[i]`` of container ``doc_container[i]`` (of
+    ``containers``, a source of the container files) when ``doc_inplace[i]``, else of that container's decode cache
+    ``decoded[c]`` (a file path, or a uint8 array when kept in memory). ``json_offset``/``json_length``: each JSON
+    record's line in its container (jsonl), else None; ``record``: each document's line, row or member number."""
+
+    kind = "documents inside container files"
+    whole_files = False
+    durable = True
+
+    def __init__(self, containers: ByteSource, paths: Sequence[str], doc_container: np.ndarray,
+                 doc_offset: np.ndarray, doc_length: np.ndarray, doc_inplace: np.ndarray,
+                 decoded: Sequence[Any], json_offset: np.ndarray | None = None,
+                 json_length: np.ndarray | None = None, record: np.ndarray | None = None) -> None:
+        self.containers = containers
+        self.paths = paths if isinstance(paths, PathList) else PathList.of(list(paths))
+        self.doc_container = np.asarray(doc_container, dtype=np.int64)
+        self.doc_offset = np.asarray(doc_offset, dtype=np.int64)
+        self.sizes = np.asarray(doc_length, dtype=np.int64)
+        self.doc_inplace = np.asarray(doc_inplace, dtype=bool)
+        self.stamps = containers.stamps[self.doc_container] if self.doc_container.size else np.zeros(0, np.int64)
+        self.decoded = list(decoded)
+        self.json_offset, self.json_length = json_offset, json_length
+        self.record = np.zeros(self.sizes.size, np.int64) if record is None else np.asarray(record, dtype=np.int64)
+        self._maps: dict[int, np.ndarray] = {}
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_maps"] = {}  # memory maps are reopened in each process
+        return state
+
+    def _decoded(self, c: int) -> np.ndarray:
+        got = self._maps.get(c)
+        if got is None:
+            where = self.decoded[c]
+            if isinstance(where, np.ndarray):
+                got = where
+            else:
+                try:
+                    got = np.memmap(where, dtype=np.uint8, mode="r") if where and os.path.getsize(where) else \
+                        np.zeros(0, np.uint8)
+                except OSError as e:
+                    raise FileChangedError(f"the decode cache of {self.containers.paths[c]!r} ({where}) cannot be "
+                                           f"read: {e.strerror}; build the dataset again") from None
+            self._maps[c] = got
+        return got
+
+    def subset(self, ids: np.ndarray) -> RecordFiles:
+        """The documents ``ids``, in that order (the containers are shared)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        pick = (lambda a: None if a is None else a[ids])  # noqa: E731
+        return RecordFiles(self.containers, PathList.of(self.paths.take(ids)) if isinstance(self.paths, PathList)
+                           else [self.paths[i] for i in ids.tolist()], self.doc_container[ids], self.doc_offset[ids],
+                           self.sizes[ids], self.doc_inplace[ids], self.decoded, pick(self.json_offset),
+                           pick(self.json_length), self.record[ids])
+
+    def with_paths(self, paths: Sequence[str]) -> RecordFiles:
+        """The same documents under ``paths`` (equal strings)."""
+        return RecordFiles(self.containers, paths, self.doc_container, self.doc_offset, self.sizes, self.doc_inplace,
+                           self.decoded, self.json_offset, self.json_length, self.record)
+
+    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
+        """See :meth:`ByteSource.read_ranges`: ranges of in-place documents are read from their containers (the
+        containers' version checks), the others from the decode caches after checking their containers."""
+        ids, offsets, lengths, at = (np.asarray(x, dtype=np.int64) for x in (ids, offsets, lengths, at))
+        check_ranges(len(self.paths), ids, offsets, lengths, out, at, self.sizes)
+        if not ids.size:
+            return
+        cont, inplace = self.doc_container[ids], self.doc_inplace[ids]
+        start = self.doc_offset[ids] + offsets
+        if inplace.any():
+            self.containers.read_ranges(cont[inplace], start[inplace], lengths[inplace], out, at[inplace])
+        if inplace.all():
+            return
+        rest = ~inplace
+        used = np.unique(cont[rest])
+        zero = np.zeros(used.size, dtype=np.int64)
+        self.containers.read_ranges(used, zero, zero, out, zero)  # each container still the version indexed
+        for c, lo, n, q in zip(cont[rest].tolist(), start[rest].tolist(), lengths[rest].tolist(), at[rest].tolist()):
+            out[q:q + n] = self._decoded(c)[lo:lo + n]
+
+    def record_lines(self, ids: np.ndarray) -> list[bytes]:
+        """The JSON record (its line, without the ``\\n``) of each document ``ids`` (jsonl only), read from the
+        containers with their version checks."""
+        if self.json_offset is None or self.json_length is None:
+            return [b""] * len(ids)
+        ids = np.asarray(ids, dtype=np.int64)
+        lens = self.json_length[ids]
+        at = np.zeros(ids.size, dtype=np.int64)
+        if ids.size > 1:
+            np.cumsum(lens[:-1], out=at[1:])
+        out = np.empty(int(lens.sum()), dtype=np.uint8)
+        self.containers.read_ranges(self.doc_container[ids], self.json_offset[ids], lens, out, at)
+        raw = out.tobytes()
+        return [raw[a:a + n] for a, n in zip(at.tolist(), lens.tolist())]
+
+    def document_bytes(self, i: int, limit: int | None = None) -> bytes:
+        """The bytes of document ``i`` (the first ``limit`` of them)."""
+        n = int(self.sizes[i]) if limit is None else min(int(self.sizes[i]), limit)
+        out = np.empty(n, dtype=np.uint8)
+        self.read_ranges([i], [0], [n], out, [0])
+        return out.tobytes()
+
+    def describe(self, paths: Sequence[str], *, kinds: Sequence[str], verbose: bool = False,
+                 chunk: int = 256) -> Iterator[tuple[str | None, str | None]]:
+        """libmagic on each document's bytes (its first MiB), by the document's path."""
+        from ..magic import import_magic  # noqa: PLC0415  (libmagic loads when a document is described)
+
+        magic = import_magic()
+        where = {p: k for k, p in enumerate(self.paths)}
+        desc, mime = magic.Magic(), magic.Magic(mime=True)
+        for p in paths:
+            data = self.document_bytes(where[p], _MAGIC_HEAD)
+            yield (desc.from_buffer(data) if "description" in kinds else None,
+                   mime.from_buffer(data) if "mime" in kinds else None)
+
+    def handoff(self) -> dict | None:
+        """Records are rebuilt from their pickled arrays (the recipe), never reopened from paths alone."""
+        return {"kind": "records"}
+
