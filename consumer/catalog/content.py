@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FileChangedError, InputError, short_repr
+from ..sources.version import change_stamp
 from ..util.progress import progress_bar
 
 __all__ = [
@@ -208,11 +209,6 @@ def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
     """What must not change while a file is read: size, mtime, ctime (a rewrite with its mtime set back
     still moves it), and device/inode (a file renamed over it)."""
     return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_dev, st.st_ino
-
-
-def change_stamp(st: os.stat_result) -> int:
-    """The change stamp of a file (ns): ``max(mtime, ctime)``, what the catalog and the dataset key on."""
-    return max(st.st_mtime_ns, st.st_ctime_ns)
 
 
 def content_stats(path: str, *, chunk: int = READ_CHUNK, buffer: np.ndarray | None = None) -> ContentStats:

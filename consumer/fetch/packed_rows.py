@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError, InputError, short_repr
+from ..sources.version import FileVersion
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from .reader import packed_runs
@@ -77,7 +78,7 @@ class PackedRows:
         self.eager = self.local and n_tokens * self.tokens.itemsize <= eager_bytes
         self.clean = False  # every block found clean: a call only compares the stamp
         self.all_runs = bool((self.start >= 0).all())  # every sample is one store range: no per-call test
-        self.stamp: tuple[int, ...] | None = None
+        self.stamp: FileVersion | None = None
         # the data file held open for a cheap ``fstat`` per call (closed with this object): it is the file the
         # memory map reads, so a file renamed over the store's path is not mistaken for a change of this one
         self._fd = -1
@@ -91,7 +92,7 @@ class PackedRows:
         if self._fd < 0:
             return
         st = os.fstat(self._fd)
-        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        stamp = FileVersion.of(st)
         if stamp != self.stamp:
             self.checked[:] = False
             self.blocks[:] = False
