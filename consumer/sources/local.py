@@ -35,8 +35,6 @@ class LocalFiles(ByteSource):
     an index cache entry by another process)."""
 
     kind = "local files"
-    whole_files = True
-    durable = True
 
     def __init__(self, paths: Sequence[str], sizes: np.ndarray, stamps: np.ndarray,
                  ident: np.ndarray | None = None) -> None:

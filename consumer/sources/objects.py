@@ -38,8 +38,6 @@ class ObjectFiles(ByteSource):
     connections in each process)."""
 
     kind = "URLs"
-    whole_files = False  # the content pass reads whole files: only local ones
-    durable = True
 
     def __init__(self, reader: RemoteReader, paths: Sequence[str], sizes: np.ndarray, stamps: np.ndarray,
                  etags: Sequence[str | None]) -> None:

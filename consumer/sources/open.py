@@ -44,11 +44,10 @@ def expand_fps(fps: Any, storage: Storage) -> Any:
 
 
 def open_source(paths: Sequence[str], storage: Storage, *, classes: Sequence[str] | None = None,
-                whole_files_for: str | None = None, stat: Callable | None = None) -> ByteSource:
+                stat: Callable | None = None) -> ByteSource:
     """The source of ``paths`` (one kind per dataset): local files (stat'ed) or objects behind URLs (listed: sizes,
     times, ETags), with ``storage`` (options and read-through cache for URLs; local files take none).
-    ``classes`` (one per path) only name a file's class in errors. ``whole_files_for`` names a setting that reads
-    whole local files (e.g. ``"dedupe='content'"``): refused for URLs before anything is listed. ``stat`` (same
+    ``classes`` (one per path) only name a file's class in errors. ``stat`` (same
     signature as :func:`~consumer.sources.corpus.stat_files`) replaces the local ``stat`` of local files, e.g. by
     one that runs on a cluster's workers."""
     urls = [is_url(p) for p in paths] if _may_hold_urls(paths) else []
@@ -60,9 +59,6 @@ def open_source(paths: Sequence[str], storage: Storage, *, classes: Sequence[str
     if not all(urls):
         raise InputError(f"fps mixes URLs and local paths (e.g. {paths[urls.index(False)]!r}); build one dataset "
                          "per kind")
-    if whole_files_for:
-        raise InputError(f"{whole_files_for} reads every byte of local files; fps holds URLs (dedupe them locally "
-                         "or drop the setting)")
     from .objects import ObjectFiles  # noqa: PLC0415  (fsspec loads only for URLs)
 
     return ObjectFiles.listed(paths, storage)
