@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
+from ..formats.chunksums import ChunkVerifier
 from ..sources.corpus import Corpus
 from ..sources.open import locate_store
 from ..sources.paths import PathList
@@ -25,7 +26,7 @@ from ..tokens.documents import DocumentTable, tokenise_headers
 from ..tokens.vocab import Vocab, decode_ids
 from ..util.validate import check_int
 from .layout import FORMATS, as_prefix, check_file_sizes, read_sidecar_file, store_dtype
-from .sums import load_verifier
+from .sums import data_offset, load_verifier
 from .table import read_table
 
 __all__ = ["open_packed", "open_store", "read_sidecar", "inspect_packed", "load_store", "Store"]
@@ -45,10 +46,12 @@ class Store:
     doc_header: np.ndarray  # int64 [D]
     lengths: np.ndarray     # int64 [D] tokens per document, from the store's own index
     starts: np.ndarray      # int64 [D] first token of each document in ``tokens``
-    tokens: Any             # np.ndarray (memory map), or RemoteTokens (read by ranges)
-    verifier: Any = None    # ChunkVerifier of the tokens (consumer.packed.sums), None for a store without sums
-    data_file: str | None = None  # the local file holding ``tokens`` (None: a store at a URL, checked by ETag)
-    reads: TokenStore | None = None  # how documents read ``tokens`` (mapped or by ranges), the chunk sums checked
+    tokens: TokenStore      # memory-mapped or read by ranges; reads check the chunk sums (``tokens.verifier``)
+
+    @property
+    def verifier(self) -> ChunkVerifier | None:
+        """The chunk verifier of the tokens (:mod:`consumer.packed.sums`), None for a store without sums."""
+        return self.tokens.verifier
 
 
 def load_store(prefix: Any, storage: Storage | None = None) -> Store:
@@ -79,8 +82,7 @@ def _load_local(local: Any, storage: Storage) -> Store:
     verifier = load_verifier(where, side, tokens.itemsize, int(tokens.size) * tokens.itemsize)
     data_file = str(files["bin" if "bin" in files else "pbin"])
     return Store(where, side, fmt, Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header, lengths,
-                 np.asarray(starts, dtype=np.int64), tokens, verifier, data_file,
-                 MappedTokens(tokens, verifier, data_file))
+                 np.asarray(starts, dtype=np.int64), MappedTokens(tokens, verifier, data_file, data_offset(fmt)))
 
 
 def _load_objects(url: str, storage: Storage) -> Store:
@@ -89,7 +91,7 @@ def _load_objects(url: str, storage: Storage) -> Store:
 
     side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths, verifier = load_remote_store(url, storage)
     return Store(url, side, side["store"], Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header, lengths,
-                 np.asarray(starts, dtype=np.int64), tokens, verifier, None, RangedTokens(tokens, verifier))
+                 np.asarray(starts, dtype=np.int64), RangedTokens(tokens, verifier))
 
 
 _LOADERS = {"local": _load_local, "objects": _load_objects}  # by StoreLocation.kind
@@ -130,9 +132,7 @@ def _open(prefix: Any, storage: Storage | None) -> tuple[Store, Corpus, Document
     doc_class = store.doc_class[order]
     header_ptr, header_tok = tokenise_headers(side["headers"], store.vocab, side["with_header"])
     path_list = PathList.of(paths)
-    if store.reads is None:
-        raise FormatError(f"{store.prefix}: the store was loaded without its token reader")
-    tokens = TokenData(tokens=store.reads, doc_ptr=store.starts[order], store=store.fmt, prefix=str(store.prefix))
+    tokens = TokenData(tokens=store.tokens, doc_ptr=store.starts[order], store=store.fmt, prefix=str(store.prefix))
     source = StoreFiles(tokens, path_list, store.doc_size[order])
     docs = DocumentTable(
         vocab=store.vocab, paths=path_list, doc_class=doc_class, doc_size=source.sizes,

@@ -40,7 +40,7 @@ import math
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -50,8 +50,7 @@ from ..errors import ConsumerError, QueryError, short_repr
 from .functions import FUNCTIONS as SQL_FUNCTIONS
 from .functions import FunctionErrors, register_functions
 
-__all__ = ["ALLOWED_FUNCTIONS", "MAX_VALUE_BYTES", "PROGRESS_STEPS", "DatasetSQL", "Rows", "check_timeout",
-           "content_completer"]
+__all__ = ["ALLOWED_FUNCTIONS", "MAX_VALUE_BYTES", "PROGRESS_STEPS", "DatasetSQL", "Rows", "check_timeout"]
 
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
 _SCHEMA_TABLES = {"sqlite_master", "sqlite_temp_master", "sqlite_schema", "sqlite_temp_schema"}
@@ -182,13 +181,6 @@ def _fetch_at_most(cur: sqlite3.Cursor, max_rows: int, statement: str) -> list:
                              f"max_rows): {short_repr(statement, 200)}")
         if not chunk:
             return rows
-
-
-def content_completer(catalog, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *,
-                      verbose: bool = False) -> Callable[[], int]:
-    """The ``ensure_content`` callback of a dataset: fills the catalog's content columns of its files
-    (``catalog.ensure_content``), holding no reference to the dataset object itself."""
-    return lambda: catalog.ensure_content(paths, sizes, mtimes, verbose=verbose)
 
 
 class DatasetSQL:

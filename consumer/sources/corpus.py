@@ -37,6 +37,7 @@ from ..errors import InputError, short_repr
 from ..util.fileio import check_path, stat_regular
 from .paths import PathList
 from .urls import expand_local, is_url, local_path_of
+from .version import change_stamps
 
 __all__ = ["DEFAULT_CLASS", "ClassFiles", "Corpus", "corpus_of_walk", "normalise", "probe_files", "refuse_same_files",
            "stat_files"]
@@ -306,7 +307,7 @@ def stat_files(paths: Sequence[str], classes: list[str] | None = None, *, check_
             _probe(path, st)
         sizes[i], mtimes[i], ctimes[i] = st.st_size, st.st_mtime_ns, st.st_ctime_ns
         ident[i, 0], ident[i, 1] = st.st_dev, st.st_ino
-    np.maximum(mtimes, ctimes, out=mtimes)
+    change_stamps(mtimes, ctimes, out=mtimes)
     refuse_same_files(paths, classes, ident)
     return sizes, mtimes
 

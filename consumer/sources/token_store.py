@@ -6,7 +6,10 @@ lives decides how it is read, and each way is one implementation:
 - :class:`MappedTokens`: a local store, memory-mapped (zero-copy slices; :meth:`TokenStore.mapped` offers the
   array itself to the lean fetch path of :mod:`consumer.fetch.packed_rows`);
 - :class:`RangedTokens`: a store in object storage, read by concurrent range requests
-  (:class:`~consumer.sources.remote_tokens.RemoteTokens`), never downloaded whole.
+  (:class:`~consumer.sources.remote_tokens.RemoteTokens`), never downloaded whole;
+- :class:`FileTokens`: a local store's data file read by plain ``pread`` calls, for one pass over much of a store
+  (a merge copying it, a check of every chunk): a memory map would keep every page it touched resident.
+  :meth:`TokenStore.for_one_pass` gives it.
 
 Every read goes through :meth:`TokenStore.copy_ranges` or :meth:`TokenStore.read`, which check the store's chunk
 sums first (its :class:`~consumer.formats.chunksums.ChunkVerifier`, when the store has them): a damaged chunk raises
@@ -17,16 +20,28 @@ few methods; nothing that reads a store asks which implementation it holds.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 
+from ..errors import FormatError
 from ..formats.chunksums import ChunkVerifier
 from ..formats.mmidx import copy_ranges
 from .remote_tokens import RemoteTokens
 
-__all__ = ["TokenStore", "MappedTokens", "RangedTokens", "TokenData"]
+__all__ = ["TokenStore", "MappedTokens", "RangedTokens", "FileTokens", "TokenData"]
+
+
+class RawTokens(Protocol):
+    """Token data read as stored, unchecked (what a chunk verifier reads the chunks it checks from)."""
+
+    dtype: np.dtype
+
+    def copy_ranges(self, out: np.ndarray, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray) -> None:
+        """``out[dst[r]:][:cnt[r]] = tokens[src[r]:][:cnt[r]]`` for every range ``r``."""
 
 
 class TokenStore(ABC):
@@ -70,18 +85,34 @@ class TokenStore(ABC):
         return None
 
     @abstractmethod
-    def _raw(self) -> np.ndarray | RemoteTokens:
+    def read_as_stored(self, start: int, count: int) -> np.ndarray:
+        """Tokens ``[start, start + count)`` as stored, *not* checked against the chunk sums: for
+        ``verify_packed``, which scans every block itself and reports each damaged chunk instead of raising."""
+
+    def for_one_pass(self) -> TokenStore:
+        """The same token data, read for one pass over much of the store (a merge copying it, a check of every
+        chunk); :meth:`close` it afterwards. A memory-mapped store gives :class:`FileTokens` (plain reads: a memory
+        map would keep every page it touched resident); others give themselves."""
+        return self
+
+    def close(self) -> None:
+        """Release what reading opened (a :class:`FileTokens`' descriptor); nothing for the others."""
+        return None
+
+    @abstractmethod
+    def _raw(self) -> np.ndarray | RawTokens:
         """What the chunk verifier reads the chunks it checks from."""
 
 
 class MappedTokens(TokenStore):
     """A local store's tokens, memory-mapped: ``array`` (1-D, read-only)."""
 
-    def __init__(self, array: np.ndarray, verifier: ChunkVerifier | None = None, data_file: str | None = None) -> None:
+    def __init__(self, array: np.ndarray, verifier: ChunkVerifier | None = None, data_file: str | None = None,
+                 data_offset: int = 0) -> None:
         self.array = array
         self.plain = array.view(np.ndarray)  # slicing an np.memmap subclass costs about a microsecond more
         self.dtype, self.size = np.dtype(array.dtype), int(array.size)
-        self.verifier, self.data_file = verifier, data_file
+        self.verifier, self.data_file, self.data_offset = verifier, data_file, int(data_offset)
 
     def copy_ranges(self, out: np.ndarray, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray,
                     longest: int | None = None) -> None:
@@ -92,6 +123,16 @@ class MappedTokens(TokenStore):
     def mapped(self) -> np.ndarray:
         """The memory-mapped tokens as a plain array."""
         return self.plain
+
+    def read_as_stored(self, start: int, count: int) -> np.ndarray:
+        """See :meth:`TokenStore.read_as_stored`: a slice of the memory map."""
+        return self.plain[start:start + count]
+
+    def for_one_pass(self) -> TokenStore:
+        """Plain reads of the data file (:class:`FileTokens`), when the store knows it; else the memory map."""
+        if self.data_file is None:
+            return self
+        return FileTokens(self.data_file, self.dtype, self.size, self.verifier, self.data_offset)
 
     def _raw(self) -> np.ndarray:
         return self.array
@@ -114,11 +155,72 @@ class RangedTokens(TokenStore):
         self.check_ranges(src, cnt, longest)
         self.remote.copy_ranges(out, src, cnt, dst)
 
+    def read_as_stored(self, start: int, count: int) -> np.ndarray:
+        """See :meth:`TokenStore.read_as_stored`: one range request (the ETag checked)."""
+        return self.remote.read(start, count)
+
     def _raw(self) -> RemoteTokens:
         return self.remote
 
     def __repr__(self) -> str:
         return f"RangedTokens({self.remote.url!r}, dtype={self.dtype.name}, size={self.size})"
+
+
+class _Preads:
+    """Token ranges of a data file by plain ``pread`` calls (tokens from byte ``offset``), unchecked; the file
+    opens at the first read."""
+
+    def __init__(self, path: str, dtype: np.dtype, offset: int) -> None:
+        self.path, self.dtype, self.offset, self.fd = path, dtype, offset, -1
+
+    def read(self, start: int, count: int) -> np.ndarray:
+        if self.fd < 0:
+            self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        width = self.dtype.itemsize
+        data = os.pread(self.fd, count * width, self.offset + start * width)
+        if len(data) != count * width:
+            raise FormatError(f"{self.path}: truncated store file: wanted {count * width} bytes at byte "
+                              f"{self.offset + start * width}, got {len(data)}")
+        return np.frombuffer(data, dtype=self.dtype)
+
+    def copy_ranges(self, out: np.ndarray, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray) -> None:
+        for s, c, d in zip(src.tolist(), cnt.tolist(), dst.tolist()):
+            out[d:d + c] = self.read(s, c)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class FileTokens(TokenStore):
+    """A local store's tokens read by plain reads of ``data_file`` (tokens from byte ``data_offset``): no memory
+    map keeps the pages of a pass over the whole store resident. Opened at the first read; :meth:`close` it."""
+
+    def __init__(self, data_file: str, dtype: np.dtype, size: int, verifier: ChunkVerifier | None = None,
+                 data_offset: int = 0) -> None:
+        self.dtype, self.size, self.verifier, self.data_file = np.dtype(dtype), int(size), verifier, data_file
+        self._preads = _Preads(data_file, self.dtype, int(data_offset))
+
+    def copy_ranges(self, out: np.ndarray, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray,
+                    longest: int | None = None) -> None:
+        """See :meth:`TokenStore.copy_ranges`: one ``pread`` per range."""
+        self.check_ranges(src, cnt, longest)
+        self._preads.copy_ranges(out, src, cnt, dst)
+
+    def read_as_stored(self, start: int, count: int) -> np.ndarray:
+        """See :meth:`TokenStore.read_as_stored`: one ``pread``."""
+        return self._preads.read(start, count)
+
+    def close(self) -> None:
+        """Close the data file (reopened by the next read)."""
+        self._preads.close()
+
+    def _raw(self) -> _Preads:
+        return self._preads
+
+    def __repr__(self) -> str:
+        return f"FileTokens({self.data_file!r}, dtype={self.dtype.name}, size={self.size})"
 
 
 @dataclass(frozen=True, eq=False)
