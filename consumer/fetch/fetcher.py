@@ -9,9 +9,9 @@ and holds no open resources.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import InputError, short_repr
 from ..sources.base import ByteSource
@@ -36,7 +36,7 @@ _NONE = np.zeros(0, dtype=np.int64)  # a per-sample fact no selected column read
 _INT64, _INT32 = np.dtype(np.int64), np.dtype(np.int32)
 
 
-def _out_dtype(out_dtype: Any) -> np.dtype | None:
+def _out_dtype(out_dtype: object) -> np.dtype | None:
     """numpy int64 or int32 for an accepted ``out_dtype``, else None."""
     if out_dtype is np.int64:
         return _INT64
@@ -73,8 +73,8 @@ class Fetcher:
         # store range, the clean-sample marks and the store stamp; for files, a few rows with Python ints
         self._rows: _StoreRows | _FileRows | None = None
 
-    def fetch(self, sample_ids: np.ndarray, query=None, *, mask: MaskConfig, epoch: int = 0,
-              width: int | None = None, out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
+    def fetch(self, sample_ids: np.ndarray, query: object = None, *, mask: MaskConfig, epoch: int = 0,
+              width: int | None = None, out_dtype: npt.DTypeLike = np.int64) -> dict[str, np.ndarray]:
         """The columns of ``query`` for ``sample_ids`` (in order; int64 or ``out_dtype``). ``epoch`` varies the masks;
         ``width`` (>= the longest selected sample) narrows the rows from ``seqlen``."""
         cols = columns_of(query)
@@ -146,7 +146,8 @@ class Fetcher:
             raise InputError(f"file_id must be an int in [0, {len(docs)}), got {short_repr(file_id)}")
         n = int(docs.doc_len[file_id])
         zero = np.zeros(1, dtype=np.int64)
-        return read_segments(docs, (1, n), zero, zero, np.array([file_id]), zero, np.array([n]))[0][0]
+        row: np.ndarray = read_segments(docs, (1, n), zero, zero, np.array([file_id]), zero, np.array([n]))[0][0]
+        return row
 
 
 class _StoreRows:

@@ -161,7 +161,7 @@ class PackedRows:
             return self._few(ids.tolist(), self.seqlen if width is None else width, dtype)
         return self._many(ids, self.seqlen if width is None else width, dtype)
 
-    def _few(self, ids: list, L: int, dtype: np.dtype) -> np.ndarray | None:
+    def _few(self, ids: list[int], L: int, dtype: np.dtype) -> np.ndarray | None:
         start, length = self.start, self.length
         spans = []
         for i in ids:

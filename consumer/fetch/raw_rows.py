@@ -17,9 +17,8 @@ cheaper one); it returns None otherwise and the caller uses the general reader.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 
 from ..sources.base import ByteSource
 from ..tokens.documents import DocumentTable
@@ -32,7 +31,7 @@ FEW_ROWS = 8  # up to this many rows (and FEW_SEGMENTS segments) the per-segment
 FEW_SEGMENTS = 16
 
 
-def few_rows(index: SampleIndex, docs: DocumentTable, ids: list[int], width: int, dtype: Any,
+def few_rows(index: SampleIndex, docs: DocumentTable, ids: list[int], width: int, dtype: npt.DTypeLike,
              source: ByteSource | None = None) -> np.ndarray | None:
     """``[len(ids), width]`` token rows of samples ``ids`` read from the source files (``source``: the
     documents' byte source, when the caller has it), PAD after each sample's tokens (``width`` >= the longest of

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import InputError
 from ..sources.base import ByteSource
@@ -43,7 +44,7 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.nda
 def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
               content_mask: bool = False, runs: np.ndarray | None = None,
               width: int | None = None, shift: np.ndarray | None = None,
-              dtype: Any = np.int64) -> tuple[np.ndarray, np.ndarray | None]:
+              dtype: npt.DTypeLike = np.int64) -> tuple[np.ndarray, np.ndarray | None]:
     """Token rows ``[B, seqlen]`` (int64, PAD-filled) of ``sample_ids``, and optionally a content mask.
 
     The content mask is True exactly where a row holds a content token of a file (not header, SEP,
@@ -91,7 +92,7 @@ def _needs_store(what: str) -> Callable[[ByteSource], Any]:
 
 
 def _rows_from_runs(packed: TokenData, pad: int, L: int, start: np.ndarray, length: np.ndarray,
-                    dtype: Any = np.int64) -> np.ndarray:
+                    dtype: npt.DTypeLike = np.int64) -> np.ndarray:
     out, padded = _rows(start.size, L, dtype, length, pad)
     _copy_tokens(out.reshape(-1), packed, start, length, np.arange(start.size, dtype=np.int64) * L, L)
     if not padded:
@@ -99,7 +100,7 @@ def _rows_from_runs(packed: TokenData, pad: int, L: int, start: np.ndarray, leng
     return out
 
 
-def _rows(B: int, L: int, dtype: Any, row_len: np.ndarray, pad: int) -> tuple[np.ndarray, bool]:
+def _rows(B: int, L: int, dtype: npt.DTypeLike, row_len: np.ndarray, pad: int) -> tuple[np.ndarray, bool]:
     """The ``[B, L]`` output of rows holding ``row_len`` tokens from column 0, and whether it is PAD-filled
     already: rows that are mostly padding are filled in one pass first (cheaper than one slice per row after),
     full rows are left uninitialised (every position is written once)."""
@@ -118,7 +119,7 @@ def _pad_tails(out: np.ndarray, row_len: np.ndarray, pad: int) -> None:
 
 def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray, cols: np.ndarray,
                   d: np.ndarray, a: np.ndarray, n: np.ndarray,
-                  content_mask: bool = False, dtype: Any = np.int64,
+                  content_mask: bool = False, dtype: npt.DTypeLike = np.int64,
                   tiled: bool | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """An int64 array of ``shape`` holding document token ranges, PAD everywhere else.
 
@@ -169,7 +170,7 @@ def _copy_tokens(out: np.ndarray, packed: TokenData, src: np.ndarray, cnt: np.nd
     packed.tokens.copy_ranges(out, src, cnt, dst, longest)
 
 
-def _layout(docs: DocumentTable, d: np.ndarray):
+def _layout(docs: DocumentTable, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per segment's document: content start, size in bytes, full content tokens, tail length."""
     size = docs.doc_size[d]
     nfull, k = np.divmod(size, docs.vocab.n_bytes)

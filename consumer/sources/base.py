@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeAlias, TypeVar
 
 import numpy as np
 
@@ -39,12 +39,37 @@ from ..errors import InputError
 from .paths import PathList
 from .token_store import TokenData
 
-__all__ = ["ByteSource", "CHUNK_BYTES", "FEW_RANGES", "check_ranges", "check_few_ranges"]
+__all__ = ["ByteSource", "CHUNK_BYTES", "FEW_RANGES", "Ranges", "Handoff", "Describer", "StatFiles", "check_ranges",
+           "check_few_ranges"]
 
 T = TypeVar("T")  # what a caller of ByteSource.choose makes of the source
 
 CHUNK_BYTES = 1 << 20  # default chunk of iter_chunks
 FEW_RANGES = 8  # up to this many ranges given as lists, read_ranges checks them with plain ints (no numpy round)
+
+Ranges: TypeAlias = "np.ndarray | list[int]"  # one column of read_ranges: int64 array, or a few plain ints
+Handoff: TypeAlias = "dict[str, Any]"  # ByteSource.handoff: JSON-able, read back by open.reopen_source
+
+
+class Describer(Protocol):
+    """What describes files with libmagic (:meth:`ByteSource.describe`, or one run on a cluster's workers): raw
+    ``(description, MIME type)`` per path, in order, None for a kind not in ``kinds``."""
+
+    def __call__(self, paths: Sequence[str], *, kinds: Sequence[str], verbose: bool = False,
+                 chunk: int = 256) -> Iterator[tuple[str | None, str | None]]:
+        """Describe ``paths``."""
+        ...
+
+
+class StatFiles(Protocol):
+    """What lists local files (:func:`~consumer.sources.corpus.stat_files`, or one run on a cluster's workers):
+    sizes and change stamps, ``identity`` (device, inode) filled, ``check_open`` limiting the open probes."""
+
+    def __call__(self, paths: Sequence[str], classes: list[str] | None = None, *,
+                 check_open: np.ndarray | None = None,
+                 identity: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Stat ``paths``."""
+        ...
 
 
 class ByteSource(ABC):
@@ -68,7 +93,7 @@ class ByteSource(ABC):
         """The same source restricted to the files ``ids`` (sorted file ids), in that order."""
 
     @abstractmethod
-    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
+    def read_ranges(self, ids: Ranges, offsets: Ranges, lengths: Ranges, out: np.ndarray, at: Ranges) -> None:
         """Copy bytes ``[offsets[j], offsets[j] + lengths[j])`` of file ``ids[j]`` to ``out[at[j]:]`` for every
         ``j`` (int64 arrays, or lists of ints; ``out`` a writable 1-D uint8 array), every file checked to be the
         version listed before and after its read, so a file rewritten during the read is refused rather than served
@@ -104,7 +129,7 @@ class ByteSource(ABC):
         listing proved it."""
         return None
 
-    def handoff(self) -> dict | None:
+    def handoff(self) -> Handoff | None:
         """What another process needs, beside the paths, sizes and stamps of an index cache entry, to reopen this
         source without listing its files (:func:`consumer.sources.open.reopen_source`; JSON-able), or None when it
         needs nothing more."""
@@ -144,8 +169,8 @@ def check_ranges(n_files: int, ids: np.ndarray, offsets: np.ndarray, lengths: np
         raise InputError(f"at + lengths must stay inside out ({out.size} bytes)")
 
 
-def check_few_ranges(n_files: int, ids: list, offsets: list, lengths: list, out: np.ndarray, at: list,
-                     sizes: np.ndarray) -> None:
+def check_few_ranges(n_files: int, ids: list[int], offsets: list[int], lengths: list[int], out: np.ndarray,
+                     at: list[int], sizes: np.ndarray) -> None:
     """:func:`check_ranges` for a few ranges given as lists of ints (a batch of one or four rows): the same
     refusals, with plain ints."""
     if not (len(ids) == len(offsets) == len(lengths) == len(at)):

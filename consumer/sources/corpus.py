@@ -153,8 +153,8 @@ def _walk_error(error: OSError) -> None:
 
 
 def _scan_directory(root: str) -> dict[str, list[str]]:
-    subdirs: list[os.DirEntry] = []
-    files: list[os.DirEntry] = []
+    subdirs: list[os.DirEntry[str]] = []
+    files: list[os.DirEntry[str]] = []
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError as e:

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from ..errors import FileChangedError
-from .base import FEW_RANGES, ByteSource, check_few_ranges, check_ranges
+from .base import FEW_RANGES, ByteSource, Handoff, Ranges, StatFiles, check_few_ranges, check_ranges
 from .corpus import probe_files, stat_files
 from .paths import PathList
 from .version import FileVersion, change_stamp
@@ -45,7 +44,7 @@ class LocalFiles(ByteSource):
 
     @classmethod
     def listed(cls, paths: Sequence[str], classes: Sequence[str] | None = None,
-               stat: Callable | None = None) -> LocalFiles:
+               stat: StatFiles | None = None) -> LocalFiles:
         """Stat every file of ``paths`` (``classes``, one per path, only name a file's class in errors) with
         ``stat`` (default :func:`~consumer.sources.corpus.stat_files`); no file is opened yet (size-0 files
         excepted): :meth:`check_readable` does that when it is needed."""
@@ -75,7 +74,7 @@ class LocalFiles(ByteSource):
 
         return describe_files(paths, kinds=kinds, verbose=verbose, chunk=chunk)
 
-    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
+    def read_ranges(self, ids: Ranges, offsets: Ranges, lengths: Ranges, out: np.ndarray, at: Ranges) -> None:
         """See :meth:`ByteSource.read_ranges`: per range open, one ``fstat`` checked against the listing, one
         ``preadv`` (more for reads the kernel splits or cuts short), close. This loop is the per-file cost of a
         raw fetch, so it stays lean: locals, one comparison chain, no call per file."""
@@ -121,12 +120,12 @@ class LocalFiles(ByteSource):
             finally:
                 close(fd)
 
-    def handoff(self) -> dict | None:
+    def handoff(self) -> Handoff | None:
         """None: local files reopen from their paths, sizes and stamps alone."""
         return None
 
 
-def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list | None,
+def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list[int] | None,
                 during: bool = False) -> None:
     """The opened file must be the one listed: a regular file of the same :class:`FileVersion` (size, change
     stamp and, when known, device and inode); FileChangedError saying what differs otherwise. ``during``:

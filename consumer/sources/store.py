@@ -11,12 +11,11 @@ pack time stand in for descriptions), no durable catalog rows.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
-from .base import ByteSource, T
+from .base import ByteSource, Handoff, Ranges, T
 from .paths import PathList
 from .token_store import TokenData
 
@@ -55,7 +54,7 @@ class StoreFiles(ByteSource):
         raise InputError(f"{what} reads the bytes of the files; this dataset's files are {self.kind} (it holds "
                          "their tokens, not their bytes)")
 
-    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
+    def read_ranges(self, ids: Ranges, offsets: Ranges, lengths: Ranges, out: np.ndarray, at: Ranges) -> None:
         """Refused: a packed store holds tokens, not the bytes of its files."""
         raise InputError(f"{self.tokens.prefix}: the files of a packed store are not read (it holds their tokens); "
                          "open the source files to read their bytes")
@@ -66,6 +65,6 @@ class StoreFiles(ByteSource):
         raise InputError(f"{self.tokens.prefix}: the files of a packed store are not described by libmagic; their "
                          "headers were recorded at pack time")
 
-    def handoff(self) -> dict:
+    def handoff(self) -> Handoff:
         """A store reopens from its prefix (the dataset's own recipe), not from a handoff."""
         return {"kind": "store", "prefix": self.tokens.prefix}

@@ -26,7 +26,8 @@ def change_stamp(st: os.stat_result) -> int:
 
 def change_stamps(mtimes: np.ndarray, ctimes: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """:func:`change_stamp` of many files at once (int64 ns arrays; ``out`` may be ``mtimes``)."""
-    return np.maximum(mtimes, ctimes, out=out)
+    stamps: np.ndarray = np.maximum(mtimes, ctimes, out=out)
+    return stamps
 
 
 @dataclass(frozen=True)
