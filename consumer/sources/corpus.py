@@ -125,7 +125,7 @@ def _corpus(grouped: dict[str, list[str]], form: str) -> Corpus:
     return Corpus(classes=tuple(classes), form=form)
 
 
-def _as_path(p: Any, where: str) -> str:
+def _as_path(p: object, where: str) -> str:
     if not isinstance(p, PathLike):
         raise InputError(f"{where}: expected a path (str or os.PathLike), got {short_repr(p)}")
     if is_url(p):
@@ -141,7 +141,7 @@ def _as_path(p: Any, where: str) -> str:
     return os.path.normpath(os.path.abspath(s))
 
 
-def _as_class(c: Any, where: str) -> str:
+def _as_class(c: object, where: str) -> str:
     if not isinstance(c, str) or not c:
         raise InputError(f"{where}: class names must be non-empty str, got {short_repr(c)}")
     return c
@@ -187,7 +187,7 @@ def _scan_directory(root: str) -> dict[str, list[str]]:
     return out
 
 
-def _group(fps: Any) -> tuple[dict[str, list[str]], str]:
+def _group(fps: object) -> tuple[dict[str, list[str]], str]:
     """Group any accepted form into ``{class: [paths]}`` (unsorted, unchecked) and name the form."""
     if isinstance(fps, PathLike):
         if is_url(fps) and local_path_of(str(fps)) is None:
@@ -243,7 +243,7 @@ def corpus_of_walk(grouped: dict[str, list[str]]) -> Corpus:
     return _corpus(grouped, "dir")
 
 
-def normalise(fps: Any) -> Corpus:
+def normalise(fps: object) -> Corpus:
     """Turn any accepted ``fps`` form into a validated :class:`Corpus` (see the module docstring)."""
     if isinstance(fps, Corpus):
         return fps

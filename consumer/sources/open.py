@@ -34,7 +34,7 @@ def _may_hold_urls(paths: Sequence[str]) -> bool:
     return any(b"://" in blob[i:i + step + 2].tobytes() for i in range(0, blob.size, step))
 
 
-def expand_fps(fps: Any, storage: Storage) -> Any:
+def expand_fps(fps: object, storage: Storage) -> object:
     """``fps`` as :func:`~consumer.sources.corpus.normalise` takes it: a bucket prefix (``s3://bucket/data/``)
     becomes ``{class: [urls]}`` from one listing (sub-prefixes are classes, like sub-directories); anything else is
     returned as it is."""

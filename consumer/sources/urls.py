@@ -30,7 +30,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import numpy as np
 
@@ -59,7 +59,7 @@ _MTIME_KEYS = ("LastModified", "last_modified", "Last-Modified", "mtime", "updat
                "created")
 
 
-def is_url(path: object) -> bool:
+def is_url(path: object) -> TypeGuard[str]:
     """True if ``path`` is a string of the form ``scheme://...`` (``s3://``, ``https://``, ``file://``, ...)."""
     return isinstance(path, str) and _URL.match(path) is not None
 
