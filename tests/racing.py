@@ -1,8 +1,8 @@
 """Rewriting a file for real while another thread of this process reads it, at a moment the test can see.
 
 Used by the tests of "never a mixed answer" (the content pass, the raw reader). The writer does not guess
-when the reader is busy: it watches the reader through ``/proc`` (the file position of the reader's
-descriptor, or the system call the reader thread is in), writes, sets the mtime back (``touch -r``: only
+when the reader is busy: it watches the reader through ``/proc`` (the bytes the reader thread has read so far,
+or the system call it is in), writes, sets the mtime back (``touch -r``: only
 the ctime moves) and then looks again, so each attempt knows whether the write really landed while the
 read was under way ("raced"). Linux only (``/proc``); the callers skip elsewhere.
 """
@@ -37,17 +37,6 @@ def _descriptor(path: str) -> int | None:
                 return int(name)
         except OSError:
             pass
-    return None
-
-
-def _position(fd: int) -> int | None:
-    try:
-        with open(f"/proc/self/fdinfo/{fd}") as f:
-            for line in f:
-                if line.startswith("pos:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
     return None
 
 
@@ -98,23 +87,36 @@ def _start(read: Callable[[], object]) -> tuple[threading.Thread, Attempt]:
     return thread, attempt
 
 
+def _bytes_read(tid: int) -> int | None:
+    """The bytes thread ``tid`` has read so far (``rchar``: every ``read``/``readv``/``preadv`` it made), or None
+    once it is gone."""
+    try:
+        with open(f"/proc/self/task/{tid}/io") as f:
+            return int(f.readline().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def race_sequential_read(path: str, read: Callable[[], object], data: bytes) -> Attempt:
-    """Run ``read()`` (which reads ``path`` from the start with ``read``/``readv``) in a thread; once its
-    descriptor's position is inside the first half of the file, overwrite ``len(data)`` bytes at 3/4 of it.
-    Raced: after the write the reader's position was still before those bytes, so it had read old bytes and
-    was bound to read new ones."""
+    """Run ``read()`` (which reads ``path`` from the start, in order, with ``read``/``readv`` or ``preadv``, opening
+    it once or once per piece) in a thread; once the bytes that thread has read are inside the first half of the
+    file, overwrite ``len(data)`` bytes at 3/4 of it. Raced: after the write the thread had still read fewer bytes
+    than that, so it had read old bytes and was bound to read new ones (the count includes any other reads of the
+    thread, so it can only overstate how far the read of ``path`` is)."""
     size = os.path.getsize(path)
     at = size * 3 // 4
     thread, attempt = _start(read)
+    while thread.native_id is None:
+        pass
+    tid = thread.native_id
     while not attempt.done.is_set():
-        fd = _descriptor(path)
-        pos = None if fd is None else _position(fd)
+        pos = _bytes_read(tid)
         if not pos:
             continue
         if pos < size // 2:
             overwrite_keeping_mtime(path, at, data)
-            after = _position(fd)
-            attempt.raced = after is not None and 0 < after < at and _descriptor(path) == fd
+            after = _bytes_read(tid)
+            attempt.raced = after is not None and 0 < after < at and not attempt.done.is_set()
         break
     thread.join()
     return attempt

@@ -223,6 +223,49 @@ def test_a_kind_branch_or_loose_settings_are_caught(tmp_path: Path, module: str,
     assert any(p.startswith(module) for p in source_kind_violations(sabotaged(tmp_path, {module: text})))
 
 
+# a dataset's reading strategy is chosen once (ByteSource.choose / bytes_for): no flag of a source is asked outside
+# the modules defining the source and token-store types (formats/ reads raw arrays, below the TokenStore type)
+READING_HOMES = {"sources/base.py", "sources/store.py", "sources/token_store.py"}
+
+
+def reading_flag_violations(root: Path) -> list[str]:
+    """``x.tokens is ...``, ``.durable``, ``.whole_files`` and ``isinstance(tokens, np.ndarray)`` outside the
+    modules that define sources and token stores."""
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel in READING_HOMES or rel.startswith("formats/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            where = f"{rel}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Attribute) and node.attr in ("durable", "whole_files"):
+                problems.append(f"{where} asks .{node.attr} (ask the source what it offers: choose / bytes_for)")
+            elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute) and \
+                    node.left.attr == "tokens" and any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+                problems.append(f"{where} asks whether .tokens is None (ask ByteSource.choose)")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "isinstance" \
+                    and len(node.args) == 2 and "tokens" in ast.unparse(node.args[0]) \
+                    and ast.unparse(node.args[1]).endswith("ndarray"):
+                problems.append(f"{where} tells token stores apart with isinstance (use the TokenStore's methods)")
+    return problems
+
+
+def test_no_reading_flag_is_asked_outside_its_home() -> None:
+    problems = reading_flag_violations(ROOT)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("text", [
+    "\ndef _sabotage(docs):\n    return docs.source.tokens is None\n",
+    "\ndef _sabotage(source):\n    return source.durable\n",
+    "\ndef _sabotage(source):\n    return source.whole_files\n",
+    "\ndef _sabotage(tokens):\n    return isinstance(tokens, np.ndarray)\n",
+])
+def test_a_reading_flag_is_caught(tmp_path: Path, text: str) -> None:
+    assert any(p.startswith("fetch/reader.py") for p in
+               reading_flag_violations(sabotaged(tmp_path, {"fetch/reader.py": text})))
+
+
 def private_imports_of_other_subpackages(tests: Path) -> list[str]:
     """``from consumer.X... import _name`` in a test outside ``tests/X/``: tests reach public names, or the private
     helpers of the subpackage they test, never another subpackage's."""

@@ -81,13 +81,11 @@ def test_a_dataset_with_a_lambda_header_pickles(tmp_path):
     assert clone.get_dict()["metadata"] == "callable"
 
 
-def test_dedupe_and_duplicates_refuse_urls_and_stores(tmp_path):
+def test_duplicates_refuse_stores(tmp_path):
     fps = write_corpus(tmp_path / "data", SIZES)
     Consumer(fps, cache_dir=False).pack(tmp_path / "p")
     with pytest.raises(InputError, match="in a packed store"):
         Consumer.from_packed(tmp_path / "p").duplicates()
-    with pytest.raises(InputError, match="dedupe='content' reads every byte of local files"):
-        Consumer({"a": ["https://127.0.0.1:9/x.bin"]}, dedupe="content", cache_dir=False)
 
 
 def test_an_unreachable_server_is_a_remote_error_naming_the_url():

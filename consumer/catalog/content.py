@@ -56,7 +56,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FileChangedError, InputError, short_repr
+from ..errors import InputError, short_repr
+from ..sources.base import ByteSource
+from ..sources.local import LocalFiles
+from ..sources.version import change_stamp
 from ..util.progress import progress_bar
 
 __all__ = [
@@ -204,17 +207,6 @@ def _byte_counts(data: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
-    """What must not change while a file is read: size, mtime, ctime (a rewrite with its mtime set back
-    still moves it), and device/inode (a file renamed over it)."""
-    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_dev, st.st_ino
-
-
-def change_stamp(st: os.stat_result) -> int:
-    """The change stamp of a file (ns): ``max(mtime, ctime)``, what the catalog and the dataset key on."""
-    return max(st.st_mtime_ns, st.st_ctime_ns)
-
-
 def content_stats(path: str, *, chunk: int = READ_CHUNK, buffer: np.ndarray | None = None) -> ContentStats:
     """The :class:`ContentStats` of one file, read ``chunk`` bytes at a time into ``buffer`` (a
     ``uint8`` array of at least ``chunk`` bytes, reused across calls; allocated when None).
@@ -225,56 +217,36 @@ def content_stats(path: str, *, chunk: int = READ_CHUNK, buffer: np.ndarray | No
     chunk = _check_chunk(chunk)
     if buffer is None or buffer.dtype != np.uint8 or buffer.size < chunk:
         buffer = np.empty(chunk, dtype=np.uint8)
-    return _read_part([path], chunk, buffer)[0]
+    source = _listed([path])
+    return _finish(source.paths, *_read_raw(source, [0], chunk, buffer))[0]
 
 
-def _open(path: str) -> int:
-    try:
-        return os.open(path, _OPEN_FLAGS)
-    except FileNotFoundError:
-        raise InputError(f"paths: file not found: {path!r}") from None
-    except OSError as e:
-        raise InputError(f"paths: cannot open {path!r}: {e.strerror}") from None
+def _listed(paths: Sequence[str]) -> LocalFiles:
+    """``paths`` as local files, each stat'ed once (InputError naming a path that is missing or not a regular
+    file): the versions the pass then reads, or refuses with FileChangedError."""
+    n = len(paths)
+    sizes, stamps, ident = np.empty(n, np.int64), np.empty(n, np.int64), np.empty((n, 2), np.int64)
+    for i, path in enumerate(paths):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise InputError(f"paths: file not found: {path!r}") from None
+        except OSError as e:
+            raise InputError(f"paths: cannot open {path!r}: {e.strerror}") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"paths: {path!r} is not a regular file, refused")
+        sizes[i], stamps[i], ident[i] = st.st_size, change_stamp(st), (st.st_dev, st.st_ino)
+    return LocalFiles(paths, sizes, stamps, ident)
 
 
-def _readv(fd: int, view: memoryview, path: str) -> int:
-    try:
-        return os.readv(fd, [view])
-    except OSError as e:
-        raise InputError(f"paths: cannot read {path!r}: {e.strerror}") from None
-
-
-def _read_whole(fd: int, view: memoryview, size: int, path: str, n: int | None = None) -> int:
-    """Read a file of listed ``size`` into ``view`` (``size + 1`` bytes long, so that a file grown since it
-    was listed reads as longer); the number of bytes read. ``n``: bytes already read into the start of
-    ``view`` (None: none yet). One ``readv`` in the usual case: a read that returns the listed size is the
-    end, no extra read to see EOF."""
-    if n is None:
-        n = _readv(fd, view, path)
-    while 0 < n < size:  # a short read before the listed end: keep reading (or see EOF: the file shrank)
-        r = _readv(fd, view[n:], path)
-        if r == 0:
-            break
-        n += r
-    return n
-
-
-def _stream(fd: int, chunk: int, buffer: np.ndarray, size: int, path: str) -> tuple[int, str, np.ndarray]:
-    """One streaming read of a large file, ``chunk`` bytes at a time: (bytes read, sha256 hex, counts)."""
-    view = memoryview(buffer.data)[:chunk]  # the buffer protocol of the array itself
+def _stream(source: ByteSource, i: int, chunk: int) -> tuple[str, np.ndarray]:
+    """One streaming read of a large file through ``source``, ``chunk`` bytes at a time: (sha256 hex, counts)."""
     digest = hashlib.sha256()
     counts = np.zeros(256, dtype=np.int64)
-    total = 0
-    while True:
-        n = _readv(fd, view, path)
-        if n == 0:
-            break
-        digest.update(view[:n])
-        counts += _byte_counts(buffer[:n])
-        total += n
-        if n < chunk and total == size:
-            break  # a short read at the listed size is the end: no extra read to see EOF
-    return total, digest.hexdigest(), counts
+    for piece in source.iter_chunks(i, chunk):
+        digest.update(piece)
+        counts += _byte_counts(np.frombuffer(piece, dtype=np.uint8))
+    return digest.hexdigest(), counts
 
 
 def _count_packed(data: np.ndarray, rows: list[int], lengths: list[int], hists: np.ndarray) -> None:
@@ -291,70 +263,58 @@ def _count_packed(data: np.ndarray, rows: list[int], lengths: list[int], hists: 
         pos += n
 
 
-def _read_part(paths: Sequence[str], chunk: int, buffer: np.ndarray) -> list[ContentStats]:
-    """The :class:`ContentStats` of ``paths``, read through ``buffer`` (at least ``chunk`` bytes)."""
-    return _finish(paths, *_read_raw(paths, chunk, buffer))
-
-
-def _read_raw(paths: Sequence[str], chunk: int,
+def _read_raw(source: ByteSource, ids: Sequence[int], chunk: int,
               buffer: np.ndarray) -> tuple[list[int], list[int], list[str], np.ndarray]:
-    """Sizes, mtimes, sha256 hex digests and ``(k, 256)`` int64 byte counts of ``paths``, read through
-    ``buffer`` (at least ``chunk`` bytes).
+    """Sizes, change stamps, sha256 hex digests and ``(k, 256)`` int64 byte counts of files ``ids`` of
+    ``source``, read through ``buffer`` (at least ``chunk`` bytes).
 
-    A file smaller than a quarter of ``chunk`` is read whole, in one ``readv``, right after the previous
-    one in the buffer, and hashed there; the byte counts of all the files in the buffer are taken at once
-    when it is full (:func:`_count_packed`). A larger file is streamed ``chunk`` bytes at a time. Each
-    file's size and mtime are taken before and after its read; a difference is a change while it was read.
+    Files smaller than a quarter of ``chunk`` are read back to back into the buffer by one
+    :meth:`~consumer.sources.base.ByteSource.read_ranges` call per bufferful (objects: every range in flight at
+    once), hashed there, and their byte counts taken at once (:func:`_count_packed`). A larger file is streamed
+    ``chunk`` bytes at a time (:meth:`~consumer.sources.base.ByteSource.iter_chunks`). The source checks every
+    file is the version listed, before and after each read (FileChangedError otherwise): the statistics describe
+    the listed size and stamp, returned as such.
     """
-    k = len(paths)
-    sizes, mtimes, digests = [0] * k, [0] * k, [""] * k
+    k = len(ids)
+    sizes, stamps = source.sizes[list(ids)].tolist(), source.stamps[list(ids)].tolist()
+    digests = [""] * k
     hists = np.zeros((k, 256), dtype=np.int64)
     view = memoryview(buffer.data)
     small_max = chunk // 4
-    rows: list[int] = []  # files in the buffer whose bytes are not counted yet, and their lengths
+    rows: list[int] = []  # files in the buffer (positions in ids), their lengths and where they start
     lengths: list[int] = []
+    starts: list[int] = []
     pos = 0
-    sha256, open_, fstat, readv, close, is_regular = \
-        hashlib.sha256, os.open, os.fstat, os.readv, os.close, stat.S_ISREG  # locals: this loop is the hot path
-    for i, path in enumerate(paths):
-        try:
-            fd = open_(path, _OPEN_FLAGS)
-        except OSError:
-            fd = _open(path)  # raises the InputError naming the path (or opens it, if it just appeared)
-        try:
-            before = fstat(fd)
-            size = before.st_size
-            if not is_regular(before.st_mode):
-                raise InputError(f"paths: {path!r} is not a regular file, refused")
-            if size < small_max:
-                if pos + size >= chunk:
-                    _count_packed(buffer[:pos], rows, lengths, hists)
-                    rows, lengths, pos = [], [], 0
-                try:  # one read in the usual case: size + 1 bytes asked, the listed size returned
-                    total = readv(fd, [view[pos:pos + size + 1]])
-                except OSError:  # read again where the error names the path (or the retry succeeds)
-                    total = _read_whole(fd, view[pos:pos + size + 1], size, path)
-                if 0 < total < size:  # a short read before the listed end: read on (or see that the file shrank)
-                    total = _read_whole(fd, view[pos:pos + size + 1], size, path, total)
-                digests[i] = sha256(view[pos:pos + total]).hexdigest()
-                rows.append(i)
-                lengths.append(total)
-                pos += total
-            else:
-                if rows:  # the files waiting in the buffer are counted: it is free for a streamed file
-                    _count_packed(buffer[:pos], rows, lengths, hists)
-                    rows, lengths, pos = [], [], 0
-                total, digests[i], hists[i] = _stream(fd, chunk, buffer, size, path)
-            after = fstat(fd)
-        finally:
-            close(fd)
-        if total != size or _identity(after) != _identity(before):  # written, renamed over or resized meanwhile
-            raise FileChangedError(f"paths: {path!r} changed while its content was read "
-                                   f"(size {before.st_size} -> {after.st_size}, {total} bytes read)")
-        sizes[i], mtimes[i] = total, change_stamp(after)
-    if rows:
-        _count_packed(buffer[:pos], rows, lengths, hists)
-    return sizes, mtimes, digests, hists
+    sha256 = hashlib.sha256
+
+    def flush() -> None:
+        if rows:
+            at = np.array(starts, dtype=np.int64)
+            source.read_ranges(np.array([ids[j] for j in rows], dtype=np.int64), np.zeros(len(rows), np.int64),
+                               np.array(lengths, dtype=np.int64), buffer, at)
+            for j, a, n in zip(rows, starts, lengths):
+                digests[j] = sha256(view[a:a + n]).hexdigest()
+            _count_packed(buffer[:pos], rows, lengths, hists)
+            rows.clear()
+            lengths.clear()
+            starts.clear()
+
+    for j, i in enumerate(ids):
+        size = sizes[j]
+        if size < small_max:
+            if pos + size > chunk:
+                flush()
+                pos = 0
+            rows.append(j)
+            lengths.append(size)
+            starts.append(pos)
+            pos += size
+        else:
+            flush()
+            pos = 0
+            digests[j], hists[j] = _stream(source, i, chunk)
+    flush()
+    return sizes, stamps, digests, hists
 
 
 def _finish(paths: Sequence[str], sizes: list[int], mtimes: list[int], digests: list[str],
@@ -374,10 +334,10 @@ def _finish(paths: Sequence[str], sizes: list[int], mtimes: list[int], digests: 
     return out
 
 
-def _process_part(paths: Sequence[str], chunk: int) -> tuple:
-    """:func:`_read_raw` and the columns in a worker process; the counts sent back in 4 bytes each when
-    they fit."""
-    sizes, mtimes, digests, counts = _read_raw(paths, chunk, np.empty(chunk, dtype=np.uint8))
+def _process_part(part: ByteSource, chunk: int) -> tuple:
+    """:func:`_read_raw` of every file of ``part`` (a subset of the source) and the columns in a worker process;
+    the counts sent back in 4 bytes each when they fit."""
+    sizes, mtimes, digests, counts = _read_raw(part, range(len(part)), chunk, np.empty(chunk, dtype=np.uint8))
     columns = tuple(a.tolist() for a in _columns(counts))
     return sizes, mtimes, digests, counts.astype(np.uint32) if max(sizes, default=0) <= 0xFFFFFFFF else counts, columns
 
@@ -393,8 +353,47 @@ def _fork_context():
 def compute_content(paths: Sequence[str], *, verbose: bool = False, workers: int | None = None, chunk: int = READ_CHUNK,
                     files_per_task: int | None = None,
                     processes: bool | None = None) -> Generator[ContentStats, None, None]:
-    """:class:`ContentStats` of each path, in order (a generator, so a caller can store results while
-    later files are still being read).
+    """:class:`ContentStats` of each local path, in order: :func:`compute_source_content` over the paths stat'ed
+    once (InputError naming a path that is missing or not a regular file), with the same arguments."""
+    _check_args(chunk, files_per_task, workers, processes)
+    return compute_source_content(_listed(paths), None, verbose=verbose, workers=workers, chunk=chunk,
+                                  files_per_task=files_per_task, processes=processes)
+
+
+def source_computer(source: ByteSource) -> Callable[..., Generator[ContentStats, None, None]]:
+    """A ``compute(paths, verbose=, workers=, chunk=)`` for :meth:`Catalog.ensure_content
+    <consumer.catalog.catalog.Catalog.ensure_content>` that reads the files of ``source`` (paths of it) through it:
+    local files, or objects by ranges."""
+    where: dict[str, int] = {}
+
+    def compute(paths: Sequence[str], *, verbose: bool = False, workers: int | None = None,
+                chunk: int = READ_CHUNK) -> Generator[ContentStats, None, None]:
+        if not where:
+            where.update((p, k) for k, p in enumerate(source.paths))
+        ids = [where[p] for p in paths]
+        return compute_source_content(source, ids, verbose=verbose, workers=workers, chunk=chunk)
+
+    return compute
+
+
+def _check_args(chunk: Any, files_per_task: Any, workers: Any, processes: Any) -> None:
+    _check_chunk(chunk)
+    if files_per_task is not None and (isinstance(files_per_task, bool) or not isinstance(files_per_task, int)
+                                       or files_per_task < 1):
+        raise InputError(f"files_per_task must be None or an int >= 1, got {short_repr(files_per_task)}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise InputError(f"workers must be None or an int >= 1, got {short_repr(workers)}")
+    if processes not in (None, True, False):
+        raise InputError(f"processes must be None, True or False, got {short_repr(processes)}")
+
+
+def compute_source_content(source: ByteSource, ids: Sequence[int] | None = None, *, verbose: bool = False,
+                           workers: int | None = None, chunk: int = READ_CHUNK, files_per_task: int | None = None,
+                           processes: bool | None = None) -> Generator[ContentStats, None, None]:
+    """:class:`ContentStats` of the files ``ids`` of ``source`` (None: all), in order (a generator, so a caller
+    can store results while later files are still being read). Every byte comes from the source
+    (:meth:`~consumer.sources.base.ByteSource.read_ranges` and :meth:`~consumer.sources.base.ByteSource.iter_chunks`),
+    which checks each file is the version listed: a file that changed raises FileChangedError naming it.
 
     Runs in ``workers`` threads or processes (default: the number of cores), at most ``files_per_task``
     files per task (default 32 for threads, 256 for processes; fewer when there are few files, so that
@@ -412,47 +411,48 @@ def compute_content(paths: Sequence[str], *, verbose: bool = False, workers: int
     at 20,000, hence threads by default; ``processes=True`` is for many cores and very many files. The
     results are the same either way.
     """
-    chunk = _check_chunk(chunk)
-    if files_per_task is not None and (isinstance(files_per_task, bool) or not isinstance(files_per_task, int)
-                                       or files_per_task < 1):
-        raise InputError(f"files_per_task must be None or an int >= 1, got {short_repr(files_per_task)}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise InputError(f"workers must be None or an int >= 1, got {short_repr(workers)}")
-    if processes not in (None, True, False):
-        raise InputError(f"processes must be None, True or False, got {short_repr(processes)}")
+    _check_args(chunk, files_per_task, workers, processes)
+    chunk = int(chunk)
+    ids = list(range(len(source))) if ids is None else list(ids)
+    paths = source.paths
     n_workers = workers or os.cpu_count() or 1
     context = _fork_context() if processes and n_workers > 1 else None
     if processes and context is None and n_workers > 1:
         raise InputError("processes=True needs the 'fork' start method, which this platform does not have")
     per_task = files_per_task or (_FILES_PER_PROCESS_TASK if context is not None else _FILES_PER_TASK)
     # a few large files must still spread over the workers: at least ~4 tasks per worker when possible
-    per_task = max(1, min(per_task, -(-len(paths) // (4 * n_workers))))
-    parts = [paths[i:i + per_task] for i in range(0, len(paths), per_task)]
-    bar = progress_bar(len(paths), verbose, "content")
+    per_task = max(1, min(per_task, -(-len(ids) // (4 * n_workers))))
+    parts = [ids[i:i + per_task] for i in range(0, len(ids), per_task)]
+    bar = progress_bar(len(ids), verbose, "content")
+
+    def names(part: list[int]) -> list[str]:
+        return [paths[i] for i in part]
+
     try:
-        if n_workers == 1 or len(paths) < _PARALLEL_MIN_FILES:
+        if n_workers == 1 or len(ids) < _PARALLEL_MIN_FILES:
             buffer = np.empty(chunk, dtype=np.uint8)
             for part in parts:
-                res = _read_part(part, chunk, buffer)
+                res = _finish(names(part), *_read_raw(source, part, chunk, buffer))
                 bar.update(len(res))
                 yield from res
             return
         if context is not None:
             hashlib.sha256(b"")  # OpenSSL's digest lookup done before the fork, never first in a child
             with ProcessPoolExecutor(max_workers=n_workers, mp_context=context) as procs:
-                for part, raw in _in_order(lambda part: procs.submit(_process_part, part, chunk), parts,
-                                           n_workers):
-                    res = _finish(part, *raw)
+                for part, raw in _in_order(
+                        lambda part: procs.submit(_process_part, source.subset(np.array(part, np.int64)), chunk),
+                        parts, n_workers):
+                    res = _finish(names(part), *raw)
                     bar.update(len(res))
                     yield from res
             return
         local = threading.local()
 
-        def run(part: Sequence[str]) -> list[ContentStats]:
+        def run(part: list[int]) -> list[ContentStats]:
             buf = getattr(local, "buffer", None)
             if buf is None:
                 buf = local.buffer = np.empty(chunk, dtype=np.uint8)
-            return _read_part(part, chunk, buf)
+            return _finish(names(part), *_read_raw(source, part, chunk, buf))
 
         with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="consumer-content") as threads:
             for _, res in _in_order(lambda part: threads.submit(run, part), parts, n_workers):
@@ -462,8 +462,8 @@ def compute_content(paths: Sequence[str], *, verbose: bool = False, workers: int
         bar.close()
 
 
-def _in_order(submit: Callable[[Sequence[str]], Future], parts: list[Sequence[str]],
-              n_workers: int) -> Iterator[tuple[Sequence[str], Any]]:
+def _in_order(submit: Callable[[list[int]], Future], parts: list[list[int]],
+              n_workers: int) -> Iterator[tuple[list[int], Any]]:
     """``(part, result)`` of each part in order, with at most two tasks per worker in flight; tasks not
     started yet are cancelled when the caller stops early or a task fails."""
     pending: deque = deque()

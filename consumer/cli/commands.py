@@ -45,7 +45,7 @@ def info(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     with _engine(args) as engine:
         ds = _open(args, engine)
-        calls = _describe_all(ds, args, engine, content=not args.no_content and ds.documents.source.whole_files)
+        calls = _describe_all(ds, args, engine, content=not args.no_content)
     per = ds.get_dict()["per_class"]
     print(f"{ds!r}\n")
     rows = [(c, ds.class_to_id[c], per[c]["files"], _human(per[c]["bytes"]), per[c]["tokens"], per[c]["samples"])
@@ -61,11 +61,11 @@ def info(args: argparse.Namespace) -> int:
     q = [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1]
     print("\nfile sizes\n" + _table(["min", "p10", "p25", "median", "p75", "p90", "p99", "max"],
                                      [tuple(_human(float(np.quantile(sizes, x))) for x in q)]))
-    if not ds.documents.source.whole_files:  # the content pass reads whole files: local ones only
-        print(f"\ncontent summary: skipped (the files are {ds.documents.source.kind}; entropy, printable and "
-              "duplicates need local files)")
-    elif not args.no_content:
-        print("\n" + content_summary(ds.sql("SELECT class, entropy, printable FROM files"), ds.duplicates()))
+    if not args.no_content:  # the content pass reads the files' bytes: a packed store has tokens instead
+        print("\n" + ds.documents.source.choose(
+            files=lambda _: content_summary(ds.sql("SELECT class, entropy, printable FROM files"), ds.duplicates()),
+            store=lambda _: f"content summary: skipped (the files are {ds.documents.source.kind}; entropy, "
+                            "printable and duplicates read the files' bytes)"))
     _finish(ds, args, t0, calls)
     return 0
 

@@ -76,9 +76,12 @@ def _describe_all(ds, args: argparse.Namespace, engine: Any = None, content: boo
     needs), with a progress bar like the build's; returns the number of libmagic calls made. A packed store's
     files are not described (their headers were recorded at pack time). With ``engine`` (``--scheduler``)
     libmagic runs on the cluster, and the content columns too when ``content``."""
-    source = ds.documents.source
-    if not source.durable:
-        return 0
+    return ds.documents.source.choose(files=lambda source: _described(ds, args, source, engine, content),
+                                      store=lambda _: 0)
+
+
+def _described(ds, args: argparse.Namespace, source: Any, engine: Any, content: bool) -> int:
+    """:func:`_describe_all` for files and objects (catalog rows of their own)."""
     if engine is not None:
         from ..scale.engines import resolve_engine  # noqa: PLC0415
         from ..scale.scan import complete_catalog  # noqa: PLC0415

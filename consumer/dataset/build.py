@@ -25,6 +25,7 @@ import numpy as np
 
 from .._version import __version__
 from ..catalog.catalog import CATALOG_NAME, Catalog
+from ..catalog.content import source_computer
 from ..catalog.duplicates import catalog_sha256s, dedupe_plan
 from ..catalog.headers import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from
 from ..errors import FileChangedError, InputError, short_repr
@@ -151,7 +152,6 @@ def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: E
     cls = np.asarray(cls_list, dtype=np.int64)
     # no open per file yet (size-0 files excepted): a cache hit needs none, a miss checks them below
     source = open_source(paths, storage, classes=[classes[c] for c in cls_list],
-                         whole_files_for="dedupe='content'" if spec.dedupe == "content" else None,
                          stat=None if engine is None else scan.stat_on(engine))
     sizes, mtimes = source.sizes, source.stamps
     catalog = None
@@ -160,7 +160,8 @@ def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: E
         catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
         plan = dedupe_plan(paths, [classes[c] for c in cls_list],
                            catalog_sha256s(catalog, paths, sizes, mtimes, verbose=verbose,
-                                           compute=None if engine is None else scan.content_computer(engine)), sizes)
+                                           compute=source_computer(source) if engine is None else
+                                           scan.content_computer(engine, source)), sizes)
         keep = plan.keep
         source = source.subset(keep)
         paths, cls, sizes, mtimes = source.paths, cls[keep], source.sizes, source.stamps

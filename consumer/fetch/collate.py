@@ -7,6 +7,8 @@ Arrays are handed over with ``torch.from_numpy`` (zero copy, int64, CPU); no Pyt
 from __future__ import annotations
 
 import functools
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +20,7 @@ _INT64, _INT32 = np.dtype(np.int64), np.dtype(np.int32)
 
 
 @functools.cache
-def _torch():
+def _torch() -> ModuleType:
     try:
         import torch  # noqa: PLC0415  (the one home of this dependency)
     except ImportError as e:
@@ -26,7 +28,7 @@ def _torch():
     return torch
 
 
-def to_tensors(columns: dict[str, np.ndarray]) -> dict:
+def to_tensors(columns: dict[str, np.ndarray]) -> dict[str, Any]:
     """Each numpy column as a CPU torch tensor sharing its memory (made contiguous if needed): int64, or int32
     for columns fetched with ``out_dtype=numpy.int32`` (``nn.Embedding`` takes both)."""
     from_numpy = _torch().from_numpy

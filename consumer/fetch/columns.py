@@ -63,7 +63,7 @@ class MaskConfig:
             raise QueryError(f"add_cls must be a bool, got {short_repr(self.add_cls)}")
 
 
-def columns_of(query) -> tuple[str, ...]:
+def columns_of(query: object) -> tuple[str, ...]:
     """The column names a query selects (validated)."""
     if query is None or isinstance(query, str):
         if query not in QUERY_PRESETS:
@@ -89,7 +89,8 @@ def mask_rng(seed: int, epoch: int, sample_ids: np.ndarray) -> np.random.Generat
     return generator(seed, "mask", epoch, *np.frombuffer(digest, dtype=np.uint32).tolist())
 
 
-def _mask(tokens: np.ndarray, content: np.ndarray, cfg: MaskConfig, vocab: Vocab, rng: np.random.Generator):
+def _mask(tokens: np.ndarray, content: np.ndarray, cfg: MaskConfig, vocab: Vocab,
+          rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Masked copy of ``tokens`` and the chosen positions (only where ``content`` is True)."""
     chosen = (rng.random(tokens.shape) < cfg.frequency) & content
     masked = tokens.copy()

@@ -9,11 +9,13 @@ and holds no open resources.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import InputError, short_repr
+from ..sources.base import ByteSource
+from ..sources.store import TokenData
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from ..tokens.split import crop_offsets
@@ -34,7 +36,7 @@ _NONE = np.zeros(0, dtype=np.int64)  # a per-sample fact no selected column read
 _INT64, _INT32 = np.dtype(np.int64), np.dtype(np.int32)
 
 
-def _out_dtype(out_dtype: Any) -> np.dtype | None:
+def _out_dtype(out_dtype: object) -> np.dtype | None:
     """numpy int64 or int32 for an accepted ``out_dtype``, else None."""
     if out_dtype is np.int64:
         return _INT64
@@ -67,11 +69,12 @@ class Fetcher:
         self.class_ids = class_ids  # class index -> class id (class_to_id)
         self.seed = seed
         self.crop = crop  # long_files="crop": each long file's window moves per (seed, epoch, sample)
-        # packed stores: each sample's store range, the clean-sample marks and the store stamp, made on first use
-        self._packed: PackedRows | None = None
+        # how rows are read (the dataset's reading strategy), made on first use: for a packed store each sample's
+        # store range, the clean-sample marks and the store stamp; for files, a few rows with Python ints
+        self._rows: _StoreRows | _FileRows | None = None
 
-    def fetch(self, sample_ids: np.ndarray, query=None, *, mask: MaskConfig, epoch: int = 0,
-              width: int | None = None, out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
+    def fetch(self, sample_ids: np.ndarray, query: object = None, *, mask: MaskConfig, epoch: int = 0,
+              width: int | None = None, out_dtype: npt.DTypeLike = np.int64) -> dict[str, np.ndarray]:
         """The columns of ``query`` for ``sample_ids`` (in order; int64 or ``out_dtype``). ``epoch`` varies the masks;
         ``width`` (>= the longest selected sample) narrows the rows from ``seqlen``."""
         cols = columns_of(query)
@@ -98,14 +101,12 @@ class Fetcher:
             raise InputError(f"sample_ids: a batch of {rows} rows x {width_} tokens needs about {need} bytes, over the "
                              f"fetch budget of {batch_budget()} bytes (${_BUDGET_ENV}); fetch fewer samples at a "
                              "time or choose a smaller seqlen")
-        packed = self._packed
-        if packed is None and self.documents.source.tokens is not None:
-            packed = self._packed = PackedRows(self.index, self.documents)
+        reading = self._rows
+        if reading is None:
+            reading = self._rows = self._reading()
         tokens = None
-        if packed is not None and not masking and not self.crop:  # one store range per row: the lean path
-            tokens = packed.rows(sample_ids, width, dtype)
-        elif packed is None and not masking and not self.crop and rows <= FEW_ROWS:  # source files, a few rows
-            tokens = few_rows(self.index, self.documents, sample_ids.tolist(), width_, dtype)
+        if not masking and not self.crop:  # a store: one range per row; files: a few rows with Python ints
+            tokens = reading.lean(sample_ids, width, width_, dtype)
         shift = None
         if tokens is None:
             if self.crop:
@@ -114,10 +115,8 @@ class Fetcher:
                 room = self.documents.doc_len[doc] - self.index.seg_len[first_seg]
                 shift = crop_offsets(self.seed, epoch, sample_ids, room)
             tokens, content = read_rows(self.index, self.documents, sample_ids, content_mask=masking,
-                                        runs=None if packed is None else packed.start, width=width, shift=shift,
-                                        dtype=dtype)
-            if packed is not None:
-                packed.check_rows(tokens, sample_ids, shift)
+                                        runs=reading.runs, width=width, shift=shift, dtype=dtype)
+            reading.check(tokens, sample_ids, shift)
         else:
             content = None
         if cols == _PLAIN and not mask.add_cls:
@@ -130,6 +129,16 @@ class Fetcher:
             file_id=self.index.seg_doc[first_seg].astype(np.int64) if "file_id" in cols else _NONE,
             offset=self.index.seg_start[first_seg] + (0 if shift is None else shift) if "offset" in cols else _NONE)
 
+    def _reading(self) -> _StoreRows | _FileRows:
+        """How this dataset's rows are read, as its source chooses."""
+        def files(source: ByteSource) -> _StoreRows | _FileRows:
+            return _FileRows(self.index, self.documents, source)
+
+        def store(_: TokenData) -> _StoreRows | _FileRows:
+            return _StoreRows(PackedRows(self.index, self.documents))
+
+        return self.documents.source.choose(files=files, store=store)
+
     def document_tokens(self, file_id: int) -> np.ndarray:
         """The whole token stream of one file: header, SEP, content, EOF."""
         docs = self.documents
@@ -137,5 +146,36 @@ class Fetcher:
             raise InputError(f"file_id must be an int in [0, {len(docs)}), got {short_repr(file_id)}")
         n = int(docs.doc_len[file_id])
         zero = np.zeros(1, dtype=np.int64)
-        return read_segments(docs, (1, n), zero, zero, np.array([file_id]), zero, np.array([n]))[0][0]
+        row: np.ndarray = read_segments(docs, (1, n), zero, zero, np.array([file_id]), zero, np.array([n]))[0][0]
+        return row
 
+
+class _StoreRows:
+    """Rows of a packed store: the lean path of :class:`PackedRows`, each sample's store range for the general
+    reader, and the id check of the rows it makes."""
+
+    def __init__(self, packed: PackedRows) -> None:
+        self.packed, self.runs = packed, packed.start
+
+    def lean(self, ids: np.ndarray, width: int | None, width_: int, dtype: np.dtype) -> np.ndarray | None:
+        return self.packed.rows(ids, width, dtype)
+
+    def check(self, tokens: np.ndarray, ids: np.ndarray, shift: np.ndarray | None) -> None:
+        self.packed.check_rows(tokens, ids, shift)
+
+
+class _FileRows:
+    """Rows built from the files' bytes: a few rows with Python ints (:func:`few_rows`), else the general reader."""
+
+    runs = None
+
+    def __init__(self, index: SampleIndex, documents: DocumentTable, source: ByteSource) -> None:
+        self.index, self.documents, self.source = index, documents, source
+
+    def lean(self, ids: np.ndarray, width: int | None, width_: int, dtype: np.dtype) -> np.ndarray | None:
+        if ids.size > FEW_ROWS:
+            return None
+        return few_rows(self.index, self.documents, ids.tolist(), width_, dtype, self.source)
+
+    def check(self, tokens: np.ndarray, ids: np.ndarray, shift: np.ndarray | None) -> None:
+        """Nothing: rows built from bytes hold valid ids by construction."""

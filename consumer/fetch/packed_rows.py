@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Any
+from typing import NoReturn
 
 import numpy as np
 
 from ..errors import FormatError, InputError, short_repr
+from ..sources.base import ByteSource
+from ..sources.version import FileVersion
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from .reader import packed_runs
@@ -43,32 +45,34 @@ BLOCK = 1 << BLOCK_SHIFT  # tokens per checked block of the store
 EAGER_BYTES = 64 << 20  # stores up to this size are checked whole at the first fetch
 
 
+def _refuse(_: ByteSource) -> NoReturn:
+    raise InputError("docs: PackedRows needs documents served from a packed store, got source files")
+
+
 class PackedRows:
     """What serving rows from one local packed store needs, computed once (see the module docstring)."""
 
     def __init__(self, index: SampleIndex, docs: DocumentTable, *, block_shift: int = BLOCK_SHIFT,
                  eager_bytes: int = EAGER_BYTES):
-        packed = docs.source.tokens
-        if packed is None:
-            raise InputError("docs: PackedRows needs documents served from a packed store, got source files")
+        packed = docs.source.choose(files=_refuse, store=lambda tokens: tokens)
         self.start = packed_runs(index, docs)  # int64 [S]: store position of each sample, -1: not one range
         self.length = index.sample_tokens()    # int64 [S]
         self.seqlen = index.seqlen
-        tokens = packed.tokens
-        self.local = isinstance(tokens, np.ndarray)
-        self.tokens: Any = tokens.view(np.ndarray) if self.local else tokens
+        self.store = packed.tokens  # every read of the general reader goes through it; the lean path needs a map
+        mapped = self.store.mapped()
+        self.local = mapped is not None
+        self.tokens: np.ndarray = np.zeros(0, np.uint8) if mapped is None else mapped
         self.pad = int(docs.vocab.pad)
         self.size = int(docs.vocab.size)
         self.prefix = packed.prefix
         self.store_file = packed.data_file
-        self.verifier = packed.verifier  # the store's chunk checksums (None for a store written without them)
         if self.local:
             kind = self.tokens.dtype
             self.unsigned = self.tokens.view(np.dtype(f"u{kind.itemsize}"))
             # a uint16 store under a vocabulary of 65536 ids or more cannot hold a bad id
             self.must_check = not (kind.kind == "u" and self.size > int(np.iinfo(kind).max))
         else:
-            self.unsigned = None
+            self.unsigned = self.tokens  # never read: nothing is checked block by block off a map
             self.must_check = True
         self.checked = np.zeros(len(self.length), dtype=bool)  # per sample (the general reader's rows)
         n_tokens = int(self.tokens.size) if self.local else 0
@@ -77,10 +81,11 @@ class PackedRows:
         self.eager = self.local and n_tokens * self.tokens.itemsize <= eager_bytes
         self.clean = False  # every block found clean: a call only compares the stamp
         self.all_runs = bool((self.start >= 0).all())  # every sample is one store range: no per-call test
-        self.stamp: tuple[int, ...] | None = None
+        self.stamp: FileVersion | None = None
         # a store with chunk sums has the ids of each chunk checked as the chunk is verified (read with pread, no
         # block is read through the map), while its data file is the one its sums were loaded with
-        self.by_chunks = self.verifier is not None and getattr(self.verifier, "id_limit", None) == self.size
+        verifier = self.store.verifier
+        self.by_chunks = verifier is not None and verifier.id_limit == self.size
         # the data file held open for a cheap ``fstat`` per call (closed with this object): it is the file the
         # memory map reads, so a file renamed over the store's path is not mistaken for a change of this one
         self._fd = -1
@@ -94,12 +99,14 @@ class PackedRows:
         if self._fd < 0:
             return
         st = os.fstat(self._fd)
-        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        stamp = FileVersion.of(st)
         if stamp != self.stamp:
             self.checked[:] = False
             self.blocks[:] = False
             self.stamp = stamp
-            if self.by_chunks and stamp != self.verifier.file_stamp:  # written since: chunks verified prove nothing
+            verifier = self.store.verifier
+            if self.by_chunks and verifier is not None and stamp != verifier.file_stamp:  # written since: the sums
+                # verified prove nothing about the ids now in the file
                 self.by_chunks = False
             if self.eager and not self.by_chunks:
                 self._check_blocks(0, self.blocks.size)
@@ -162,7 +169,7 @@ class PackedRows:
             return self._few(ids.tolist(), self.seqlen if width is None else width, dtype)
         return self._many(ids, self.seqlen if width is None else width, dtype)
 
-    def _few(self, ids: list, L: int, dtype: np.dtype) -> np.ndarray | None:
+    def _few(self, ids: list[int], L: int, dtype: np.dtype) -> np.ndarray | None:
         start, length = self.start, self.length
         spans = []
         for i in ids:
@@ -170,7 +177,7 @@ class PackedRows:
             if s < 0:
                 return None
             spans.append((i, s, int(length[i])))
-        verifier = self.verifier
+        verifier = self.store.verifier
         if verifier is not None and not verifier.complete:  # chunks not yet found intact: checked before anything else
             verifier.check_spans(self.tokens, [s for _, s, _ in spans], [n for _, _, n in spans])
         if self.must_check:
@@ -196,9 +203,9 @@ class PackedRows:
         if not self.all_runs and start.min() < 0:
             return None
         starts, lengths = start.tolist(), self.length[ids].tolist()
-        verifier = self.verifier
+        verifier = self.store.verifier
         if verifier is not None and not verifier.complete:  # chunks not yet found intact: checked before anything else
-            verifier.check_ranges(self.tokens, start, self.length[ids], self.seqlen)
+            self.store.check_ranges(start, self.length[ids], self.seqlen)
         if self.must_check:
             self.fresh_stamp()
             if not self.clean:

@@ -17,10 +17,10 @@ cheaper one); it returns None otherwise and the caller uses the general reader.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+import numpy.typing as npt
 
+from ..sources.base import ByteSource
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from ..tokens.vocab import bytes_to_ids
@@ -31,11 +31,15 @@ FEW_ROWS = 8  # up to this many rows (and FEW_SEGMENTS segments) the per-segment
 FEW_SEGMENTS = 16
 
 
-def few_rows(index: SampleIndex, docs: DocumentTable, ids: list[int], width: int, dtype: Any) -> np.ndarray | None:
-    """``[len(ids), width]`` token rows of samples ``ids`` read from the source files, PAD after each sample's
-    tokens (``width`` >= the longest of them); None when the general reader must serve them (see the module
-    docstring)."""
-    if docs.source.tokens is not None or not index.tiled:  # a packed store's rows are copied, not built
+def few_rows(index: SampleIndex, docs: DocumentTable, ids: list[int], width: int, dtype: npt.DTypeLike,
+             source: ByteSource | None = None) -> np.ndarray | None:
+    # long: the one-batch hot path, one pass over a few segments with plain ints; helpers would cost per segment
+    """``[len(ids), width]`` token rows of samples ``ids`` read from the source files (``source``: the
+    documents' byte source, when the caller has it), PAD after each sample's tokens (``width`` >= the longest of
+    them); None when the general reader must serve them (see the module docstring)."""
+    if source is None:  # a packed store's rows are copied, not built
+        source = docs.source.choose(files=lambda s: s, store=lambda _: None)
+    if source is None or not index.tiled:
         return None
     vocab = docs.vocab
     nb = vocab.n_bytes
@@ -76,7 +80,7 @@ def few_rows(index: SampleIndex, docs: DocumentTable, ids: list[int], width: int
         row_len.append(col)
     staging = np.empty(at, dtype=np.uint8)
     if rd:
-        docs.source.read_ranges(rd, rlo, rn, staging, rq)
+        source.read_ranges(rd, rlo, rn, staging, rq)
     out = np.empty((len(ids), width), dtype=dtype)
     sep, eof, pad = vocab.sep, vocab.eof, vocab.pad
     header_ptr, header_tok, doc_header = docs.header_ptr, docs.header_tok, docs.doc_header

@@ -19,12 +19,14 @@ written while it was read: its bytes could mix two versions) raises :class:`~con
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import InputError
-from ..formats.mmidx import copy_ranges
+from ..sources.base import ByteSource
 from ..sources.store import TokenData
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
@@ -42,7 +44,7 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.nda
 def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
               content_mask: bool = False, runs: np.ndarray | None = None,
               width: int | None = None, shift: np.ndarray | None = None,
-              dtype: Any = np.int64) -> tuple[np.ndarray, np.ndarray | None]:
+              dtype: npt.DTypeLike = np.int64) -> tuple[np.ndarray, np.ndarray | None]:
     """Token rows ``[B, seqlen]`` (int64, PAD-filled) of ``sample_ids``, and optionally a content mask.
 
     The content mask is True exactly where a row holds a content token of a file (not header, SEP,
@@ -53,14 +55,15 @@ def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
     ``long_files="crop"``) moves each sample's window that many tokens further into its document.
     """
     L = index.seqlen if width is None else int(width)
-    packed = docs.source.tokens
-    if runs is not None and not content_mask and packed is not None:
+    if runs is not None and not content_mask:  # runs: a packed store's (see packed_runs)
         start = runs[sample_ids]
         if start.size == 0 or start.min() >= 0:
             if shift is not None:
                 start = start + shift
             lengths = index.sample_tokens()[sample_ids]
-            return _rows_from_runs(packed, docs.vocab.pad, L, start, lengths, dtype), None
+            return docs.source.choose(
+                files=_needs_store("runs"),
+                store=lambda packed: _rows_from_runs(packed, docs.vocab.pad, L, start, lengths, dtype)), None
     segs, rows = index.segments_of(sample_ids)
     starts = index.seg_start[segs] if shift is None else index.seg_start[segs] + shift[rows]
     wide = np.int64  # the narrow index fields (int32) take part in flat-position arithmetic below
@@ -73,18 +76,23 @@ def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
     """Per sample of a packed store: the store position of its first token, or -1 when its segments
     are not one contiguous range of the store. In a store written in
     corpus order every concat window and every diff sample is one range."""
-    packed = docs.source.tokens
-    if packed is None:
-        raise InputError("docs: packed_runs needs documents served from a packed store, got source files")
-    src = packed.doc_ptr[index.seg_doc] + index.seg_start
+    doc_ptr = docs.source.choose(files=_needs_store("packed_runs"), store=lambda packed: packed.doc_ptr)
+    src = doc_ptr[index.seg_doc] + index.seg_start
     follows = np.r_[False, src[1:] == src[:-1] + index.seg_len[:-1].astype(np.int64)]
     follows[index.seg_ptr[:-1]] = True  # a sample's first segment needs no predecessor
     broken = np.add.reduceat(~follows, index.seg_ptr[:-1]) if src.size else np.zeros(0, dtype=np.int64)
     return np.where(broken == 0, src[index.seg_ptr[:-1]], -1)
 
 
+def _needs_store(what: str) -> Callable[[ByteSource], Any]:
+    """The ``files`` way of :meth:`~consumer.sources.base.ByteSource.choose` where only a store has a way."""
+    def refuse(_: ByteSource) -> Any:
+        raise InputError(f"docs: {what} needs documents served from a packed store, got source files")
+    return refuse
+
+
 def _rows_from_runs(packed: TokenData, pad: int, L: int, start: np.ndarray, length: np.ndarray,
-                    dtype: Any = np.int64) -> np.ndarray:
+                    dtype: npt.DTypeLike = np.int64) -> np.ndarray:
     out, padded = _rows(start.size, L, dtype, length, pad)
     _copy_tokens(out.reshape(-1), packed, start, length, np.arange(start.size, dtype=np.int64) * L, L)
     if not padded:
@@ -92,7 +100,7 @@ def _rows_from_runs(packed: TokenData, pad: int, L: int, start: np.ndarray, leng
     return out
 
 
-def _rows(B: int, L: int, dtype: Any, row_len: np.ndarray, pad: int) -> tuple[np.ndarray, bool]:
+def _rows(B: int, L: int, dtype: npt.DTypeLike, row_len: np.ndarray, pad: int) -> tuple[np.ndarray, bool]:
     """The ``[B, L]`` output of rows holding ``row_len`` tokens from column 0, and whether it is PAD-filled
     already: rows that are mostly padding are filled in one pass first (cheaper than one slice per row after),
     full rows are left uninitialised (every position is written once)."""
@@ -111,7 +119,7 @@ def _pad_tails(out: np.ndarray, row_len: np.ndarray, pad: int) -> None:
 
 def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray, cols: np.ndarray,
                   d: np.ndarray, a: np.ndarray, n: np.ndarray,
-                  content_mask: bool = False, dtype: Any = np.int64,
+                  content_mask: bool = False, dtype: npt.DTypeLike = np.int64,
                   tiled: bool | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """An int64 array of ``shape`` holding document token ranges, PAD everywhere else.
 
@@ -130,13 +138,10 @@ def read_segments(docs: DocumentTable, shape: tuple[int, int], rows: np.ndarray,
     out, padded = _rows(B, L, dtype, row_len, docs.vocab.pad) if tiled else \
         (np.full((B, L), docs.vocab.pad, dtype=dtype), True)
     flat = out.reshape(-1)
-    packed = docs.source.tokens
-    if packed is not None:
-        _fill_packed(flat, packed, d, a, n, base)
-    elif tiled:  # content is converted row by row: one slice per row, whatever the number of files in it
-        _fill_raw(flat, docs, d, a, b, base, np.arange(B, dtype=np.int64) * L, row_len)
-    else:
-        _fill_raw(flat, docs, d, a, b, base, base + a, n)
+    # content is converted row by row when the rows are tiled: one slice per row, whatever the number of files
+    runs = (np.arange(B, dtype=np.int64) * L, row_len) if tiled else (base + a, n)
+    docs.source.choose(files=lambda source: _fill_raw(flat, docs, source, d, a, b, base, *runs),
+                       store=lambda packed: _fill_packed(flat, packed, d, a, n, base))
     if not padded:
         _pad_tails(out, row_len, docs.vocab.pad)
     return out, (_content_mask(docs, B * L, d, a, b, base).reshape(B, L) if content_mask else None)
@@ -158,20 +163,14 @@ def _fill_packed(flat: np.ndarray, packed: TokenData, d: np.ndarray, a: np.ndarr
 
 def _copy_tokens(out: np.ndarray, packed: TokenData, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray,
                  longest: int | None = None) -> None:
-    """``out[dst[r]:][:cnt[r]] = tokens[src[r]:][:cnt[r]]`` from a memory-mapped store, or through the token
-    source's own ``copy_ranges`` (a store in object storage: every range of the batch in flight at once). The
-    store's chunk verifier checks first every chunk of the ranges not checked yet in this process (a damaged
-    chunk raises FormatError: none of its bytes reaches ``out``); ``longest``, when known, bounds ``cnt``."""
-    tokens = packed.tokens
-    if packed.verifier is not None:
-        packed.verifier.check_ranges(tokens, src, cnt, longest)
-    if isinstance(tokens, np.ndarray):
-        copy_ranges(out, tokens, src, cnt, dst)
-    else:
-        tokens.copy_ranges(out, src, cnt, dst)
+    """``out[dst[r]:][:cnt[r]] = tokens[src[r]:][:cnt[r]]`` through the store's
+    :meth:`~consumer.sources.token_store.TokenStore.copy_ranges` (memory-mapped slices, or every range of the
+    batch in flight at once for a store in object storage), which checks the chunk sums first (a damaged chunk
+    raises FormatError: none of its bytes reaches ``out``); ``longest``, when known, bounds ``cnt``."""
+    packed.tokens.copy_ranges(out, src, cnt, dst, longest)
 
 
-def _layout(docs: DocumentTable, d: np.ndarray):
+def _layout(docs: DocumentTable, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per segment's document: content start, size in bytes, full content tokens, tail length."""
     size = docs.doc_size[d]
     nfull, k = np.divmod(size, docs.vocab.n_bytes)
@@ -184,8 +183,8 @@ _TAIL_MASKS = {nb: np.array([((1 << 8 * k) - 1) << 8 * (nb - k) for k in range(n
                for nb in (1, 2, 3)}
 
 
-def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarray, b: np.ndarray,
-              base: np.ndarray, run_start: np.ndarray, run_len: np.ndarray) -> None:
+def _fill_raw(flat: np.ndarray, docs: DocumentTable, source: ByteSource, d: np.ndarray, a: np.ndarray,
+              b: np.ndarray, base: np.ndarray, run_start: np.ndarray, run_len: np.ndarray) -> None:
     """Build document tokens from the source files.
 
     Content bytes are read (one range per segment, all in one source call) into a staging buffer laid out like
@@ -213,7 +212,7 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, d: np.ndarray, a: np.ndarra
     if need.size:
         staging = np.empty(flat.size * nb, dtype=np.uint8)
         q = land[need] * nb
-        docs.source.read_ranges(d[need], lo[need], n_read[need], staging, q)  # checked: the version indexed
+        source.read_ranges(d[need], lo[need], n_read[need], staging, q)  # checked: the version indexed
         if nb < 3:
             ids = bytes_to_ids(staging, nb)  # a view
             for s, m in zip(run_start.tolist(), run_len.tolist()):

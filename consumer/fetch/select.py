@@ -23,6 +23,7 @@ never wrapped onto another sample.
 from __future__ import annotations
 
 import operator
+from typing import Any
 
 import numpy as np
 
@@ -35,12 +36,12 @@ _INT64 = np.dtype(np.int64)
 NEXT = object()  # marker: "the next batch" (I0), resolved by the caller's batcher
 
 
-def _is_query(x) -> bool:
+def _is_query(x: object) -> bool:
     return x is None or isinstance(x, str) or (
         isinstance(x, (list, tuple)) and len(x) > 0 and all(isinstance(c, str) for c in x))
 
 
-def split_key(key):
+def split_key(key: object) -> tuple[object, object, bool]:
     """Split a ``ds[...]`` key into ``(selection, query, query_given)``.
 
     ``ds[sel, query]`` arrives as a 2-tuple whose second item is a query (None, a preset name or a
@@ -58,7 +59,7 @@ def split_key(key):
     return key, None, False
 
 
-def _as_index(x) -> int | None:
+def _as_index(x: Any) -> int | None:
     if isinstance(x, (bool, np.bool_)):
         return None
     try:
@@ -78,7 +79,7 @@ def _check_range(ids: np.ndarray, n: int, what: str) -> np.ndarray:
     return np.where(ids < 0, ids + n, ids)
 
 
-def _int_array(x, what: str) -> np.ndarray:
+def _int_array(x: object, what: str) -> np.ndarray:
     """A 1-D bool array, or int64 indices checked to fit int64 before the cast (out of range otherwise)."""
     if hasattr(x, "detach"):  # a torch tensor, without importing torch
         x = x.detach().cpu().numpy()
@@ -105,7 +106,7 @@ def _int_array(x, what: str) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
-def as_sample_ids(values, n: int) -> np.ndarray:
+def as_sample_ids(values: Any, n: int) -> np.ndarray:
     """Sample ids (int64) for ``ds.fetch``: one int or a 1-D sequence/array/tensor of ints in ``[0, n)``.
 
     :class:`InputError` naming ``sample_ids`` and the value for floats (``0.5`` is not sample 0), bools,
@@ -128,7 +129,8 @@ def as_sample_ids(values, n: int) -> np.ndarray:
     return int_vector("sample_ids", values, 0, n - 1)
 
 
-def resolve(selection, n: int, class_ptr: np.ndarray, class_names: list[str], rng: np.random.Generator) -> np.ndarray:
+def resolve(selection: object, n: int, class_ptr: np.ndarray, class_names: list[str],
+            rng: np.random.Generator) -> np.ndarray:
     """Sample ids (int64, in request order) of a selection other than ``None``.
 
     ``class_ptr`` gives each class's contiguous sample range; ``rng`` draws I4 samples.
@@ -161,7 +163,7 @@ def resolve(selection, n: int, class_ptr: np.ndarray, class_names: list[str], rn
         "a slice, a list of ints, {class: n} or {class: [indices]}")
 
 
-def _resolve_dict(selection: dict, class_ptr: np.ndarray, class_names: list[str],
+def _resolve_dict(selection: dict[Any, Any], class_ptr: np.ndarray, class_names: list[str],
                   rng: np.random.Generator) -> np.ndarray:
     lookup = {name: c for c, name in enumerate(class_names)}
     parts = []

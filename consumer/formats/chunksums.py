@@ -259,7 +259,7 @@ class ChunkVerifier:
     """
 
     def __init__(self, sums: ChunkSums, store: Any, data_file: Any, itemsize: int, *, local_file: Any = None,
-                 id_limit: int | None = None, file_stamp: tuple | None = None) -> None:
+                 id_limit: int | None = None, file_stamp: object = None) -> None:
         if itemsize not in (1, 2, 4, 8):
             raise InputError(f"itemsize must be 1, 2, 4 or 8 bytes, got {short_repr(itemsize)}")
         self.sums = sums
@@ -268,7 +268,7 @@ class ChunkVerifier:
         # faults read ahead ~2 MiB of a cold file for each one (see docs/packed-checksums.md, "Cold reads")
         self.local_file = None if local_file is None else str(local_file)
         # id_limit: a chunk found intact must also hold ids < id_limit (the fetch then needs no id check of its own
-        # while the data file keeps ``file_stamp``, its (inode, size, mtime_ns, ctime_ns) when the sums were read)
+        # while the data file keeps ``file_stamp``, the version the caller saw when the sums were read; compared by ==)
         self.id_limit = None if id_limit is None or int(id_limit) > 1 << 8 * self.itemsize else int(id_limit)
         self.file_stamp = file_stamp
         self._fd = -1  # local_file, opened on the first read of each process

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import FormatError, InputError, short_repr
+from ..errors import InputError, short_repr
 from ..formats.chunksums import sums_of_file
 from ..formats.mmidx import merge
 from ..util.fileio import sha256_file
@@ -29,66 +29,18 @@ from .write import DEFAULT_CHUNK_TOKENS
 __all__ = ["merge_packed"]
 
 
-class _BinReader:
-    """Token ranges of a local store's ``.bin`` by plain reads (a memory map would keep every page of a
-    copied document resident); the file opens at the first read, :meth:`close` closes it."""
-
-    def __init__(self, path: Path, dtype: np.dtype):
-        self.path, self.dtype, self.fd = path, dtype, -1
-
-    def __call__(self, start: int, count: int) -> np.ndarray:
-        if self.fd < 0:
-            self.fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        width = self.dtype.itemsize
-        data = os.pread(self.fd, count * width, start * width)
-        if len(data) != count * width:
-            raise FormatError(f"{self.path}: truncated store file: wanted {count * width} bytes at byte "
-                              f"{start * width}, got {len(data)}")
-        return np.frombuffer(data, dtype=self.dtype)
-
-    def copy_ranges(self, out: np.ndarray, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray) -> None:
-        """``out[dst[r]:][:cnt[r]] = tokens[src[r]:][:cnt[r]]`` by plain reads (how the chunk verifier reads)."""
-        for s, c, d in zip(src.tolist(), cnt.tolist(), dst.tolist()):
-            out[d:d + c] = self(s, c)
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
-class _Checked:
-    """``read(start, count)`` of an input store's tokens, after checking the chunks they lie in (when the store
-    has chunk sums), so a damaged input is never copied into a store with new, valid sums."""
-
-    def __init__(self, read, store: Store) -> None:
-        self.read, self.store = read, store
-
-    def __call__(self, start: int, count: int) -> np.ndarray:
-        s = self.store
-        if s.verifier is not None:  # a local store's chunks by plain reads too (no memory map kept resident)
-            s.verifier.check(self.read if isinstance(self.read, _BinReader) else s.tokens,
-                             start * s.tokens.itemsize, (start + count) * s.tokens.itemsize)
-        return self.read(start, count)
-
-    def close(self) -> None:
-        if isinstance(self.read, _BinReader):
-            self.read.close()
-
-
-def _check_all(store: Store, dtype: np.dtype) -> None:
+def _check_all(store: Store) -> None:
     """Check every chunk of an input store (when it has chunk sums), 4M tokens of plain reads at a time."""
     if store.verifier is None:
         return
-    source = _BinReader(with_suffix(store.prefix, ".bin"), dtype) if isinstance(store.prefix, Path) else store.tokens
-    n, w = int(store.tokens.size), dtype.itemsize
-    step = max(DEFAULT_CHUNK_TOKENS, store.verifier.sums.chunk_bytes // w)
+    reads = store.tokens.for_one_pass()
+    n = reads.size
+    step = max(DEFAULT_CHUNK_TOKENS, store.verifier.sums.chunk_bytes // reads.itemsize)
     try:
         for lo in range(0, n, step):
-            store.verifier.check(source, lo * w, min(lo + step, n) * w)
+            reads.check_ranges(np.array([lo], dtype=np.int64), np.array([min(step, n - lo)], dtype=np.int64))
     finally:
-        if isinstance(source, _BinReader):
-            source.close()
+        reads.close()
 
 
 def _store_pieces(readers: list, owner: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
@@ -212,15 +164,16 @@ def merge_packed(prefixes: Sequence, out_prefix, order_by: str = "corpus") -> di
     def write(tmp: Path) -> None:
         if order_by == "inputs":
             for s in stores:  # a damaged input must not be copied under new, valid chunk sums
-                _check_all(s, dtype)
+                _check_all(s)
             merge([str(s.prefix) for s in stores], str(tmp), atomic=False)
         else:
-            # local stores by plain reads of their .bin; a store at a URL by range requests of its tokens
-            readers = [_Checked(_BinReader(with_suffix(s.prefix, ".bin"), dtype) if isinstance(s.prefix, Path)
-                                else (lambda a, m, t=s.tokens: np.asarray(t[a:a + m])), s) for s in stores]
+            # local stores by plain reads of their .bin; a store at a URL by range requests of its tokens; the
+            # chunks checked before they are read, so a damaged input is never copied under new, valid chunk sums
+            readers = [s.tokens.for_one_pass() for s in stores]
             try:
-                FORMATS["megatron"].write(tmp, _store_pieces(readers, owner_of[order], starts[order], lengths[order],
-                                                             DEFAULT_CHUNK_TOKENS), dtype)
+                FORMATS["megatron"].write(tmp, _store_pieces([r.read for r in readers], owner_of[order],
+                                                             starts[order], lengths[order], DEFAULT_CHUNK_TOKENS),
+                                          dtype)
             finally:
                 for r in readers:
                     r.close()

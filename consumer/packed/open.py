@@ -14,17 +14,19 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
+from ..formats.chunksums import ChunkVerifier
 from ..sources.corpus import Corpus
 from ..sources.open import locate_store
 from ..sources.paths import PathList
 from ..sources.store import StoreFiles, TokenData
+from ..sources.token_store import MappedTokens, RangedTokens, TokenStore
 from ..spec import headers_already_made
 from ..storage import Storage
 from ..tokens.documents import DocumentTable, tokenise_headers
 from ..tokens.vocab import Vocab, decode_ids
 from ..util.validate import check_int
 from .layout import FORMATS, as_prefix, check_file_sizes, read_sidecar_file, store_dtype
-from .sums import load_verifier
+from .sums import data_offset, load_verifier
 from .table import read_table
 
 __all__ = ["open_packed", "open_store", "read_sidecar", "inspect_packed", "load_store", "Store"]
@@ -44,9 +46,12 @@ class Store:
     doc_header: np.ndarray  # int64 [D]
     lengths: np.ndarray     # int64 [D] tokens per document, from the store's own index
     starts: np.ndarray      # int64 [D] first token of each document in ``tokens``
-    tokens: Any             # np.ndarray (memory map), or RemoteTokens (read by ranges)
-    verifier: Any = None    # ChunkVerifier of the tokens (consumer.packed.sums), None for a store without sums
-    data_file: str | None = None  # the local file holding ``tokens`` (None: a store at a URL, checked by ETag)
+    tokens: TokenStore      # memory-mapped or read by ranges; reads check the chunk sums (``tokens.verifier``)
+
+    @property
+    def verifier(self) -> ChunkVerifier | None:
+        """The chunk verifier of the tokens (:mod:`consumer.packed.sums`), None for a store without sums."""
+        return self.tokens.verifier
 
 
 def load_store(prefix: Any, storage: Storage | None = None) -> Store:
@@ -77,7 +82,7 @@ def _load_local(local: Any, storage: Storage) -> Store:
     verifier = load_verifier(where, side, tokens.itemsize, int(tokens.size) * tokens.itemsize)
     data_file = str(files["bin" if "bin" in files else "pbin"])
     return Store(where, side, fmt, Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header, lengths,
-                 np.asarray(starts, dtype=np.int64), tokens, verifier, data_file)
+                 np.asarray(starts, dtype=np.int64), MappedTokens(tokens, verifier, data_file, data_offset(fmt)))
 
 
 def _load_objects(url: str, storage: Storage) -> Store:
@@ -86,7 +91,7 @@ def _load_objects(url: str, storage: Storage) -> Store:
 
     side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths, verifier = load_remote_store(url, storage)
     return Store(url, side, side["store"], Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header, lengths,
-                 np.asarray(starts, dtype=np.int64), tokens, verifier)
+                 np.asarray(starts, dtype=np.int64), RangedTokens(tokens, verifier))
 
 
 _LOADERS = {"local": _load_local, "objects": _load_objects}  # by StoreLocation.kind
@@ -127,8 +132,7 @@ def _open(prefix: Any, storage: Storage | None) -> tuple[Store, Corpus, Document
     doc_class = store.doc_class[order]
     header_ptr, header_tok = tokenise_headers(side["headers"], store.vocab, side["with_header"])
     path_list = PathList.of(paths)
-    tokens = TokenData(tokens=store.tokens, doc_ptr=store.starts[order], store=store.fmt, prefix=str(store.prefix),
-                       data_file=store.data_file, verifier=store.verifier)
+    tokens = TokenData(tokens=store.tokens, doc_ptr=store.starts[order], store=store.fmt, prefix=str(store.prefix))
     source = StoreFiles(tokens, path_list, store.doc_size[order])
     docs = DocumentTable(
         vocab=store.vocab, paths=path_list, doc_class=doc_class, doc_size=source.sizes,
@@ -173,6 +177,13 @@ def open_store(prefix: Any, storage: Storage | None = None) -> tuple[Store, Corp
     return store, corpus, docs, headers_already_made if metadata == "callable" else metadata
 
 
+def _no_tokens(prefix: Any) -> Any:
+    """The ``files`` way of a store's ``choose``: never taken (a store's documents are its tokens)."""
+    def refuse(_: Any) -> Any:
+        raise FormatError(f"{prefix}: opened without tokens")
+    return refuse
+
+
 def read_sidecar(prefix) -> dict:
     """The checked sidecar of the store at ``prefix`` (a dict, see :mod:`consumer.packed.layout`), without
     opening the store itself: e.g. ``read_sidecar(p)["class_to_id"]`` to reuse the packing run's ids.
@@ -193,13 +204,8 @@ def inspect_packed(prefix, preview_tokens: int = 64, **remote: Any) -> dict:
     store, corpus, docs = _open(prefix, Storage.from_kwargs(remote, "inspect_packed"))
     side = store.sidecar
     n = min(int(docs.doc_len[0]), int(preview_tokens))
-    packed = docs.source.tokens
-    if packed is None:
-        raise FormatError(f"{store.prefix}: opened without tokens")
-    start = int(packed.doc_ptr[0])
-    if packed.verifier is not None:
-        packed.verifier.check(packed.tokens, start * packed.tokens.itemsize, (start + n) * packed.tokens.itemsize)
-    ids = np.asarray(packed.tokens[start:start + n], dtype=np.int64)
+    ids = docs.source.choose(files=_no_tokens(store.prefix),
+                             store=lambda t: t.tokens.read(int(t.doc_ptr[0]), n).astype(np.int64))
     text = decode_ids(ids, docs.vocab, specials="tags").decode("utf-8", errors="backslashreplace")
     return {
         "prefix": str(store.prefix),

@@ -37,6 +37,7 @@ from ..formats.chunksums import (
     read_sums,
 )
 from ..formats.pbin import HEADER_SIZE
+from ..sources.version import FileVersion
 from ..tokens.vocab import Vocab
 from ..util.fileio import atomic_write_bytes
 
@@ -111,8 +112,7 @@ def load_verifier(prefix: Path, side: dict, itemsize: int, data_bytes: int) -> C
     data_file = prefix.parent / (prefix.name + data_file_suffix(side["store"]))
     st = os.stat(data_file)  # the chunks are read from the file itself (pread: no read-ahead), ids checked with them
     return _verifier(sums, entry, side, prefix, path, data_file, itemsize, data_bytes, local_file=data_file,
-                     id_limit=Vocab(side["n_bytes"]).size, file_stamp=(st.st_ino, st.st_size, st.st_mtime_ns,
-                                                                        st.st_ctime_ns))
+                     id_limit=Vocab(side["n_bytes"]).size, file_stamp=FileVersion.of(st))
 
 
 def verifier_from_bytes(prefix: str, side: dict, blob: bytes, itemsize: int, data_bytes: int) -> ChunkVerifier:

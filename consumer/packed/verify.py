@@ -55,7 +55,7 @@ def verify_packed(prefix: Any, *, errors: str = "raise", **remote: Any) -> dict:
     bad_chunks = []
     bad_id = None
     for lo in range(0, int(tokens.size), step):
-        block = np.ascontiguousarray(tokens[lo:lo + step])
+        block = np.ascontiguousarray(tokens.read_as_stored(lo, min(step, int(tokens.size) - lo)))
         digest.update(block.data)
         if verifier is not None:
             bad_chunks.extend(verifier.scan(block, lo * width))

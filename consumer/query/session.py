@@ -22,17 +22,19 @@ import numpy as np
 import pyarrow as pa
 
 from ..catalog.catalog import CATALOG_NAME, Catalog, display_path, path_key
-from ..catalog.content import CONTENT_COLUMNS
+from ..catalog.content import CONTENT_COLUMNS, source_computer
 from ..catalog.duplicates import DuplicateGroup, catalog_sha256s, find_duplicates
 from ..errors import QueryError, SelectionError, short_repr
+from ..sources.base import ByteSource
 from ..sources.paths import PathList
+from ..sources.store import TokenData
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from .bytefuncs import ByteFunctions
 from .documents import record_relations
 from .export import conform, file_ids_of, files_statement
 from .rows import Params, Rows
-from .sqlite import DatasetSQL, content_completer
+from .sqlite import DatasetSQL
 from .table import MAGIC_COLUMNS, content_columns, dataset_columns, magic_columns, path_array
 
 if TYPE_CHECKING:
@@ -135,24 +137,28 @@ class SQLSession:
             columns = dataset_columns(docs.paths, docs.doc_class, self.classes, class_ids, docs.doc_size,
                                       docs.doc_mtime, docs.doc_header, docs.headers, docs.doc_len, samples,
                                       with_path=False)
-            source = docs.source
-            local = source.whole_files  # local files: the content pass and the byte predicates read them
             paths = docs.paths
             me = weakref.ref(self)  # the engine is ours: a strong reference back would make a cycle, and the
             # catalog would then close only when the cyclic GC runs, not when the dataset goes away
-            lazy = [LazyGroup(("path", "extension"), lambda: {"path": path_array(paths)}, star=True),
-                    LazyGroup(MAGIC_COLUMNS, lambda ids=None: _alive(me)._magic_columns(ids), star=True,
-                              partial=source.durable)]
+            lazy = [LazyGroup(("path", "extension"), lambda: {"path": path_array(paths)}, star=True)]
+
+            def files(source: ByteSource) -> ByteFunctions:  # catalog rows per file; the content pass and the
+                lazy.extend([  # byte predicates read the files' bytes
+                    LazyGroup(MAGIC_COLUMNS, lambda ids=None: _alive(me)._magic_columns(ids), star=True, partial=True),
+                    LazyGroup(CONTENT_COLUMNS, lambda ids=None: _alive(me)._content_columns(ids), partial=True)])
+                return ByteFunctions(source)
+
+            def store(_: TokenData) -> None:  # a store's headers, all at once; NULL content columns
+                lazy.append(LazyGroup(MAGIC_COLUMNS, lambda ids=None: _alive(me)._magic_columns(ids), star=True,
+                                      partial=False))
+
+            byte_functions = docs.source.choose(files=files, store=store)
             relations = record_relations(docs, self.classes, class_ids)  # records: files are their containers
             if relations is not None:
                 columns.update(relations.columns)
                 if relations.json is not None:
                     lazy.append(LazyGroup(("json",), relations.json))
-            if local:  # the content pass reads whole local files (objects and stores keep NULL content columns)
-                lazy.append(LazyGroup(CONTENT_COLUMNS, lambda ids=None: _alive(me)._content_columns(ids),
-                                      partial=True))
-            self._duck_sql = DuckSQL(columns, lazy, relations=relations,
-                                     byte_functions=ByteFunctions(source) if local or relations else None)
+            self._duck_sql = DuckSQL(columns, lazy, relations=relations, byte_functions=byte_functions)
         return self._duck_sql
 
     def _magic_columns(self, ids: np.ndarray | None = None) -> dict[str, pa.Array]:
@@ -160,19 +166,27 @@ class SQLSession:
         (None: all); the arrays cover every file, NULL where not computed yet. A packed store's come from its
         headers."""
         docs = self.documents
-        if not docs.source.durable:  # a packed store: its headers
-            text = pa.DictionaryArray.from_arrays(pa.array(np.asarray(docs.doc_header, dtype=np.int32)),
-                                                  pa.array(list(docs.headers), type=pa.string()))
-            text = text.cast(pa.large_string())
-            nulls = pa.nulls(len(docs), type=pa.large_string())
-            return {"description": text if self.metadata == "file" else nulls,
-                    "mime": text if self.metadata == "mime" else nulls}
+        return docs.source.choose(files=lambda source: self._described(source, ids), store=self._store_headers)
+
+    def _store_headers(self, _: TokenData) -> dict[str, pa.Array]:
+        """``description`` and ``mime`` of a packed store's files: the headers recorded at pack time."""
+        docs = self.documents
+        text = pa.DictionaryArray.from_arrays(pa.array(np.asarray(docs.doc_header, dtype=np.int32)),
+                                              pa.array(list(docs.headers), type=pa.string()))
+        text = text.cast(pa.large_string())
+        nulls = pa.nulls(len(docs), type=pa.large_string())
+        return {"description": text if self.metadata == "file" else nulls,
+                "mime": text if self.metadata == "mime" else nulls}
+
+    def _described(self, source: ByteSource, ids: np.ndarray | None) -> dict[str, pa.Array]:
+        """``description`` and ``mime`` of files and objects: libmagic, through the catalog."""
+        docs = self.documents
         n = len(docs)
         if self._magic_values is None:
             self._magic_values = ([None] * n, [None] * n)
         ids = np.arange(n) if ids is None else ids
         desc, mime = self.catalog.sync(_take(docs.paths, ids), docs.doc_size[ids], docs.doc_mtime[ids],
-                                       want=MAGIC_COLUMNS, verbose=self.verbose, describe=docs.source.describe)
+                                       want=MAGIC_COLUMNS, verbose=self.verbose, describe=source.describe)
         all_desc, all_mime = self._magic_values
         for i, d, m in zip(ids.tolist(), desc, mime):
             all_desc[i], all_mime[i] = d, m
@@ -188,7 +202,8 @@ class SQLSession:
             self._content_values = [None] * n
         ids = np.arange(n) if ids is None else ids
         paths, sizes, mtimes = _take(docs.paths, ids), docs.doc_size[ids], docs.doc_mtime[ids]
-        catalog.ensure_content(paths, sizes, mtimes, verbose=self.verbose)
+        catalog.ensure_content(paths, sizes, mtimes, verbose=self.verbose,
+                               compute=source_computer(docs.source.bytes_for("the content columns")))
         values = self._content_values
         for i, row in zip(ids.tolist(), catalog.content_rows(paths, sizes, mtimes)):
             values[i] = row
@@ -198,33 +213,41 @@ class SQLSession:
         """The SQLite view of 0.2 (``dialect="sqlite"``)."""
         if self._sql is None:
             docs = self.documents
-            source = docs.source
-            if not source.durable:  # a packed store: rows from its file table and headers
-                if self._catalog is not None:
-                    self._catalog.release()
-                self._catalog = Catalog(None).retain()
-                headers = [docs.header_text(i) for i in range(len(docs))]
-                self._catalog.insert(docs.paths, docs.doc_size, docs.doc_mtime,
-                                     headers if self.metadata == "file" else None,
-                                     headers if self.metadata == "mime" else None)
-                ensure = None  # a store's content columns stay NULL: its source files are never read
-            else:
-                self.catalog.sync(docs.paths, docs.doc_size, docs.doc_mtime, want=("description", "mime"),
-                                  verbose=self.verbose, describe=source.describe)
-                # the content pass reads whole files: where the source offers them (else NULL content columns)
-                ensure = None if not source.whole_files else content_completer(
-                    self.catalog, docs.paths, docs.doc_size, docs.doc_mtime, verbose=self.verbose)
+            ensure = docs.source.choose(files=self._synced, store=self._store_catalog)
             catalog = self.catalog
             self._sql = DatasetSQL(catalog.path, None if catalog.path else catalog.connection,
                                    _view_rows(docs, self.index, self.classes, self.class_to_id),
                                    identity=(docs.doc_size, docs.doc_mtime), ensure_content=ensure)
         return self._sql
 
+    def _store_catalog(self, _: TokenData) -> Callable[[], object] | None:
+        """A packed store's catalog: in memory, rows from its file table and headers; its content columns stay
+        NULL (its source files are never read)."""
+        docs = self.documents
+        if self._catalog is not None:
+            self._catalog.release()
+        self._catalog = Catalog(None).retain()
+        headers = [docs.header_text(i) for i in range(len(docs))]
+        self._catalog.insert(docs.paths, docs.doc_size, docs.doc_mtime,
+                             headers if self.metadata == "file" else None,
+                             headers if self.metadata == "mime" else None)
+        return None
+
+    def _synced(self, source: ByteSource) -> Callable[[], object]:
+        """The durable catalog of files and objects, libmagic's columns synced; the content pass, run on the
+        first statement that names a content column, reads through ``source``."""
+        docs, catalog, verbose = self.documents, self.catalog, self.verbose
+        catalog.sync(docs.paths, docs.doc_size, docs.doc_mtime, want=("description", "mime"), verbose=verbose,
+                     describe=source.describe)
+        paths, sizes, mtimes, compute = docs.paths, docs.doc_size, docs.doc_mtime, source_computer(source)
+        return lambda: catalog.ensure_content(paths, sizes, mtimes, verbose=verbose, compute=compute)
+
     def duplicates(self) -> list[DuplicateGroup]:
         """Groups of files with equal content (sha256 from the catalog's content pass, run once per file)."""
         docs = self.documents
-        docs.source.refuse_whole_files("duplicates() (the content pass)")
-        sha = catalog_sha256s(self.catalog, docs.paths, docs.doc_size, docs.doc_mtime, verbose=self.verbose)
+        source = docs.source.bytes_for("duplicates() (the content pass)")
+        sha = catalog_sha256s(self.catalog, docs.paths, docs.doc_size, docs.doc_mtime, verbose=self.verbose,
+                              compute=source_computer(source))
         return find_duplicates(docs.paths, [self.classes[c] for c in docs.doc_class.tolist()], sha, docs.doc_size)
 
     def file_ids_where(self, condition: str, params: Params = ()) -> np.ndarray:

@@ -40,18 +40,17 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
-from ..catalog.catalog import Catalog
 from ..catalog.content import named_content_columns
 from ..errors import ConsumerError, QueryError, short_repr
 from .functions import FUNCTIONS as SQL_FUNCTIONS
 from .functions import FunctionErrors, register_functions
 from .rows import Params, Row, Rows, check_timeout, plain_params
 
-__all__ = ["ALLOWED_FUNCTIONS", "MAX_VALUE_BYTES", "PROGRESS_STEPS", "DatasetSQL", "content_completer"]
+__all__ = ["ALLOWED_FUNCTIONS", "MAX_VALUE_BYTES", "PROGRESS_STEPS", "DatasetSQL"]
 
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
 _SCHEMA_TABLES = {"sqlite_master", "sqlite_temp_master", "sqlite_schema", "sqlite_temp_schema"}
@@ -133,13 +132,6 @@ def _fetch_at_most(cur: sqlite3.Cursor, max_rows: int, statement: str) -> list[R
                              f"max_rows): {short_repr(statement, 200)}")
         if not chunk:
             return rows
-
-
-def content_completer(catalog: Catalog, paths: Sequence[str], sizes: np.ndarray, mtimes: np.ndarray, *,
-                      verbose: bool = False) -> Callable[[], int]:
-    """The ``ensure_content`` callback of a dataset: fills the catalog's content columns of its files
-    (``catalog.ensure_content``), holding no reference to the dataset object itself."""
-    return lambda: catalog.ensure_content(paths, sizes, mtimes, verbose=verbose)
 
 
 class DatasetSQL:

@@ -84,15 +84,18 @@ def _part_pieces(path: str, lengths: np.ndarray, dtype: np.dtype, chunk_tokens: 
                 pos, left, first = pos + take, left - take, False
 
 
+def _refuse_store(engine: Engine, documents: DocumentTable) -> None:
+    raise InputError(f"engine: a pack on an engine ({engine.name}) reads the files' bytes on the workers; this "
+                     f"dataset's files are {documents.source.kind}: pack it without engine=")
+
+
 def pack_on(engine: Engine, documents: DocumentTable, classes: list[str], spec: Spec, prefix: Any,
             format: str = "megatron", verbose: bool = False, *, chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> dict:
     """:func:`~consumer.packed.write.pack` with the files read on ``engine``'s workers (see the module docstring):
     the same store, byte for byte, and the same summary."""
     check_choice("format", format, sorted(FORMATS))
     chunk_tokens = check_int("chunk_tokens", chunk_tokens, 1)
-    if not documents.source.whole_files:
-        raise InputError(f"engine: a pack on an engine ({engine.name}) reads local files on a file system every "
-                         f"worker mounts; this dataset's files are {documents.source.kind}: pack it without engine=")
+    documents.source.choose(files=lambda source: source, store=lambda _: _refuse_store(engine, documents))
     if len(documents) == 0:
         raise InputError("documents: the dataset has no documents to pack")
     final = as_prefix(prefix, create=True)

@@ -88,22 +88,33 @@ def describer(engine: Engine, source: ByteSource) -> Callable[..., Iterator[tupl
     return describe
 
 
-def content_computer(engine: Engine) -> Callable[..., Generator[ContentStats, None, None]]:
-    """A ``compute(paths, verbose=, workers=, chunk=)`` for :meth:`Catalog.ensure_content` on ``engine``
-    (tasks sized by files only: the catalog passes the stale files, whose sizes it does not hand over)."""
+def content_computer(engine: Engine, source: ByteSource) -> Callable[..., Generator[ContentStats, None, None]]:
+    """A ``compute(paths, verbose=, workers=, chunk=)`` for :meth:`Catalog.ensure_content` on ``engine``: the files
+    (paths of ``source``) read through ``source`` on the workers, each task a part of it (tasks sized by files
+    only: the catalog passes the stale files, whose sizes it does not hand over)."""
+    where: dict[str, int] = {}
 
     def compute(paths: Sequence[str], *, verbose: bool = False, workers: int | None = None,
                 chunk: int = READ_CHUNK) -> Generator[ContentStats, None, None]:
+        if not where:
+            where.update((p, k) for k, p in enumerate(source.paths))
+        ids = np.array([where[p] for p in paths], dtype=np.int64)
         bounds = plan_tasks(len(paths), engine.slots, COSTS["content"])
         bar = progress_bar(len(paths), verbose, f"content ({engine.name})")
         try:
-            for part in engine.map(content_task, [(p, chunk) for p in _slices(paths, bounds)], label="content"):
+            for part in engine.map(content_task, [(source.subset(ids[a:b]), chunk) for a, b in bounds],
+                                   label="content"):
                 bar.update(len(part))
                 yield from part
         finally:
             bar.close()
 
     return compute
+
+
+def _no_rows(engine: Engine, documents: Any) -> ByteSource:
+    raise InputError(f"engine: the files of this dataset are {documents.source.kind}: they have no catalog rows to "
+                     f"complete on an engine ({engine.name}); query it without one")
 
 
 def complete_catalog(catalog: Any, documents: Any, engine: Engine, *, libmagic: bool = True, content: bool = True,
@@ -113,14 +124,11 @@ def complete_catalog(catalog: Any, documents: Any, engine: Engine, *, libmagic: 
     Consumer's ``ds.catalog`` and ``ds.documents``). The next ``ds.sql(...)`` then finds them computed and runs
     no pass of its own. Files already complete are skipped (as the query engine would). Returns
     ``{"libmagic": calls, "content": files read}``."""
-    source = documents.source
-    if not source.durable:
-        raise InputError(f"engine: the files of this dataset are {source.kind}: they have no catalog rows to complete "
-                         f"on an engine ({engine.name}); query it without one")
+    source = documents.source.choose(files=lambda source: source, store=lambda _: _no_rows(engine, documents))
     before = catalog.magic_calls
     if libmagic:
         catalog.sync(documents.paths, documents.doc_size, documents.doc_mtime, want=("description", "mime"),
                      verbose=verbose, describe=describer(engine, source))
     read = catalog.ensure_content(documents.paths, documents.doc_size, documents.doc_mtime, verbose=verbose,
-                                  compute=content_computer(engine)) if content and source.whole_files else 0
+                                  compute=content_computer(engine, source)) if content else 0
     return {"libmagic": catalog.magic_calls - before, "content": read}

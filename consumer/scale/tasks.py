@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..catalog.content import READ_CHUNK, ContentStats, compute_content
+from ..catalog.content import READ_CHUNK, ContentStats, compute_source_content
 from ..sources.base import ByteSource
 from ..sources.corpus import stat_files
 
@@ -41,6 +41,7 @@ def describe_task(source: ByteSource, kinds: tuple[str, ...]) -> list[tuple[str 
     return list(source.describe(list(source.paths), kinds=kinds))
 
 
-def content_task(paths: list[str], chunk: int = READ_CHUNK) -> list[ContentStats]:
-    """The content statistics of each path (:func:`compute_content`, one thread)."""
-    return list(compute_content(paths, workers=1, chunk=chunk))
+def content_task(part: ByteSource, chunk: int = READ_CHUNK) -> list[ContentStats]:
+    """The content statistics of every file of this part of the source (:func:`compute_source_content`, one
+    thread), read through it: local files on a file system every worker mounts, or objects by ranges."""
+    return list(compute_source_content(part, workers=1, chunk=chunk))

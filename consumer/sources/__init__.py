@@ -2,7 +2,9 @@
 
 The interface is :class:`~consumer.sources.base.ByteSource` (``base``): list, stat/version, read ranges, stream a
 file, describe with libmagic, hand off to another process. Its implementations, one module each: local files
-(``local``), objects behind URLs (``objects``), a packed store's documents (``store``). ``open`` chooses one, once
+(``local``), objects behind URLs (``objects``); a packed store's file table (``store``) and its token data as a
+:class:`~consumer.sources.token_store.TokenStore` (``token_store``); a file's version (``version``).
+``open`` chooses one, once
 (:func:`~consumer.sources.open.open_source`, :func:`~consumer.sources.open.reopen_source`,
 :func:`~consumer.sources.open.locate_store`); nothing outside this package asks which kind a source is.
 

@@ -16,8 +16,11 @@ A source is a table of files in the dataset's order (``file_id``): ``paths``, ``
   vanished raises :class:`~consumer.errors.FileChangedError` naming it — it is never served;
 - :meth:`ByteSource.iter_chunks`: one whole file in bounded chunks, never a mix of two versions;
 - :meth:`ByteSource.describe`: raw libmagic results (description, MIME type), what the catalog stores;
-- capabilities: ``tokens`` (a packed store's ready-made document tokens, else None), ``whole_files`` (the
-  content pass may read whole files), ``durable`` (its files' rows belong in the durable catalog);
+- :meth:`ByteSource.choose`: the dataset's reading strategy, fixed when the source is made — rows built from the
+  files' bytes (files and objects: ``files(source)``), or rows copied from a packed store's tokens
+  (:class:`~consumer.sources.store.StoreFiles`: ``store(tokens)``, its :class:`~consumer.sources.store.TokenData`);
+  :meth:`ByteSource.bytes_for` gives the source whose bytes a pass reads (the content pass, the byte predicates
+  of SQL), refused for a store. Callers ask these; none asks which kind of source it holds;
 - :meth:`ByteSource.subset` and :meth:`ByteSource.handoff`: the same files for part of the dataset, and what
   another process needs to reopen the source without listing the files again.
 
@@ -27,35 +30,56 @@ Sources are picklable (connections are reopened in each process).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ClassVar, Protocol, TypeAlias, TypeVar
 
 import numpy as np
 
 from ..errors import InputError
 from .paths import PathList
+from .token_store import TokenData
 
-__all__ = ["ByteSource", "CHUNK_BYTES", "FEW_RANGES", "check_ranges", "check_few_ranges"]
+__all__ = ["ByteSource", "CHUNK_BYTES", "FEW_RANGES", "Ranges", "Handoff", "Describer", "StatFiles", "check_ranges",
+           "check_few_ranges"]
+
+T = TypeVar("T")  # what a caller of ByteSource.choose makes of the source
 
 CHUNK_BYTES = 1 << 20  # default chunk of iter_chunks
 FEW_RANGES = 8  # up to this many ranges given as lists, read_ranges checks them with plain ints (no numpy round)
+
+Ranges: TypeAlias = "np.ndarray | list[int]"  # one column of read_ranges: int64 array, or a few plain ints
+Handoff: TypeAlias = "dict[str, Any]"  # ByteSource.handoff: JSON-able, read back by open.reopen_source
+
+
+class Describer(Protocol):
+    """What describes files with libmagic (:meth:`ByteSource.describe`, or one run on a cluster's workers): raw
+    ``(description, MIME type)`` per path, in order, None for a kind not in ``kinds``."""
+
+    def __call__(self, paths: Sequence[str], *, kinds: Sequence[str], verbose: bool = False,
+                 chunk: int = 256) -> Iterator[tuple[str | None, str | None]]:
+        """Describe ``paths``."""
+        ...
+
+
+class StatFiles(Protocol):
+    """What lists local files (:func:`~consumer.sources.corpus.stat_files`, or one run on a cluster's workers):
+    sizes and change stamps, ``identity`` (device, inode) filled, ``check_open`` limiting the open probes."""
+
+    def __call__(self, paths: Sequence[str], classes: list[str] | None = None, *,
+                 check_open: np.ndarray | None = None,
+                 identity: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Stat ``paths``."""
+        ...
 
 
 class ByteSource(ABC):
     """Where the bytes of a dataset's files come from (see the module docstring).
 
     ``kind`` says what it is in messages (``"local files"``, ``"URLs"``, ``"in a packed store"``: it completes
-    "this dataset's files are ..."); code never branches on it. ``tokens`` is a packed store's
-    :class:`~consumer.sources.store.TokenData` (None for files and objects, whose documents are built from their
-    bytes); ``whole_files`` says whether reading whole files (the content pass,
-    ``dedupe="content"``) is offered; ``durable`` whether the files' catalog rows may be kept in the cache
-    directory's catalog (a packed store's file table describes files that may not exist here).
+    "this dataset's files are ..."); code never branches on it.
     """
 
     kind: ClassVar[str] = "files"
-    whole_files: ClassVar[bool] = False
-    durable: ClassVar[bool] = True
-    tokens: Any = None
 
     paths: PathList
     sizes: np.ndarray
@@ -69,7 +93,7 @@ class ByteSource(ABC):
         """The same source restricted to the files ``ids`` (sorted file ids), in that order."""
 
     @abstractmethod
-    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
+    def read_ranges(self, ids: Ranges, offsets: Ranges, lengths: Ranges, out: np.ndarray, at: Ranges) -> None:
         """Copy bytes ``[offsets[j], offsets[j] + lengths[j])`` of file ``ids[j]`` to ``out[at[j]:]`` for every
         ``j`` (int64 arrays, or lists of ints; ``out`` a writable 1-D uint8 array), every file checked to be the
         version listed before and after its read, so a file rewritten during the read is refused rather than served
@@ -105,17 +129,22 @@ class ByteSource(ABC):
         listing proved it."""
         return None
 
-    def handoff(self) -> dict | None:
+    def handoff(self) -> Handoff | None:
         """What another process needs, beside the paths, sizes and stamps of an index cache entry, to reopen this
         source without listing its files (:func:`consumer.sources.open.reopen_source`; JSON-able), or None when it
         needs nothing more."""
         return None
 
-    def refuse_whole_files(self, what: str) -> None:
-        """InputError saying ``what`` (e.g. ``"duplicates()"``) reads whole local files and this source has
-        none, unless :attr:`whole_files`."""
-        if not self.whole_files:
-            raise InputError(f"{what} reads every byte of local files; this dataset's files are {self.kind}")
+    def choose(self, *, files: Callable[[ByteSource], T], store: Callable[[TokenData], T]) -> T:
+        """The reading strategy of the dataset, chosen once with its source: ``files(self)`` for files and objects
+        (rows are built from their bytes, file facts come from the durable catalog), ``store(tokens)`` for a packed
+        store (rows are copied from its tokens, file facts from its table)."""
+        return files(self)
+
+    def bytes_for(self, what: str) -> ByteSource:
+        """This source, whose bytes ``what`` (e.g. ``"duplicates()"``) reads; a packed store refuses (InputError
+        naming ``what``)."""
+        return self
 
 
 def check_ranges(n_files: int, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray, out: np.ndarray,
@@ -140,8 +169,8 @@ def check_ranges(n_files: int, ids: np.ndarray, offsets: np.ndarray, lengths: np
         raise InputError(f"at + lengths must stay inside out ({out.size} bytes)")
 
 
-def check_few_ranges(n_files: int, ids: list, offsets: list, lengths: list, out: np.ndarray, at: list,
-                     sizes: np.ndarray) -> None:
+def check_few_ranges(n_files: int, ids: list[int], offsets: list[int], lengths: list[int], out: np.ndarray,
+                     at: list[int], sizes: np.ndarray) -> None:
     """:func:`check_ranges` for a few ranges given as lists of ints (a batch of one or four rows): the same
     refusals, with plain ints."""
     if not (len(ids) == len(offsets) == len(lengths) == len(at)):

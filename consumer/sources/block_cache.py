@@ -58,7 +58,7 @@ class BlockCache:
     ``hits``, ``misses``, ``corrupt`` and ``evicted`` count what happened in this process.
     """
 
-    def __init__(self, directory: str | os.PathLike, max_bytes: int) -> None:
+    def __init__(self, directory: str | os.PathLike[str], max_bytes: int) -> None:
         if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes <= 0:
             raise InputError(f"remote_cache must be a positive size, got {short_repr(max_bytes)}")
         self.root = Path(os.path.expanduser(os.fspath(directory))) / CACHE_SUBDIR

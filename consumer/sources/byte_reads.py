@@ -13,6 +13,7 @@ changed file is never served.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import Executor
 
 import numpy as np
 
@@ -38,7 +39,7 @@ def read_span(source: ByteSource, i: int, offset: int, n: int) -> bytes:
 
 
 def read_spans(source: ByteSource, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
-               parts: int = 1, pool=None) -> list[bytes]:
+               parts: int = 1, pool: Executor | None = None) -> list[bytes]:
     """``read_span`` of many files at once: the ranges clamped to each file, read into one buffer by
     ``source.read_ranges`` (checked before and after), in ``parts`` slices handed to ``pool.map`` when given."""
     ids = np.asarray(ids, dtype=np.int64)

@@ -31,7 +31,8 @@ def gcs_class(cls: type, options: Mapping[str, Any]) -> type:
     first asks Google's gRPC control API for each bucket's type, which an emulator does not serve: every
     call would wait 60 s for it."""
     if options.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST"):
-        return importlib.import_module("gcsfs.core").GCSFileSystem
+        plain: type = importlib.import_module("gcsfs.core").GCSFileSystem
+        return plain
     return cls
 
 

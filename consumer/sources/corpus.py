@@ -37,6 +37,7 @@ from ..errors import InputError, short_repr
 from ..util.fileio import check_path, stat_regular
 from .paths import PathList
 from .urls import expand_local, is_url, local_path_of
+from .version import change_stamps
 
 __all__ = ["DEFAULT_CLASS", "ClassFiles", "Corpus", "corpus_of_walk", "normalise", "probe_files", "refuse_same_files",
            "stat_files"]
@@ -124,7 +125,7 @@ def _corpus(grouped: dict[str, list[str]], form: str) -> Corpus:
     return Corpus(classes=tuple(classes), form=form)
 
 
-def _as_path(p: Any, where: str) -> str:
+def _as_path(p: object, where: str) -> str:
     if not isinstance(p, PathLike):
         raise InputError(f"{where}: expected a path (str or os.PathLike), got {short_repr(p)}")
     if is_url(p):
@@ -140,7 +141,7 @@ def _as_path(p: Any, where: str) -> str:
     return os.path.normpath(os.path.abspath(s))
 
 
-def _as_class(c: Any, where: str) -> str:
+def _as_class(c: object, where: str) -> str:
     if not isinstance(c, str) or not c:
         raise InputError(f"{where}: class names must be non-empty str, got {short_repr(c)}")
     return c
@@ -152,8 +153,8 @@ def _walk_error(error: OSError) -> None:
 
 
 def _scan_directory(root: str) -> dict[str, list[str]]:
-    subdirs: list[os.DirEntry] = []
-    files: list[os.DirEntry] = []
+    subdirs: list[os.DirEntry[str]] = []
+    files: list[os.DirEntry[str]] = []
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError as e:
@@ -186,7 +187,7 @@ def _scan_directory(root: str) -> dict[str, list[str]]:
     return out
 
 
-def _group(fps: Any) -> tuple[dict[str, list[str]], str]:
+def _group(fps: object) -> tuple[dict[str, list[str]], str]:
     """Group any accepted form into ``{class: [paths]}`` (unsorted, unchecked) and name the form."""
     if isinstance(fps, PathLike):
         if is_url(fps) and local_path_of(str(fps)) is None:
@@ -242,7 +243,7 @@ def corpus_of_walk(grouped: dict[str, list[str]]) -> Corpus:
     return _corpus(grouped, "dir")
 
 
-def normalise(fps: Any) -> Corpus:
+def normalise(fps: object) -> Corpus:
     """Turn any accepted ``fps`` form into a validated :class:`Corpus` (see the module docstring)."""
     if isinstance(fps, Corpus):
         return fps
@@ -306,7 +307,7 @@ def stat_files(paths: Sequence[str], classes: list[str] | None = None, *, check_
             _probe(path, st)
         sizes[i], mtimes[i], ctimes[i] = st.st_size, st.st_mtime_ns, st.st_ctime_ns
         ident[i, 0], ident[i, 1] = st.st_dev, st.st_ino
-    np.maximum(mtimes, ctimes, out=mtimes)
+    change_stamps(mtimes, ctimes, out=mtimes)
     refuse_same_files(paths, classes, ident)
     return sizes, mtimes
 

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from ..errors import FileChangedError
-from .base import FEW_RANGES, ByteSource, check_few_ranges, check_ranges
+from .base import FEW_RANGES, ByteSource, Handoff, Ranges, StatFiles, check_few_ranges, check_ranges
 from .corpus import probe_files, stat_files
 from .paths import PathList
+from .version import FileVersion, change_stamp
 
 __all__ = ["LocalFiles"]
 
@@ -34,8 +34,6 @@ class LocalFiles(ByteSource):
     an index cache entry by another process)."""
 
     kind = "local files"
-    whole_files = True
-    durable = True
 
     def __init__(self, paths: Sequence[str], sizes: np.ndarray, stamps: np.ndarray,
                  ident: np.ndarray | None = None) -> None:
@@ -46,7 +44,7 @@ class LocalFiles(ByteSource):
 
     @classmethod
     def listed(cls, paths: Sequence[str], classes: Sequence[str] | None = None,
-               stat: Callable | None = None) -> LocalFiles:
+               stat: StatFiles | None = None) -> LocalFiles:
         """Stat every file of ``paths`` (``classes``, one per path, only name a file's class in errors) with
         ``stat`` (default :func:`~consumer.sources.corpus.stat_files`); no file is opened yet (size-0 files
         excepted): :meth:`check_readable` does that when it is needed."""
@@ -76,7 +74,7 @@ class LocalFiles(ByteSource):
 
         return describe_files(paths, kinds=kinds, verbose=verbose, chunk=chunk)
 
-    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
+    def read_ranges(self, ids: Ranges, offsets: Ranges, lengths: Ranges, out: np.ndarray, at: Ranges) -> None:
         """See :meth:`ByteSource.read_ranges`: per range open, one ``fstat`` checked against the listing, one
         ``preadv`` (more for reads the kernel splits or cuts short), close. This loop is the per-file cost of a
         raw fetch, so it stays lean: locals, one comparison chain, no call per file."""
@@ -105,7 +103,7 @@ class LocalFiles(ByteSource):
             try:
                 st = fstat(fd)
                 mt, ct = st.st_mtime_ns, st.st_ctime_ns
-                if st.st_size != sizes[j] or st.st_ino != inos[j] or (mt if mt > ct else ct) != stamps[j] or \
+                if st.st_size != sizes[j] or st.st_ino != inos[j] or change_stamp(st) != stamps[j] or \
                         not stat.S_ISREG(st.st_mode):
                     _check_same(os.fsdecode(path), st, sizes[j], stamps[j],
                                 None if ident is None else ident[i].tolist())
@@ -122,19 +120,19 @@ class LocalFiles(ByteSource):
             finally:
                 close(fd)
 
-    def handoff(self) -> dict | None:
+    def handoff(self) -> Handoff | None:
         """None: local files reopen from their paths, sizes and stamps alone."""
         return None
 
 
-def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list | None,
+def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: list[int] | None,
                 during: bool = False) -> None:
-    """The opened file must be the one listed: a regular file of the same size, change stamp and, when known,
-    device and inode; FileChangedError saying what differs otherwise. ``during``: checked after the read, so a
-    change means the file was written while it was read."""
+    """The opened file must be the one listed: a regular file of the same :class:`FileVersion` (size, change
+    stamp and, when known, device and inode); FileChangedError saying what differs otherwise. ``during``:
+    checked after the read, so a change means the file was written while it was read."""
     if during:
         raise FileChangedError(f"{path!r} changed while it was read (size {st.st_size} bytes, indexed {size}; "
-                               f"modified at {max(st.st_mtime_ns, st.st_ctime_ns)} ns, indexed {stamp} ns): "
+                               f"modified at {change_stamp(st)} ns, indexed {stamp} ns): "
                                "its bytes are not served; rebuild the dataset")
     mode = st.st_mode
     if not stat.S_ISREG(mode):
@@ -142,14 +140,15 @@ def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: lis
             "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
         raise FileChangedError(f"cannot read {path!r}: {kind} now; it was a regular file at build time "
                                "(replaced, or swapped for a link?)")
-    if st.st_size != size:
-        how = "shorter than at build time" if st.st_size < size else "longer than at build time (appended to?)"
-        raise FileChangedError(f"{path!r} is {how}: size {st.st_size} bytes, indexed {size}")
-    if ident is not None and ident[1] and (st.st_dev, st.st_ino) != tuple(ident):
+    now = FileVersion.of(st)
+    if now.size != size:
+        how = "shorter than at build time" if now.size < size else "longer than at build time (appended to?)"
+        raise FileChangedError(f"{path!r} is {how}: size {now.size} bytes, indexed {size}")
+    if ident is not None and ident[1] and (now.dev, now.ino) != tuple(ident):
         raise FileChangedError(f"{path!r} changed since the build: it is another file now (device/inode "
-                               f"{st.st_dev}/{st.st_ino}, indexed {ident[0]}/{ident[1]}): replaced or swapped")
-    if stamp and max(st.st_mtime_ns, st.st_ctime_ns) != stamp:
-        raise FileChangedError(f"{path!r} changed since the build: modified at {max(st.st_mtime_ns, st.st_ctime_ns)} "
+                               f"{now.dev}/{now.ino}, indexed {ident[0]}/{ident[1]}): replaced or swapped")
+    if stamp and now.stamp != stamp:
+        raise FileChangedError(f"{path!r} changed since the build: modified at {now.stamp} "
                                f"ns, indexed {stamp} ns (rewritten in place?); rebuild the dataset")
 
 

@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
 
 from ..errors import InputError, MissingDependencyError
 from ..util.progress import progress_bar
@@ -23,7 +24,7 @@ _PARALLEL_MIN_FILES = 64  # below this a thread pool costs more than it saves
 _CHUNK = 256  # files per task: one future per chunk, not per file
 
 
-def import_magic():
+def import_magic() -> ModuleType:
     """The ``magic`` module (python-magic), or MissingDependencyError naming the install commands."""
     try:
         import magic  # noqa: PLC0415  (the one home of this dependency)

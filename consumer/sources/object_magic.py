@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, short_repr
+from .base import Describer
 from .magic import import_magic
 from .range_reader import RemoteReader
 
@@ -115,7 +116,8 @@ def _missing_ranges(pieces: Mapping[int, bytes], wanted: list[tuple[int, int]]) 
     return sorted(set(out))
 
 
-def describe_prefixes(urls: Sequence[str], sizes: Any = None, etags: Sequence[str | None] | None = None,
+def describe_prefixes(urls: Sequence[str], sizes: np.ndarray | Sequence[int] | None = None,
+                      etags: Sequence[str | None] | None = None,
                       storage_options: Mapping[str, Any] | None = None, **kwargs: Any
                       ) -> list[tuple[str | None, str | None]]:
     """Raw libmagic ``(description, MIME type)`` of each remote object, in order: the list of
@@ -123,7 +125,8 @@ def describe_prefixes(urls: Sequence[str], sizes: Any = None, etags: Sequence[st
     return list(iter_describe_prefixes(urls, sizes, etags, storage_options, **kwargs))
 
 
-def iter_describe_prefixes(urls: Sequence[str], sizes: Any = None, etags: Sequence[str | None] | None = None,
+def iter_describe_prefixes(urls: Sequence[str], sizes: np.ndarray | Sequence[int] | None = None,
+                           etags: Sequence[str | None] | None = None,
                            storage_options: Mapping[str, Any] | None = None, *,
                            head_bytes: int = DEFAULT_HEAD_BYTES, tail_bytes: int = DEFAULT_TAIL_BYTES,
                            kinds: Sequence[str] = ("description", "mime"), reader: RemoteReader | None = None,
@@ -154,7 +157,7 @@ def iter_describe_prefixes(urls: Sequence[str], sizes: Any = None, etags: Sequen
         want_desc, want_mime = "description" in kinds, "mime" in kinds
         tmp_root = temp_dir or tempfile.gettempdir()
 
-        def cookies(limited: bool):
+        def cookies(limited: bool) -> tuple[Any, Any]:
             key = "limited" if limited else "full"
             got = getattr(local, key, None)
             if got is None:
@@ -223,12 +226,15 @@ def _fetch_into(reader: RemoteReader, urls: Sequence[str], idx: range, plans: li
         pieces[k][r_starts[j]] = buf[offsets[j]:offsets[j + 1]].tobytes()
 
 
-def describer(reader: RemoteReader, urls: Sequence[str], sizes: Any, etags: Sequence[str | None]):
+def describer(reader: RemoteReader, urls: Sequence[str], sizes: np.ndarray | Sequence[int],
+              etags: Sequence[str | None]) -> Describer:
     """The ``describe(paths, kinds=, verbose=, chunk=)`` that :meth:`Catalog.sync` calls in place
     of local libmagic for these objects: their sizes and ETags (from a listing) spare one ``info`` per object."""
     facts = {u: (s, e) for u, s, e in zip(urls, np.asarray(sizes).tolist(), etags)}
 
-    def describe(todo: list[str], *, kinds: Any, verbose: bool, chunk: int) -> Iterator[tuple[str | None, str | None]]:
+    def describe(paths: Sequence[str], *, kinds: Sequence[str], verbose: bool = False,
+                 chunk: int = _CHUNK) -> Iterator[tuple[str | None, str | None]]:
+        todo = list(paths)
         return iter_describe_prefixes(todo, [facts[u][0] for u in todo], [facts[u][1] for u in todo],
                                       reader.storage_options, kinds=kinds, reader=reader, chunk=chunk)
 

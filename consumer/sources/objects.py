@@ -11,13 +11,12 @@ libmagic describes an object from a few byte ranges (:mod:`consumer.sources.obje
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
 
 from ..errors import ConsumerError, RemoteError
 from ..storage import Storage
-from .base import ByteSource, check_ranges
+from .base import ByteSource, Handoff, Ranges, check_ranges
 from .paths import PathList
 from .range_reader import RemoteReader
 from .urls import stat_objects
@@ -38,8 +37,6 @@ class ObjectFiles(ByteSource):
     connections in each process)."""
 
     kind = "URLs"
-    whole_files = False  # the content pass reads whole files: only local ones
-    durable = True
 
     def __init__(self, reader: RemoteReader, paths: Sequence[str], sizes: np.ndarray, stamps: np.ndarray,
                  etags: Sequence[str | None]) -> None:
@@ -71,7 +68,7 @@ class ObjectFiles(ByteSource):
         """The same objects under ``paths`` (the same strings)."""
         return ObjectFiles(self.reader, PathList.of(paths), self.sizes, self.stamps, self.etags)
 
-    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
+    def read_ranges(self, ids: Ranges, offsets: Ranges, lengths: Ranges, out: np.ndarray, at: Ranges) -> None:
         """See :meth:`ByteSource.read_ranges`: every range of the call in flight at once; each response's ETag and
         object size are checked against the listing (a response is one version of the object)."""
         ids, offsets, lengths, at = (np.asarray(x, dtype=np.int64) for x in (ids, offsets, lengths, at))
@@ -85,15 +82,15 @@ class ObjectFiles(ByteSource):
         """libmagic from a few byte ranges of each object (see :mod:`consumer.sources.object_magic`)."""
         from .object_magic import describer  # noqa: PLC0415
 
-        return describer(self.reader, self.paths, self.sizes, self.etags)(list(paths), kinds=kinds, verbose=verbose,
-                                                                         chunk=chunk)
+        describe = describer(self.reader, self.paths, self.sizes, self.etags)
+        return describe(list(paths), kinds=kinds, verbose=verbose, chunk=chunk)
 
-    def handoff(self) -> dict:
+    def handoff(self) -> Handoff:
         """The ETags listed (what another process checks its reads against)."""
         return {"kind": "objects", "etags": list(self.etags)}
 
     @classmethod
-    def reopened(cls, paths: PathList, sizes: np.ndarray, stamps: np.ndarray, handoff: dict[str, Any],
+    def reopened(cls, paths: PathList, sizes: np.ndarray, stamps: np.ndarray, handoff: Handoff,
                  storage: Storage) -> ObjectFiles:
         """The objects another process listed (its :meth:`handoff`), without listing them again."""
         return cls(reader_of(storage), paths, sizes, stamps, handoff["etags"])

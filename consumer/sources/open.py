@@ -9,7 +9,7 @@ picks the implementation by the path's form). Everything above :mod:`consumer.so
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import InputError, short_repr
 from ..storage import Storage
-from .base import ByteSource
+from .base import ByteSource, Handoff, StatFiles
 from .local import LocalFiles
 from .paths import PathList
 from .urls import class_layout, is_url, list_objects, local_path_of
@@ -34,7 +34,7 @@ def _may_hold_urls(paths: Sequence[str]) -> bool:
     return any(b"://" in blob[i:i + step + 2].tobytes() for i in range(0, blob.size, step))
 
 
-def expand_fps(fps: Any, storage: Storage) -> Any:
+def expand_fps(fps: object, storage: Storage) -> object:
     """``fps`` as :func:`~consumer.sources.corpus.normalise` takes it: a bucket prefix (``s3://bucket/data/``)
     becomes ``{class: [urls]}`` from one listing (sub-prefixes are classes, like sub-directories); anything else is
     returned as it is."""
@@ -44,11 +44,10 @@ def expand_fps(fps: Any, storage: Storage) -> Any:
 
 
 def open_source(paths: Sequence[str], storage: Storage, *, classes: Sequence[str] | None = None,
-                whole_files_for: str | None = None, stat: Callable | None = None) -> ByteSource:
+                stat: StatFiles | None = None) -> ByteSource:
     """The source of ``paths`` (one kind per dataset): local files (stat'ed) or objects behind URLs (listed: sizes,
     times, ETags), with ``storage`` (options and read-through cache for URLs; local files take none).
-    ``classes`` (one per path) only name a file's class in errors. ``whole_files_for`` names a setting that reads
-    whole local files (e.g. ``"dedupe='content'"``): refused for URLs before anything is listed. ``stat`` (same
+    ``classes`` (one per path) only name a file's class in errors. ``stat`` (same
     signature as :func:`~consumer.sources.corpus.stat_files`) replaces the local ``stat`` of local files, e.g. by
     one that runs on a cluster's workers."""
     urls = [is_url(p) for p in paths] if _may_hold_urls(paths) else []
@@ -60,15 +59,12 @@ def open_source(paths: Sequence[str], storage: Storage, *, classes: Sequence[str
     if not all(urls):
         raise InputError(f"fps mixes URLs and local paths (e.g. {paths[urls.index(False)]!r}); build one dataset "
                          "per kind")
-    if whole_files_for:
-        raise InputError(f"{whole_files_for} reads every byte of local files; fps holds URLs (dedupe them locally "
-                         "or drop the setting)")
     from .objects import ObjectFiles  # noqa: PLC0415  (fsspec loads only for URLs)
 
     return ObjectFiles.listed(paths, storage)
 
 
-def reopen_source(paths: PathList, sizes: np.ndarray, stamps: np.ndarray, handoff: dict | None,
+def reopen_source(paths: PathList, sizes: np.ndarray, stamps: np.ndarray, handoff: Handoff | None,
                   storage: Storage) -> ByteSource:
     """The source another process opened (its :meth:`~consumer.sources.base.ByteSource.handoff`, None for local
     files), from the paths, sizes and stamps of an index cache entry: nothing is listed or stat'ed again."""
@@ -92,10 +88,10 @@ class StoreLocation:
     where: Any
 
 
-def locate_store(prefix: Any, storage: Storage) -> StoreLocation:
+def locate_store(prefix: str | os.PathLike[str], storage: Storage) -> StoreLocation:
     """Where the packed store at ``prefix`` is: a local prefix (a path, or a ``file://`` URL), or objects (read by
     ranges with ``storage``). A local prefix takes no storage options."""
-    local = local_path_of(prefix) if is_url(prefix) else prefix
+    local = local_path_of(prefix) if isinstance(prefix, str) and is_url(prefix) else prefix
     if local is None:
         return StoreLocation("objects", prefix)
     if not storage.local_only:

@@ -99,7 +99,8 @@ class PathList(Sequence[str]):
         """Where each path starts in :meth:`packed` (int64, ``len + 1`` entries, a new array): path ``i`` is
         ``packed()[o[i]:o[i + 1] - 1]`` (the byte before each next start is its NUL separator)."""
         at = self._at[self._lo:self._hi + 1]
-        return at - at[0]
+        out: np.ndarray = at - at[0]
+        return out
 
     def __len__(self) -> int:
         return self._hi - self._lo
@@ -110,7 +111,7 @@ class PathList(Sequence[str]):
     @overload
     def __getitem__(self, i: slice) -> PathList: ...
 
-    def __getitem__(self, i: Any) -> Any:
+    def __getitem__(self, i: int | slice) -> str | PathList:
         if isinstance(i, slice):
             start, stop, step = i.indices(len(self))
             if step != 1:  # not one run of the blob: packed anew
@@ -178,5 +179,5 @@ class PathList(Sequence[str]):
         more = f", ... ({len(self)} paths)" if len(self) > 3 else ""
         return f"PathList({head!r}{more})"
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[type[PathList], tuple[Any, ...]]:
         return PathList, (self._blob, self._at, self._lo, self._hi)

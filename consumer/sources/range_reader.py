@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -77,7 +77,7 @@ class RemoteReader(RangeRequests):
 
     def __init__(self, storage_options: Mapping[str, Any] | None = None, *, concurrency: int = DEFAULT_CONCURRENCY,
                  retries: int = 5, timeout: float = 60.0, backoff: float = 0.1, max_backoff: float = 5.0,
-                 cache_dir: str | os.PathLike | None = None, cache_bytes: int | str | None = None,
+                 cache_dir: str | os.PathLike[str] | None = None, cache_bytes: int | str | None = None,
                  block_bytes: int = DEFAULT_BLOCK_BYTES, max_request_bytes: int = DEFAULT_MAX_REQUEST,
                  coalesce_bytes: int | None = DEFAULT_COALESCE_BYTES) -> None:
         if storage_options is not None and not isinstance(storage_options, Mapping):
@@ -119,13 +119,13 @@ class RemoteReader(RangeRequests):
         self.cache = (BlockCache(self.cache_dir, self.cache_bytes)
                       if self.cache_dir is not None and self.cache_bytes else None)
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         """Picklable state: settings only (file systems, pools and counters are per process)."""
         keep = ("storage_options", "concurrency", "retries", "timeout", "backoff", "max_backoff", "block_bytes",
                 "max_request_bytes", "coalesce_bytes", "cache_dir", "cache_bytes")
         return {k: self.__dict__[k] for k in keep}
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         """Restore settings and start with fresh per-process resources."""
         self.__dict__.update(state)
         self._reset()
@@ -162,9 +162,10 @@ class RemoteReader(RangeRequests):
         return fs
 
     # ------------------------------------------------------------------ public reads
-    def read_ranges(self, urls: Sequence[str], starts: Any, lengths: Any, out: np.ndarray, out_offsets: Any,
+    def read_ranges(self, urls: Sequence[str], starts: np.ndarray | Sequence[int], lengths: np.ndarray | Sequence[int],
+                    out: np.ndarray, out_offsets: np.ndarray | Sequence[int],
                     expected_etags: Sequence[str | None] | None = None,
-                    expected_sizes: Any = None) -> None:
+                    expected_sizes: np.ndarray | Sequence[int] | None = None) -> None:
         """Fill ``out[out_offsets[i] : out_offsets[i] + lengths[i]]`` with bytes ``starts[i] ..
         starts[i] + lengths[i]`` of ``urls[i]``, every range of the call fetched concurrently.
 
@@ -207,7 +208,7 @@ class RemoteReader(RangeRequests):
 
         self._run(jobs, place)
 
-    def read_prefixes(self, urls: Sequence[str], nbytes: int, sizes: Any = None,
+    def read_prefixes(self, urls: Sequence[str], nbytes: int, sizes: np.ndarray | Sequence[int] | None = None,
                       etags: Sequence[str | None] | None = None) -> list[bytes]:
         """The first ``min(nbytes, size)`` bytes of each object, fetched concurrently. Sizes not given are
         looked up (one ``info`` per object, concurrently)."""
@@ -227,7 +228,7 @@ class RemoteReader(RangeRequests):
         """``(etag, size)`` of each object from one ``info`` (HEAD) each, concurrently, with retries."""
         results: list[tuple[str | None, int]] = [(None, 0)] * len(urls)
 
-        def make(k: int, url: str):
+        def make(k: int, url: str) -> Callable[[asyncio.Semaphore], Awaitable[None]]:
             async def go(sem: asyncio.Semaphore) -> None:
                 results[k] = await self._with_retries(_Job(url, 0, 0, None, None), sem, self._info)
             return go
@@ -237,7 +238,7 @@ class RemoteReader(RangeRequests):
 
     # ------------------------------------------------------------------ internals
     @staticmethod
-    def _int_array(values: Any, n: int, name: str) -> np.ndarray:
+    def _int_array(values: object, n: int, name: str) -> np.ndarray:
         arr = np.asarray(values)
         if arr.shape != (n,) or (n and arr.dtype.kind not in "iu"):
             raise InputError(f"{name} must be {n} integers (one per url), got {short_repr(values)}")
@@ -258,7 +259,9 @@ class RemoteReader(RangeRequests):
         step = self.max_request_bytes
         return [(start + d, min(step, length - d), offset + d) for d in range(0, length, step)]
 
-    def _read_cached(self, cache: BlockCache, urls, starts, lengths, out, offsets, etags, sizes, live) -> None:
+    def _read_cached(self, cache: BlockCache, urls: Sequence[str], starts: np.ndarray, lengths: np.ndarray,
+                     out: np.ndarray, offsets: np.ndarray, etags: Sequence[str | None], sizes: np.ndarray | None,
+                     live: np.ndarray) -> None:
         block = self.block_bytes
         need_size = [int(i) for i in live if etags[i] is not None and sizes is None]
         known_sizes: dict[int, int] = {}
@@ -320,19 +323,20 @@ class RemoteReader(RangeRequests):
                 o += b - a
                 pos += b - a
 
-    def _run(self, jobs: list[_Job], place) -> None:
+    def _run(self, jobs: list[_Job], place: Callable[[int, bytes], None]) -> None:
         """Fetch every job concurrently, calling ``place(k, bytes)`` for each completed job."""
         if not jobs:
             return
 
-        def make(k: int, job: _Job):
+        def make(k: int, job: _Job) -> Callable[[asyncio.Semaphore], Awaitable[None]]:
             async def go(sem: asyncio.Semaphore) -> None:
                 place(k, await self._with_retries(job, sem, self._get))
             return go
 
         self._run_coros([make(k, j) for k, j in enumerate(jobs)], [j.url for j in jobs])
 
-    def _run_coros(self, coro_fns: list, urls: Sequence[str]) -> None:
+    def _run_coros(self, coro_fns: list[Callable[[asyncio.Semaphore], Awaitable[None]]],
+                   urls: Sequence[str]) -> None:
         if not coro_fns:
             return
         from fsspec.asyn import get_loop, sync  # noqa: PLC0415  (fsspec is present: a filesystem was opened)
@@ -362,7 +366,7 @@ class RemoteReader(RangeRequests):
 
 
 def fetch_prefixes(urls: Sequence[str], nbytes: int, storage_options: Mapping[str, Any] | None = None, *,
-                   sizes: Any = None, etags: Sequence[str | None] | None = None,
+                   sizes: np.ndarray | Sequence[int] | None = None, etags: Sequence[str | None] | None = None,
                    reader: RemoteReader | None = None) -> list[bytes]:
     """The first ``min(nbytes, size)`` bytes of every object, fetched with concurrent range requests.
 

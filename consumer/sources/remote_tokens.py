@@ -12,12 +12,16 @@ the data file is never downloaded whole. A store rewritten since it was opened r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import InputError, short_repr
 from ..formats.mmidx import copy_ranges
+
+if TYPE_CHECKING:
+    from .range_reader import RemoteReader
 
 __all__ = ["RemoteTokens"]
 
@@ -29,8 +33,8 @@ class RemoteTokens:
 
     ndim = 1
 
-    def __init__(self, reader: Any, url: str, etag: str | None, object_size: int, offset: int, dtype: Any,
-                 count: int) -> None:
+    def __init__(self, reader: RemoteReader, url: str, etag: str | None, object_size: int, offset: int,
+                 dtype: npt.DTypeLike, count: int) -> None:
         self.reader, self.url, self.etag = reader, url, etag
         self.object_size, self.offset, self.dtype = int(object_size), int(offset), np.dtype(dtype)
         self.size = int(count)
@@ -41,7 +45,7 @@ class RemoteTokens:
     @property
     def itemsize(self) -> int:
         """Bytes per token."""
-        return self.dtype.itemsize
+        return int(self.dtype.itemsize)
 
     @property
     def shape(self) -> tuple[int]:
@@ -54,7 +58,7 @@ class RemoteTokens:
     def __repr__(self) -> str:
         return f"RemoteTokens({self.url!r}, dtype={self.dtype.name}, size={self.size})"
 
-    def __getitem__(self, key: Any) -> Any:
+    def __getitem__(self, key: int | slice) -> Any:
         """``tokens[a:b]`` (step 1) as a new array, or ``tokens[i]`` as a numpy scalar."""
         if isinstance(key, slice):
             start, stop, step = key.indices(self.size)

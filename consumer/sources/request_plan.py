@@ -8,6 +8,7 @@ and, on S3, milliseconds of client CPU; a few KiB more in one answer cost micros
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ def plan_requests(urls: Sequence[str], etags: Sequence[str | None], starts: np.n
     """
     order = sorted((int(i) for i in live), key=lambda i: (urls[i], etags[i] or "", int(starts[i])))
     out: list[Request] = []
-    cur: list | None = None  # [index, start, end, parts]
+    cur: list[Any] | None = None  # [index, start, end, parts]
     for i in order:
         s, n, o = int(starts[i]), int(lengths[i]), int(offsets[i])
         if n > max_request or gap is None:

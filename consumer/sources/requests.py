@@ -17,6 +17,7 @@ import gc
 import hashlib
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +52,7 @@ _TRANSIENT_ERRNO = frozenset({errno.ECONNRESET, errno.ECONNABORTED, errno.ECONNR
 # child had used s3fs). So a child of a process that used remote I/O keeps every inherited file system
 # alive and freezes the inherited objects out of its cyclic garbage collector (``gc.freeze``: they are
 # never finalized in the child); the child opens its own file systems.
-_INHERITED: list = []
+_INHERITED: list[Any] = []
 
 
 def _keep_inherited_filesystems() -> None:
@@ -178,10 +179,10 @@ class RangeRequests:
     retries: int
     backoff: float
     max_backoff: float
-    stats: dict
+    stats: dict[str, int]
     _in_flight: int
     _fs: dict[str, Any]
-    _checked: dict
+    _checked: dict[Any, Any]
 
     def filesystem(self, url: str) -> Any:  # pragma: no cover - the reader's
         raise NotImplementedError
@@ -189,7 +190,8 @@ class RangeRequests:
     def _executor(self) -> ThreadPoolExecutor:  # pragma: no cover - the reader's
         raise NotImplementedError
 
-    async def _with_retries(self, job: _Job, sem: asyncio.Semaphore, request) -> Any:
+    async def _with_retries(self, job: _Job, sem: asyncio.Semaphore,
+                                request: Callable[[_Job], Awaitable[Any]]) -> Any:
         """``await request(job)`` under the semaphore and the timeout, retried on transient errors; a
         ``bytes`` result must be exactly ``job.length`` long."""
         attempt = 0
@@ -287,7 +289,7 @@ class RangeRequests:
             kw["VersionId"] = version
         resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, **kw)
         try:
-            data = await resp["Body"].read()
+            data: bytes = await resp["Body"].read()
         finally:
             resp["Body"].close()
         self._check(job, normalise_etag(resp.get("ETag")), _content_range(resp.get("ContentRange")))
@@ -304,7 +306,7 @@ class RangeRequests:
         async with session.get(fs.encode_url(job.url), headers=headers, **kw) as r:
             if r.status >= 400:
                 r.raise_for_status()
-            data = await r.read()
+            data: bytes = await r.read()
             etag = normalise_etag(r.headers.get("ETag"))
             crange = _content_range(r.headers.get("Content-Range"))
             status = r.status
@@ -360,4 +362,4 @@ class RangeRequests:
             body = asyncio.get_running_loop().run_in_executor(
                 self._executor(), functools.partial(fs.cat_file, job.url, start=job.start, end=job.start + job.length))
         data, _ = await asyncio.gather(body, self._check_metadata(job))  # both requests in flight at once
-        return data
+        return bytes(data)

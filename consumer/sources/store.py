@@ -1,51 +1,25 @@
 """A packed store's documents as a :class:`~consumer.sources.base.ByteSource`: :class:`StoreFiles`.
 
-A packed store holds its documents' tokens ready-made (:class:`TokenData`: memory-mapped from a local file, or read
-by ranges from an object, :class:`~consumer.sources.remote_tokens.RemoteTokens`) and a file table (paths, sizes,
-classes, headers) describing files that need not exist here. So it offers ``tokens`` and nothing else: no bytes of
-the original files (:meth:`StoreFiles.read_ranges` refuses), no libmagic (the headers recorded at pack time stand
-in for descriptions), no durable catalog rows.
+A packed store holds its documents' tokens ready-made (:class:`~consumer.sources.token_store.TokenData` over a
+:class:`~consumer.sources.token_store.TokenStore`: memory-mapped from a local file, or read by ranges from an
+object) and a file table (paths, sizes, classes, headers) describing files that need not exist here. Its reading
+strategy (:meth:`StoreFiles.choose`) is the store's: rows are copied from its tokens; no bytes of the original
+files (:meth:`StoreFiles.read_ranges` and :meth:`StoreFiles.bytes_for` refuse), no libmagic (the headers recorded at
+pack time stand in for descriptions), no durable catalog rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
 from ..errors import InputError
-from .base import ByteSource
+from .base import ByteSource, Handoff, Ranges, T
 from .paths import PathList
+from .token_store import TokenData
 
 __all__ = ["TokenData", "StoreFiles"]
-
-
-@dataclass(frozen=True, eq=False)
-class TokenData:
-    """The documents' tokens in a packed store.
-
-    ``tokens`` is the whole store as one read-only 1-D array in the store's dtype (a memory map), or, for a store
-    in object storage, a :class:`~consumer.sources.remote_tokens.RemoteTokens` with the same slicing and a
-    ``copy_ranges`` method; ``doc_ptr[i]`` (int64) is the position in ``tokens`` of the first token of document
-    ``i``. ``store`` (the format name) and ``prefix`` say where it came from; ``data_file`` is the local file holding
-    ``tokens`` (None for a store at a URL, whose reads check the object's ETag instead).
-    ``verifier`` (a :class:`~consumer.formats.chunksums.ChunkVerifier`, None for a store packed before chunk
-    sums) checks each chunk of ``tokens`` the first time it is read: every read of ``tokens`` calls
-    ``verifier.check_ranges(tokens, src, cnt)`` (or ``check(tokens, byte_lo, byte_hi)``) first.
-    """
-
-    tokens: Any  # np.ndarray or RemoteTokens
-    doc_ptr: np.ndarray
-    store: str
-    prefix: str
-    data_file: str | None = None
-    verifier: Any = None  # ChunkVerifier or None (shared by subsets: one map of verified chunks per open store)
-
-    def subset(self, ids: np.ndarray) -> TokenData:
-        """The documents ``ids``, in that order (the same token data)."""
-        return replace(self, doc_ptr=self.doc_ptr[ids])
 
 
 class StoreFiles(ByteSource):
@@ -53,8 +27,6 @@ class StoreFiles(ByteSource):
     their ``tokens`` (:class:`TokenData`). The headers recorded at pack time live in the dataset's document table."""
 
     kind = "in a packed store"
-    whole_files = False
-    durable = False
 
     def __init__(self, tokens: TokenData, paths: Sequence[str], sizes: np.ndarray,
                  stamps: np.ndarray | None = None) -> None:
@@ -73,7 +45,16 @@ class StoreFiles(ByteSource):
         """The same documents under ``paths`` (the same strings)."""
         return StoreFiles(self.tokens, PathList.of(paths), self.sizes, self.stamps)
 
-    def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
+    def choose(self, *, files: Callable[[ByteSource], T], store: Callable[[TokenData], T]) -> T:
+        """``store(tokens)``: rows are copied from the store's :class:`TokenData`, file facts come from its table."""
+        return store(self.tokens)
+
+    def bytes_for(self, what: str) -> ByteSource:
+        """Refused: a packed store holds tokens, not the bytes of its files (InputError naming ``what``)."""
+        raise InputError(f"{what} reads the bytes of the files; this dataset's files are {self.kind} (it holds "
+                         "their tokens, not their bytes)")
+
+    def read_ranges(self, ids: Ranges, offsets: Ranges, lengths: Ranges, out: np.ndarray, at: Ranges) -> None:
         """Refused: a packed store holds tokens, not the bytes of its files."""
         raise InputError(f"{self.tokens.prefix}: the files of a packed store are not read (it holds their tokens); "
                          "open the source files to read their bytes")
@@ -84,6 +65,6 @@ class StoreFiles(ByteSource):
         raise InputError(f"{self.tokens.prefix}: the files of a packed store are not described by libmagic; their "
                          "headers were recorded at pack time")
 
-    def handoff(self) -> dict:
+    def handoff(self) -> Handoff:
         """A store reopens from its prefix (the dataset's own recipe), not from a handoff."""
         return {"kind": "store", "prefix": self.tokens.prefix}

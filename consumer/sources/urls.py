@@ -29,7 +29,8 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import Any, TypeGuard, TypeVar
 
 import numpy as np
 
@@ -52,11 +53,13 @@ EXTRAS: dict[str, tuple[str, str]] = {
 }
 
 _ETAG_KEYS = ("ETag", "etag", "Etag")
+_P = TypeVar("_P")  # whatever a user handed in as a path
+
 _MTIME_KEYS = ("LastModified", "last_modified", "Last-Modified", "mtime", "updated", "modified", "timeCreated",
                "created")
 
 
-def is_url(path: Any) -> bool:
+def is_url(path: object) -> TypeGuard[str]:
     """True if ``path`` is a string of the form ``scheme://...`` (``s3://``, ``https://``, ``file://``, ...)."""
     return isinstance(path, str) and _URL.match(path) is not None
 
@@ -67,7 +70,7 @@ def url_protocol(url: str) -> str:
     return m.group(1).lower() if m else "file"
 
 
-def expand_local(path: Any) -> Any:
+def expand_local(path: _P) -> _P | str:
     """``~`` and ``~user`` expanded in a local path (``str`` or ``os.PathLike``); URLs and other values are
     returned unchanged, so this can be applied to every path a user hands in."""
     if is_url(path):
@@ -102,12 +105,13 @@ def _missing(protocol: str, package: str, error: BaseException) -> MissingDepend
         f"(pip install 'consumer[{extra}]'): {error}")
 
 
-def _import_fsspec(protocol: str):
+def _import_fsspec(protocol: str) -> ModuleType:
     try:
         import fsspec  # noqa: PLC0415  (optional dependency: imported only when a URL is used)
     except ImportError as e:
         raise _missing(protocol, "fsspec", e) from e
-    return fsspec
+    module: ModuleType = fsspec
+    return module
 
 
 def open_filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
@@ -170,7 +174,7 @@ class Listing:
                        self.mtimes_ns[idx])
 
 
-def normalise_etag(value: Any) -> str | None:
+def normalise_etag(value: object) -> str | None:
     """An ETag without its quotes (``'"abc"'`` -> ``'abc'``); weak ETags keep their ``W/`` mark. None stays None."""
     if value is None or value == "":
         return None
@@ -289,7 +293,7 @@ def stat_objects(urls: Sequence[str], storage_options: Mapping[str, Any] | None 
     fs, _ = open_filesystem(urls[0], storage_options)
     names = [fs._strip_protocol(u) for u in urls]
     parents = sorted({n.rsplit("/", 1)[0] for n in names})
-    infos: dict[str, dict] = {}
+    infos: dict[str, dict[str, Any]] = {}
     if len(parents) <= max_listings:
         for parent in parents:
             fs.invalidate_cache(parent)
@@ -324,7 +328,7 @@ def stat_objects(urls: Sequence[str], storage_options: Mapping[str, Any] | None 
                    mtimes_ns=np.fromiter((mtime_ns_of(i) for i in got), dtype=np.int64, count=len(got)))
 
 
-def _info_many(fs: Any, names: Sequence[str], concurrency: int = 32) -> list[dict]:
+def _info_many(fs: Any, names: Sequence[str], concurrency: int = 32) -> list[dict[str, Any]]:
     """``fs.info`` of many objects, concurrently on an async file system."""
     if not getattr(fs, "async_impl", False):
         return [fs.info(n) for n in names]
@@ -332,17 +336,19 @@ def _info_many(fs: Any, names: Sequence[str], concurrency: int = 32) -> list[dic
 
     from fsspec.asyn import sync  # noqa: PLC0415
 
-    async def run() -> list[dict]:
+    async def run() -> list[dict[str, Any]]:
         sem = asyncio.Semaphore(concurrency)
 
-        async def one(name: str) -> dict:
+        async def one(name: str) -> dict[str, Any]:
             async with sem:
-                return await fs._info(name)
+                info: dict[str, Any] = await fs._info(name)
+                return info
 
         return list(await asyncio.gather(*(one(n) for n in names)))
 
     try:
-        return sync(fs.loop, run)
+        infos: list[dict[str, Any]] = sync(fs.loop, run)
+        return infos
     except FileNotFoundError as e:
         raise InputError(f"url: an object vanished while listing: {e}") from e
 

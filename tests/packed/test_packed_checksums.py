@@ -18,6 +18,8 @@ from consumer.errors import ConsumerWarning
 from consumer.fetch.reader import packed_runs
 from consumer.formats import IndexedReader, read_pbin
 from consumer.formats.chunksums import DEFAULT_CHUNK_BYTES
+from consumer.packed.open import load_store
+from consumer.sources.token_store import FileTokens
 
 from ..conftest import without_chunk_sums, write_corpus
 
@@ -215,3 +217,34 @@ def test_merge_writes_sums_and_refuses_a_damaged_input(tmp_path, order_by) -> No
     with pytest.raises(FormatError, match=r"sb: chunk 1 \(bytes 4096\.\.8192 of .*sb\.bin\): crc32c expected"):
         merge_packed([tmp_path / "sa", tmp_path / "sb"], tmp_path / "m2", order_by=order_by)
     assert not Path(f"{tmp_path / 'm2'}.consumer.json").exists()
+
+
+@pytest.mark.parametrize("fmt", ["megatron", "modalities"])
+def test_one_pass_reads_by_pread_give_the_mapped_tokens_and_check_each_chunk(tmp_path, corpus, fmt) -> None:
+    """``TokenStore.for_one_pass`` (what a merge copies through): a local store's data file by plain reads, from
+    the format's data offset, the same tokens as the memory map; a damaged chunk is refused by ``read`` and
+    returned as stored by ``read_as_stored`` (what ``verify_packed`` scans)."""
+    prefix = tmp_path / "store"
+    corpus.pack(prefix, format=fmt, checksum_chunk_bytes=CHUNK)
+    mapped = load_store(prefix).tokens
+    reads = mapped.for_one_pass()
+    assert isinstance(reads, FileTokens) and reads.dtype == mapped.dtype and reads.size == mapped.size
+    try:
+        assert np.array_equal(reads.read(0, reads.size), mapped.read(0, mapped.size))
+        assert np.array_equal(reads.read_as_stored(100, 7), mapped.mapped()[100:107])
+    finally:
+        reads.close()
+    data = Path(mapped.data_file)
+    raw = bytearray(data.read_bytes())
+    at = mapped.verifier.sums.data_offset + 3 * CHUNK + 5
+    raw[at] ^= 4
+    data.write_bytes(bytes(raw))
+    damaged = load_store(prefix).tokens.for_one_pass()
+    w = damaged.itemsize
+    try:
+        assert damaged.read_as_stored(0, damaged.size).tobytes()[3 * CHUNK + 5] == raw[at]  # as stored, unchecked
+        assert np.array_equal(damaged.read(0, 3 * CHUNK // w), mapped.read(0, 3 * CHUNK // w))  # intact chunks
+        with pytest.raises(FormatError, match=r"chunk 3 \(bytes .*\): crc32c expected"):
+            damaged.read(3 * CHUNK // w, 1)
+    finally:
+        damaged.close()

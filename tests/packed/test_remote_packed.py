@@ -77,7 +77,7 @@ def test_s3_store_equals_local_store_for_every_sample(s3, stores, tmp_path, fmt,
     remote = Consumer.from_packed(url, style=style, seqlen=seqlen, storage_options=so, cache_dir=tmp_path / "c",
                                   verify=True)
     local = Consumer.from_packed(stores / fmt, style=style, seqlen=seqlen)
-    assert type(remote.documents.source.tokens.tokens).__name__ == "RemoteTokens"  # read by ranges, not downloaded
+    assert type(remote.documents.source.tokens.tokens).__name__ == "RangedTokens"  # read by ranges, not downloaded
     _all_queries(remote, local)
     assert remote.documents.source.tokens.prefix == url
     for key in ({"cat": 2, "eel": 1}, slice(0, 5), [3, 1, 4]):  # ds[...] selections: same rng, same samples
@@ -159,7 +159,7 @@ def test_read_through_cache_serves_the_token_ranges(s3, stores, tmp_path):
     ds = Consumer.from_packed("s3://packs/runs/modalities", style="concat", seqlen=64, storage_options=so,
                               cache_dir=tmp_path, remote_cache="10MB")
     local = Consumer.from_packed(stores / "modalities", style="concat", seqlen=64)
-    reader = ds.documents.source.tokens.tokens.reader
+    reader = ds.documents.source.tokens.tokens.remote.reader
     _all_queries(ds, local)
     sent = reader.stats["requests"]
     assert sent > 0 and list((tmp_path / "remote").rglob("*.blk"))

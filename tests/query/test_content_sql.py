@@ -15,7 +15,7 @@ from consumer.catalog.catalog import Catalog, display_path, path_key
 from consumer.catalog.content import encode_histogram, named_content_columns
 from consumer.errors import FileChangedError, QueryError
 from consumer.query.functions import FUNCTIONS, js_distance, l1_distance, register_functions
-from consumer.query.sqlite import DatasetSQL, content_completer
+from consumer.query.sqlite import DatasetSQL
 
 from ..conftest import identity, write
 
@@ -51,7 +51,7 @@ def dataset(tmp_path, request):
         for i, (p, c) in enumerate(zip(paths, classes)):
             yield (i, path_key(p), display_path(p), c, sorted(datas).index(c), "", 1, 1)
 
-    ensure = Counting(content_completer(cat, paths, sizes, mtimes))
+    ensure = Counting(lambda: cat.ensure_content(paths, sizes, mtimes))
     sql = DatasetSQL(cat.path, None if cat.path else cat.connection, rows, identity=(sizes, mtimes),
                      ensure_content=ensure)
     return {"sql": sql, "ensure": ensure, "cat": cat, "paths": paths, "classes": classes,
@@ -108,7 +108,7 @@ def test_the_view_never_shows_content_of_another_file_version(tmp_path):
     assert fresh.query("SELECT sha256 FROM files")[0][0] == hashlib.sha256(b"version two, longer").hexdigest()
     # and the old dataset asking for content of its (gone) version is told the file changed
     asking = DatasetSQL(cat.path, None, rows, identity=(sizes, mtimes),
-                        ensure_content=content_completer(cat, [p], sizes, mtimes))
+                        ensure_content=lambda: cat.ensure_content([p], sizes, mtimes))
     with pytest.raises(FileChangedError):  # (compiled first with its parameters, then the pass is refused)
         asking.query("SELECT entropy FROM files WHERE size > ?", (0,))
 

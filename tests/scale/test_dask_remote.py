@@ -46,3 +46,20 @@ def test_a_dask_build_over_s3_equals_the_local_build(s3, tmp_path, dask_client, 
     ids = np.arange(len(here))
     a, b = here.fetch_numpy(ids), there.fetch_numpy(ids)
     assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_a_dask_pack_over_s3_is_the_pack_without_the_engine_byte_for_byte(s3, tmp_path, dask_client):
+    """The workers read the objects by ranges (each task a part of the dataset's source) and write their parts;
+    the store equals the one packed in this process from the same bucket."""
+    ds = Consumer("s3://data/corpus/", storage_options=s3, seqlen=128, cache_dir=False, metadata=None)
+    ds.pack(tmp_path / "here")
+    from distributed import get_task_stream
+
+    with get_task_stream(dask_client) as stream:
+        ds.pack(tmp_path / "there", engine=dask_client)
+    assert any(str(t["key"]).startswith("consumer-pack-") for t in stream.data)
+    for suffix in (".bin", ".idx", ".consumer.npz", ".consumer.sums"):
+        assert (tmp_path / f"there{suffix}").read_bytes() == (tmp_path / f"here{suffix}").read_bytes(), suffix
+    back = Consumer.from_packed(tmp_path / "there", seqlen=128)
+    ids = np.arange(len(back))
+    assert np.array_equal(back.fetch_numpy(ids)["input_array"], ds.fetch_numpy(ids)["input_array"])

@@ -18,6 +18,7 @@ from consumer.errors import FileChangedError, InputError
 from consumer.sources.local import LocalFiles
 from consumer.sources.open import StoreLocation, check_root, locate_store, open_source, reopen_source
 from consumer.sources.store import StoreFiles
+from consumer.sources.token_store import MappedTokens
 from consumer.storage import Storage
 
 from ..conftest import write_corpus
@@ -126,14 +127,12 @@ def test_local_files_are_described_by_libmagic_by_path(files) -> None:
 
 def test_open_source_chooses_once_and_refuses_what_a_kind_cannot_do(files) -> None:
     local = open_source(files, Storage.of(cache_dir=False))
-    assert isinstance(local, LocalFiles) and local.whole_files and local.durable and local.tokens is None
+    assert isinstance(local, LocalFiles) and local.choose(files=lambda s: s, store=lambda t: t) is local
+    assert local.bytes_for("duplicates()") is local
     with pytest.raises(InputError, match="mixes URLs and local paths"):
         open_source([files[0], "s3://bucket/x"], Storage.of(cache_dir=False))
     with pytest.raises(InputError, match="storage_options / remote_cache are for URLs"):
         open_source(files, Storage.of({"anon": True}, cache_dir=False))
-    # refused before anything is listed: no server exists at this address and none is contacted
-    with pytest.raises(InputError, match="dedupe='content' reads every byte of local files"):
-        open_source(["s3://no-such-bucket/a"], Storage.of(cache_dir=False), whole_files_for="dedupe='content'")
     with pytest.raises(InputError, match="handoff"):
         reopen_source(local.paths, local.sizes, local.stamps, {"kind": "tape"}, Storage.of(cache_dir=False))
 
@@ -156,13 +155,13 @@ def test_a_packed_store_offers_tokens_and_refuses_bytes(tmp_path, corpus) -> Non
     ds.pack(tmp_path / "store" / "c")
     packed = Consumer.from_packed(tmp_path / "store" / "c")
     source = packed.documents.source
-    assert isinstance(source, StoreFiles) and source.tokens is not None and not source.durable
-    assert not source.whole_files and source.kind == "in a packed store"
+    assert isinstance(source, StoreFiles) and source.choose(files=lambda s: s, store=lambda t: t) is source.tokens
+    assert isinstance(source.tokens.tokens, MappedTokens) and source.kind == "in a packed store"
     with pytest.raises(InputError, match="not read"):
         source.read_ranges(np.array([0]), np.array([0]), np.array([1]), np.zeros(1, np.uint8), np.array([0]))
     with pytest.raises(InputError, match="not described by libmagic"):
         list(source.describe([source.paths[0]], kinds=("mime",)))
-    with pytest.raises(InputError, match="duplicates\\(\\) \\(the content pass\\) reads every byte of local files; "
+    with pytest.raises(InputError, match="duplicates\\(\\) \\(the content pass\\) reads the bytes of the files; "
                                          "this dataset's files are in a packed store"):
         packed.duplicates()
 

@@ -41,7 +41,7 @@ def _msgspec() -> Any:
     return msgspec
 
 
-def _struct(msgspec: Any, tree: dict, name: str) -> Any:
+def _struct(msgspec: Any, tree: dict[str, Any], name: str) -> Any:
     """A struct type for a tree ``{json key: subtree or leaf type}`` (fields ``f0, f1, ...`` renamed to the keys)."""
     fields, rename = [], {}
     for j, (key, sub) in enumerate(sorted(tree.items())):
@@ -50,7 +50,7 @@ def _struct(msgspec: Any, tree: dict, name: str) -> Any:
     return msgspec.defstruct(name, fields, rename=rename)
 
 
-def _attrs(tree: dict, parts: list[str]) -> list[str]:
+def _attrs(tree: dict[str, Any], parts: list[str]) -> list[str]:
     """The struct attribute names along the dotted path ``parts`` of ``tree``."""
     out, node = [], tree
     for key in parts:
@@ -66,7 +66,7 @@ def record_decoder(options: RecordOptions) -> tuple[Any, Any, Any]:
     wanted: list[tuple[list[str], Any]] = [(options.text_field.split("."), str)]
     if options.class_field:
         wanted.append((options.class_field.split("."), str | int | bool))
-    tree: dict = {}
+    tree: dict[str, Any] = {}
     for parts, leaf in wanted:
         node = tree
         for key in parts[:-1]:
@@ -76,7 +76,7 @@ def record_decoder(options: RecordOptions) -> tuple[Any, Any, Any]:
     text_of = attrgetter(".".join(_attrs(tree, wanted[0][0])))
     class_of = attrgetter(".".join(_attrs(tree, wanted[1][0]))) if options.class_field else None
 
-    def take(records: list) -> tuple[list[str], list[str] | None]:
+    def take(records: list[Any]) -> tuple[list[str], list[str] | None]:
         texts = list(map(text_of, records))
         if class_of is None:
             return texts, None
@@ -242,7 +242,9 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
             jo.append(line_starts)
             jl.append(line_ends - line_starts)
             classes.extend(got.classes)
-    cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, np.int64))  # noqa: E731
+    def cat(xs: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(xs) if xs else np.zeros(0, np.int64)
+
     offset = cat(offs)
     lines = not container.compressed  # a compressed file's lines have no byte range in it (no json column)
     return Scanned(offset=offset, length=cat(lens), record=cat(recs), inplace=np.zeros(offset.size, dtype=bool),

@@ -74,7 +74,8 @@ class RecordPaths(PathList):
 
     __slots__ = ("_args", "_cell", "_n0", "_n1")
 
-    def __init__(self, args: tuple, lo: int = 0, hi: int | None = None, cell: dict | None = None) -> None:
+    def __init__(self, args: tuple[Any, ...], lo: int = 0, hi: int | None = None,
+                 cell: dict[str, Any] | None = None) -> None:
         self._args, self._cell = args, cell if cell is not None else {}
         self._n0 = int(lo)
         self._n1 = int(len(args[1]) if hi is None else hi)
@@ -104,5 +105,5 @@ class RecordPaths(PathList):
             return RecordPaths(self._args, self._n0 + start, self._n0 + max(start, stop), self._cell)
         return PathList.__getitem__(self, i)
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         return RecordPaths, (self._args, self._n0, self._n1)

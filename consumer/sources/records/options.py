@@ -60,7 +60,7 @@ class RecordOptions:
         """Whether documents are records inside containers (anything but ``"files"``)."""
         return self.documents != "files"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The options as JSON (part of the cache keys, ``get_dict``)."""
         return {"documents": self.documents, "text_field": self.text_field, "class_field": self.class_field,
                 "on_bad_record": self.on_bad_record}

@@ -89,7 +89,9 @@ def scan_parquet(container: Container, options: RecordOptions, sink: DecodeSink)
                 classes.append(str(labels[k]).lower() if isinstance(labels[k], bool) else str(labels[k]))
         row0 += n
     container.check()
-    cat = (lambda xs: np.concatenate(xs).astype(np.int64) if xs else np.zeros(0, np.int64))  # noqa: E731
+    def cat(xs: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(xs).astype(np.int64) if xs else np.zeros(0, np.int64)
+
     offset = cat(offs)
     return Scanned(offset=offset, length=cat(lens), record=cat(recs), inplace=np.zeros(offset.size, dtype=bool),
                    classes=classes if options.class_field else None, counts={"skipped_records": bad.skipped})

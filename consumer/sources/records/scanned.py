@@ -91,7 +91,7 @@ class Scanned:
     classes: list[str] | None = None
     json_offset: np.ndarray | None = None
     json_length: np.ndarray | None = None
-    counts: dict = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.offset.size)

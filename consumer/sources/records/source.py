@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import FileChangedError
-from ..base import ByteSource, check_ranges
+from ..base import ByteSource, Handoff, check_ranges
 from ..paths import PathList
 
 __all__ = ["RecordFiles"]
@@ -51,7 +51,7 @@ class RecordFiles(ByteSource):
         self.record = np.zeros(self.sizes.size, np.int64) if record is None else np.asarray(record, dtype=np.int64)
         self._maps: dict[int, np.ndarray] = {}
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_maps"] = {}  # memory maps are reopened in each process
         return state
@@ -75,7 +75,9 @@ class RecordFiles(ByteSource):
     def subset(self, ids: np.ndarray) -> RecordFiles:
         """The documents ``ids``, in that order (the containers are shared)."""
         ids = np.asarray(ids, dtype=np.int64)
-        pick = (lambda a: None if a is None else a[ids])  # noqa: E731
+        def pick(a: np.ndarray | None) -> np.ndarray | None:
+            return None if a is None else a[ids]
+
         return RecordFiles(self.containers, PathList.of(self.paths.take(ids)) if isinstance(self.paths, PathList)
                            else [self.paths[i] for i in ids.tolist()], self.doc_container[ids], self.doc_offset[ids],
                            self.sizes[ids], self.doc_inplace[ids], self.decoded, pick(self.json_offset),
@@ -141,7 +143,7 @@ class RecordFiles(ByteSource):
             yield (desc.from_buffer(data) if "description" in kinds else None,
                    mime.from_buffer(data) if "mime" in kinds else None)
 
-    def handoff(self) -> dict | None:
+    def handoff(self) -> Handoff | None:
         """Records are rebuilt from their pickled arrays (the recipe), never reopened from paths alone."""
         return {"kind": "records"}
 
