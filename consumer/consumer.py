@@ -43,7 +43,8 @@ class Consumer:
     ``"megatron"`` (Megatron-LM's GPT order); ``dedupe="content"`` drops later copies of equal files; URLs
     (``s3://``, ``https://``) take fsspec ``storage_options`` and an optional ``remote_cache="20GB"``; under an
     initialised ``torch.distributed`` rank 0 alone builds and the others open its cache (``distributed=False``: each);
-    ``engine`` (a ``dask.distributed.Client`` or ``"dask"``) runs stat, libmagic and content on a cluster.
+    ``engine`` (a ``dask.distributed.Client`` or ``"dask"``) runs stat, libmagic and content on a cluster;
+    ``on_bad_file="skip"`` leaves a directory's broken symlinks, loops, special and unreadable files out.
     Attributes: ``spec`` (and its settings), ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``,
     ``seqlen``, ``files``, ``corpus``, ``documents``, ``index``, ``build_info``, ``mode``.
     """
@@ -54,12 +55,12 @@ class Consumer:
                  metadata: Metadata = "file", class_to_id: dict | None = None, seed: int = 4, cache_dir: Any = None,
                  verbose: bool = False, long_files: str = "truncate", sampling: Any = "consumer",
                  dedupe: str | None = None, storage_options: dict | None = None, remote_cache: Any = None,
-                 distributed: bool = True, engine: Any = None):
+                 distributed: bool = True, engine: Any = None, on_bad_file: str = "raise"):
         spec = Spec(style=style, n_bytes=n_bytes, seqlen=seqlen, metadata=metadata, long_files=long_files,
                     sampling=sampling, class_to_id=class_to_id, seed=seed, dedupe=dedupe)
         storage = Storage.of(storage_options, cache_dir, remote_cache)
         self._attach(build(fps, spec, storage, verbose=check_bool("verbose", verbose), distributed=distributed,
-                           engine=engine),
+                           engine=engine, on_bad_file=on_bad_file),
                      verbose)
 
     @classmethod

@@ -140,21 +140,29 @@ def _open(args: argparse.Namespace, engine: Any = None):
     class_to_id = None
     if getattr(args, "shard", None):  # this machine's deterministic 1/N of the files, ids of the whole corpus
         fps, class_to_id = _shard_of(fps, args.shard[0], args.shard[1],
-                                     Storage.of(args.storage_options, cache_dir))
+                                     Storage.of(args.storage_options, cache_dir), _on_bad_file(args))
     return Consumer(fps, style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen, class_to_id=class_to_id,
                     long_files=args.long_files, metadata=None if args.metadata == "none" else args.metadata,
                     cache_dir=cache_dir, verbose=_show_progress(args), storage_options=args.storage_options,
-                    engine=engine)
+                    engine=engine, on_bad_file=_on_bad_file(args))
 
 
-def _shard_of(root: str, i: int, n: int, storage: Storage) -> tuple[dict[str, list[str]], dict[str, int]]:
+def _on_bad_file(args: argparse.Namespace) -> str:
+    """``on_bad_file`` of ``--skip-bad-files``."""
+    return "skip" if getattr(args, "skip_bad_files", False) else "raise"
+
+
+def _shard_of(root: str, i: int, n: int, storage: Storage,
+              mode: str = "raise") -> tuple[dict[str, list[str]], dict[str, int]]:
     """Shard ``i`` of ``n`` of a directory corpus or URL prefix (by a hash of each path: stable when files
     are added) and the ``class_to_id`` of the whole corpus, so every shard numbers classes alike."""
     from ..sources.corpus import normalise  # noqa: PLC0415
+    from ..sources.listing import local_directory, scan_directory  # noqa: PLC0415
     from ..sources.open import expand_fps  # noqa: PLC0415
     from ..sources.urls import shard_of  # noqa: PLC0415
 
-    corpus = normalise(expand_fps(root, storage))
+    local = local_directory(root)
+    corpus = normalise(expand_fps(root, storage)) if local is None else scan_directory(local, mode).corpus
     paths, cls = corpus.flat()
     mine = shard_of(paths, n) == i
     out: dict[str, list[str]] = {}
@@ -187,11 +195,12 @@ def merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe_all(ds, args: argparse.Namespace, engine: Any = None, content: bool = False) -> int:
-    """Compute libmagic's description and MIME type of every file lacking one (what the first SQL query
-    needs), with a progress bar like the build's; returns the number of libmagic calls made. A packed store's
+def _describe_all(ds, args: argparse.Namespace, engine: Any = None, content: bool = False,
+                  want: tuple[str, ...] = ("description", "mime")) -> int:
+    """Compute the libmagic columns ``want`` (description, MIME type) of every file lacking one (what the first SQL
+    query needs), with a progress bar like the build's; returns the number of libmagic calls made. A packed store's
     files are not described (their headers were recorded at pack time). With ``engine`` (``--scheduler``)
-    libmagic runs on the cluster, and the content columns too when ``content``."""
+    libmagic runs on the cluster (both columns), and the content columns too when ``content``."""
     source = ds.documents.source
     if not source.durable:
         return 0
@@ -205,7 +214,7 @@ def _describe_all(ds, args: argparse.Namespace, engine: Any = None, content: boo
         done = complete_catalog(ds.catalog, ds.documents, on, content=content, verbose=_show_progress(args))
         return done["libmagic"]
     before = ds.catalog.magic_calls
-    ds.catalog.sync(ds.files, source.sizes, source.stamps, want=("description", "mime"), verbose=_show_progress(args),
+    ds.catalog.sync(ds.files, source.sizes, source.stamps, want=want, verbose=_show_progress(args),
                     describe=source.describe)
     return ds.catalog.magic_calls - before
 
@@ -243,11 +252,33 @@ def _table(header: list[str], rows: list[tuple]) -> str:
     return "\n".join(lines)
 
 
+def _types_column(ds) -> tuple[str, str]:
+    """The libmagic column ``info`` groups files by, and its title: the one the build already computed (the
+    description with ``--metadata file``), so each file costs one libmagic call; the MIME type otherwise."""
+    return ("description", "file types") if ds.metadata == "file" else ("mime", "MIME types")
+
+
+def _skipped_lines(info: dict) -> list[str]:
+    """What the directory scan left out (bad files, by reason, with examples) and the aliases it dropped."""
+    lines = []
+    skipped = info.get("skipped") or {}
+    if skipped:
+        reasons = ", ".join(f"{r}: {n}" for r, n in sorted(skipped.items()))
+        lines.append(f"skipped {sum(skipped.values())} bad file(s) ({reasons}), e.g.")
+        lines.extend(f"  {path} ({reason})" for path, reason in info.get("skipped_examples", []))
+    if info.get("aliases"):
+        lines.append(f"aliases: {info['aliases']} second name(s) of files already listed in their class "
+                     "(hard links, symlinks) left out")
+    return lines
+
+
 def info(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     with _engine(args) as engine:
         ds = _open(args, engine)
-        calls = _describe_all(ds, args, engine, content=not args.no_content and ds.documents.source.whole_files)
+        column, title = _types_column(ds)
+        calls = _describe_all(ds, args, engine, content=not args.no_content and ds.documents.source.whole_files,
+                              want=(column,))
     per = ds.get_dict()["per_class"]
     print(f"{ds!r}\n")
     rows = [(c, ds.class_to_id[c], per[c]["files"], _human(per[c]["bytes"]), per[c]["tokens"], per[c]["samples"])
@@ -256,9 +287,12 @@ def info(args: argparse.Namespace) -> int:
                  sum(p["tokens"] for p in per.values()), len(ds)))
     print(_table(["class", "id", "files", "bytes", "tokens", "samples"], rows))
     print(f"\nrows: {len(ds)} samples of {ds.seqlen} tokens, {padding_share(ds.index):.0%} of all row tokens are PAD")
-    mimes = ds.sql("SELECT mime, count(*) AS files, sum(size) AS bytes FROM files GROUP BY mime "
-                   "ORDER BY files DESC, mime LIMIT ?", (args.top,))
-    print("\ntop MIME types\n" + _table(["mime", "files", "bytes"], [(m, n, _human(b)) for m, n, b in mimes]))
+    types = ds.sql(f"SELECT {column}, count(*) AS files, sum(size) AS bytes FROM files GROUP BY {column} "
+                   f"ORDER BY files DESC, {column} LIMIT ?", (args.top,))
+    print(f"\ntop {title}\n" + _table([column, "files", "bytes"], [(m, n, _human(b)) for m, n, b in types]))
+    skipped = _skipped_lines(ds.build_info)
+    if skipped:
+        print("\n" + "\n".join(skipped))
     sizes = np.sort(ds.documents.doc_size)
     q = [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1]
     print("\nfile sizes\n" + _table(["min", "p10", "p25", "median", "p75", "p90", "p99", "max"],

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
@@ -27,11 +28,13 @@ from .._version import __version__
 from ..catalog.catalog import CATALOG_NAME, Catalog
 from ..catalog.duplicates import catalog_sha256s, dedupe_plan
 from ..catalog.headers import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from
-from ..errors import FileChangedError, InputError, short_repr
+from ..errors import ConsumerWarning, FileChangedError, InputError, short_repr
 from ..scale import scan
 from ..scale.engines import Engine, resolve_engine
 from ..sources.base import ByteSource
 from ..sources.corpus import Corpus, normalise
+from ..sources.listing import Listing, check_bad_file_mode, local_directory, scan_directory
+from ..sources.local import LocalFiles
 from ..sources.magic import libmagic_version
 from ..sources.open import expand_fps, open_source, reopen_source
 from ..sources.paths import PathList
@@ -81,7 +84,7 @@ def _info(cache: str, key: str | None, magic_calls: int, t0: float) -> dict:
 
 
 def build(fps: Any, spec: Spec, storage: Storage, *, verbose: bool = False, distributed: bool = True,
-          engine: Any = None) -> Built:
+          engine: Any = None, on_bad_file: str = "raise") -> Built:
     """Normalise ``fps``, list every file, then load the sample index from the cache or build it (catalog,
     libmagic on new or changed files only, documents, index) and cache it. Warns (``ConsumerWarning``)
     when ``seqlen="auto"`` pads most of every row. Where the bytes come from is the source
@@ -91,17 +94,19 @@ def build(fps: Any, spec: Spec, storage: Storage, *, verbose: bool = False, dist
     ``"shared"`` there). ``engine`` (a ``dask.distributed.Client``, ``"dask"``, an executor:
     :func:`~consumer.scale.engines.resolve_engine`) runs stat, probe, libmagic and the content pass on its workers
     (each task holds its part of the source); the catalog, the cache entry and the samples are those of a local
-    build (docs/scale-out.md)."""
+    build (docs/scale-out.md). ``on_bad_file`` (``"raise"`` or ``"skip"``): what a directory scan does with broken
+    symlinks, symlink loops, special and unreadable files (:mod:`consumer.sources.listing`)."""
     root = storage.cache_dir
+    check_bad_file_mode(on_bad_file)
     engine = resolve_engine(engine)
     # nothing to share without an index cache (cache_dir=False, a callable metadata): every rank decides alike
     shareable = check_bool("distributed", distributed) and root is not None and not callable(spec.metadata)
     group = torch_group() if shareable else None
     if group is None:
-        built = _build(fps, spec, storage, verbose, engine)
-    else:
-        request = fingerprint(fps, spec.to_dict(), __version__)  # the dataset asked for (not where it is cached)
-        built = build_once(group, request, root, lambda: _build(fps, spec, storage, verbose, engine),
+        built = _build(fps, spec, storage, verbose, engine, on_bad_file)
+    else:  # the dataset asked for (not where it is cached)
+        request = fingerprint(fps, {**spec.to_dict(), "on_bad_file": on_bad_file}, __version__)
+        built = build_once(group, request, root, lambda: _build(fps, spec, storage, verbose, engine, on_bad_file),
                            _publish, lambda handoff: _open_shared(handoff, spec, storage))
     warn_if_padded(spec.seqlen, spec.style, built.index)
     return built
@@ -133,24 +138,47 @@ def _open_shared(handoff: dict, spec: Spec, storage: Storage) -> Built | None:
     return _with_source(built, source)
 
 
-def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None = None) -> Built:
+def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None = None,
+           on_bad_file: str = "raise") -> Built:
     with ExitStack() as hold:  # the claim on building the index entry, if one is taken (see _build_held)
-        return _build_held(fps, spec, storage, verbose, engine, hold)
+        built = _build_held(fps, spec, storage, verbose, engine, hold, on_bad_file)
+    return built
 
 
-def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None,
-                hold: ExitStack) -> Built:
-    t0 = time.perf_counter()
-    cache_root = storage.cache_dir
+def _listed(fps: Any, spec: Spec, storage: Storage, engine: Engine | None,
+            on_bad_file: str) -> tuple[Corpus, ByteSource, Listing | None]:
+    """The corpus and its source: a local directory in one scan on this machine (:func:`scan_directory`, the stat
+    of each file from the walk, a few µs per file), anything else normalised and then listed by :func:`open_source`
+    (stat on ``engine``'s workers when given)."""
+    root = local_directory(fps) if storage.local_only else None
+    if root is not None:
+        listing = scan_directory(root, on_bad_file)
+        if listing.bad.total:
+            warnings.warn(f"fps: {listing.bad.summary()} in {root!r}; see build_info['skipped']", ConsumerWarning,
+                          stacklevel=5)
+        return listing.corpus, LocalFiles(listing.corpus.flat()[0], listing.sizes, listing.stamps,
+                                          listing.ident), listing
     corpus = normalise(expand_fps(fps, storage))
     classes = corpus.class_names
-    spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, classes))
     paths, cls_list = corpus.flat()
-    cls = np.asarray(cls_list, dtype=np.int64)
     # no open per file yet (size-0 files excepted): a cache hit needs none, a miss checks them below
     source = open_source(paths, storage, classes=[classes[c] for c in cls_list],
                          whole_files_for="dedupe='content'" if spec.dedupe == "content" else None,
                          stat=None if engine is None else scan.stat_on(engine))
+    return corpus, source, None
+
+
+def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None,
+                hold: ExitStack, on_bad_file: str = "raise") -> Built:
+    """``_build`` with the index entry's claim held in ``hold``; over 80 lines: one pipeline read top to bottom."""
+    t0 = time.perf_counter()
+    cache_root = storage.cache_dir
+    corpus, source, listing = _listed(fps, spec, storage, engine, on_bad_file)
+    listed = {} if listing is None else listing.report()
+    classes = corpus.class_names
+    spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, classes))
+    paths, cls_list = source.paths, corpus.flat()[1]
+    cls = np.asarray(cls_list, dtype=np.int64)
     sizes, mtimes = source.sizes, source.stamps
     catalog = None
     report = None
@@ -181,26 +209,33 @@ def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: E
         entry = load_entry(cache_root, key, skip=("paths",))
     if entry is not None and cache_root and key:
         built = _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
-        built.info["dedupe"], built.catalog = report, catalog
+        built.info.update(listed, dedupe=report)
+        built.catalog = catalog
         return _with_source(built, source)
-    if engine is None:
+    if listing is not None:
+        pass  # a directory scan: readability is proven at the first read (or by the scan's open, when skipping)
+    elif engine is None:
         source.check_readable()  # readability proven by opening each file once (root included)
     else:
         scan.check_readable(engine, source)  # the same, on the engine's workers
-    if catalog is None:
-        catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
     want = {"file": ("description",), "mime": ("mime",)}.get(spec.metadata, ()) \
         if isinstance(spec.metadata, str) else ()
-    describe = source.describe if engine is None else scan.describer(engine, source)
-    descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose, describe=describe)
+    descriptions: list[str | None] = []
+    mimes: list[str | None] = []
+    if want:  # without libmagic columns the catalog is filled when a statement first needs it
+        if catalog is None:
+            catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
+        describe = source.describe if engine is None else scan.describer(engine, source)
+        descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose, describe=describe)
     headers = headers_from(spec.metadata, paths, descriptions, mimes)
     documents = build_documents(paths, cls, sizes, headers, vocab, with_header=spec.with_header, mtimes=mtimes,
                                 source=source)
     index = _index(spec, documents, len(classes))
     spec = _resolved(spec, index, classes)
     built = Built(spec, corpus, documents, index, cache_root, _info("miss" if key else "off", key,
-                                                                     catalog.magic_calls, t0), catalog)
-    built.info["dedupe"] = report
+                                                                     catalog.magic_calls if catalog else 0, t0),
+                  catalog)
+    built.info.update(listed, dedupe=report)
     arrays = {**{k: getattr(documents, k) for k in DOC_ARRAYS}, **{k: getattr(index, k) for k in INDEX_ARRAYS},
               "paths": PathList.of(paths).packed()}  # the blob the paths are kept in (no copy)
     saved = cache_root and key and save_entry(

@@ -135,36 +135,39 @@ class SQLSession:
             me = weakref.ref(self)  # the engine is ours: a strong reference back would make a cycle, and the
             # catalog would then close only when the cyclic GC runs, not when the dataset goes away
             lazy = [LazyGroup(("path", "extension"), lambda: {"path": path_array(paths)}, star=True),
-                    LazyGroup(MAGIC_COLUMNS, lambda ids=None: _alive(me)._magic_columns(ids), star=True,
-                              partial=source.durable)]
+                    *(LazyGroup((c,), lambda ids=None, c=c: _alive(me)._magic_columns(ids, (c,)), star=True,
+                                partial=source.durable) for c in MAGIC_COLUMNS)]  # one libmagic call per column
             if local:  # the content pass reads whole local files (objects and stores keep NULL content columns)
                 lazy.append(LazyGroup(CONTENT_COLUMNS, lambda ids=None: _alive(me)._content_columns(ids),
                                       partial=True))
             self._duck_sql = DuckSQL(columns, lazy, byte_functions=ByteFunctions(source) if local else None)
         return self._duck_sql
 
-    def _magic_columns(self, ids: np.ndarray | None = None) -> dict:
-        """``description`` and ``mime``: one libmagic pass for both (cached in the catalog), for the files ``ids``
-        (None: all); the arrays cover every file, NULL where not computed yet. A packed store's come from its
-        headers."""
+    def _magic_columns(self, ids: np.ndarray | None = None, want: tuple[str, ...] = MAGIC_COLUMNS) -> dict:
+        """The libmagic columns ``want`` (``description``, ``mime``; cached in the catalog, computed only when a
+        statement names them) of the files ``ids`` (None: all); the arrays cover every file, NULL where not computed
+        yet. A packed store's come from its headers."""
         docs = self.documents
         if not docs.source.durable:  # a packed store: its headers
             text = pa.DictionaryArray.from_arrays(pa.array(np.asarray(docs.doc_header, dtype=np.int32)),
                                                   pa.array(list(docs.headers), type=pa.string()))
             text = text.cast(pa.large_string())
             nulls = pa.nulls(len(docs), type=pa.large_string())
-            return {"description": text if self.metadata == "file" else nulls,
-                    "mime": text if self.metadata == "mime" else nulls}
+            return {c: text if self.metadata == {"description": "file", "mime": "mime"}[c] else nulls for c in want}
         n = len(docs)
         if self._magic_values is None:
             self._magic_values = ([None] * n, [None] * n)
         ids = np.arange(n) if ids is None else ids
         desc, mime = self.catalog.sync(_take(docs.paths, ids), docs.doc_size[ids], docs.doc_mtime[ids],
-                                       want=MAGIC_COLUMNS, verbose=self.verbose, describe=docs.source.describe)
+                                       want=want, verbose=self.verbose, describe=docs.source.describe)
         all_desc, all_mime = self._magic_values
         for i, d, m in zip(ids.tolist(), desc, mime):
-            all_desc[i], all_mime[i] = d, m
-        return magic_columns(all_desc, all_mime)
+            if d is not None:
+                all_desc[i] = d
+            if m is not None:
+                all_mime[i] = m
+        columns = magic_columns(all_desc, all_mime)
+        return {c: columns[c] for c in want}
 
     def _content_columns(self, ids: np.ndarray | None = None) -> dict:
         """The content columns of the files ``ids`` (None: all; the catalog's content pass, run only on files
