@@ -58,6 +58,7 @@ import numpy as np
 
 from ..errors import FileChangedError, InputError, short_repr
 from ..util.progress import progress_bar
+from .histogram import byte_histogram
 
 __all__ = [
     "CONTENT_COLUMNS",
@@ -270,7 +271,7 @@ def _stream(fd: int, chunk: int, buffer: np.ndarray, size: int, path: str) -> tu
         if n == 0:
             break
         digest.update(view[:n])
-        counts += _byte_counts(buffer[:n])
+        counts += byte_histogram(buffer[:n])
         total += n
         if n < chunk and total == size:
             break  # a short read at the listed size is the end: no extra read to see EOF
