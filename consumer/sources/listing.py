@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_module
+from stat import S_ISREG
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -152,12 +153,31 @@ class _Walk:
             return False
         return True
 
+    def files(self, entries: list[os.DirEntry]) -> None:
+        """Add a run of non-directory entries: in bulk (one list per field) when every one is a regular file of
+        non-zero size that needs no open, else one at a time (:meth:`file`)."""
+        if not self.skip:
+            try:
+                sts = [e.stat() for e in entries]
+            except OSError:
+                sts = []
+            if sts and all(S_ISREG(st.st_mode) and st.st_size for st in sts):
+                self.paths.extend([e.path for e in entries])
+                self.sizes.extend([st.st_size for st in sts])
+                self.mtimes.extend([st.st_mtime_ns for st in sts])
+                self.ctimes.extend([st.st_ctime_ns for st in sts])
+                self.devs.extend([st.st_dev for st in sts])
+                self.inos.extend([st.st_ino for st in sts])
+                return
+        for e in entries:
+            self.file(e)
+
     def walk(self, folder: str) -> None:
         """Every file below ``folder`` (hidden entries skipped; symlinks to folders are not followed), in path
-        order."""
+        order: a folder ``b`` sorts as ``b/``, so its files come where their paths sort."""
         try:
             with os.scandir(folder) as it:
-                entries = [e for e in it if not e.name.startswith(".")]
+                entries = [e for e in it if e.name[0] != "."]
         except OSError as error:
             self.refuse(folder, "unreadable", f"cannot list the directory: {error.strerror}")
             return
@@ -173,12 +193,20 @@ class _Walk:
                 continue  # a link to a folder inside a class: not followed (as os.walk(followlinks=False))
             else:
                 keyed.append((e.name, e))
-        keyed.sort(key=lambda k: k[0])
+        keyed.sort(key=_first)
+        run: list[os.DirEntry] = []
         for key, e in keyed:
             if key[-1] == "/":
+                self.files(run)
+                run = []
                 self.walk(e.path)
             else:
-                self.file(e)
+                run.append(e)
+        self.files(run)
+
+
+def _first(pair: tuple[str, os.DirEntry]) -> str:
+    return pair[0]
 
 
 def _is_dir_link(path: str) -> bool:
