@@ -26,8 +26,8 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_module
-from stat import S_ISREG
 from dataclasses import dataclass, field
+from stat import S_ISREG
 
 import numpy as np
 
