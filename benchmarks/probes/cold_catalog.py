@@ -80,7 +80,7 @@ def _timed(argv: list[str], env: dict[str, str]) -> dict:
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:
-        return {"error": proc.stderr.strip().splitlines()[-1:] or ["failed"]}
+        return {"error": f"exit status {proc.returncode}: {(proc.stderr.strip().splitlines() or [''])[-1]}"}
     return {"seconds": seconds, "answer": json.loads(proc.stdout.strip().splitlines()[-1])}
 
 

@@ -156,8 +156,7 @@ def _listed(fps: Any, spec: Spec, storage: Storage, engine: Engine | None,
         if listing.bad.total:
             warnings.warn(f"fps: {listing.bad.summary()} in {root!r}; see build_info['skipped']", ConsumerWarning,
                           stacklevel=5)
-        return listing.corpus, LocalFiles(listing.corpus.flat()[0], listing.sizes, listing.stamps,
-                                          listing.ident), listing
+        return listing.corpus, LocalFiles(listing.paths, listing.sizes, listing.stamps, listing.ident), listing
     corpus = normalise(expand_fps(fps, storage))
     classes = corpus.class_names
     paths, cls_list = corpus.flat()
@@ -177,14 +176,14 @@ def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: E
     listed = {} if listing is None else listing.report()
     classes = corpus.class_names
     spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, classes))
-    paths, cls_list = source.paths, corpus.flat()[1]
-    cls = np.asarray(cls_list, dtype=np.int64)
+    paths = source.paths
+    cls = np.repeat(np.arange(len(classes), dtype=np.int64), [len(c.paths) for c in corpus.classes])
     sizes, mtimes = source.sizes, source.stamps
     catalog = None
     report = None
     if spec.dedupe == "content":
         catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
-        plan = dedupe_plan(paths, [classes[c] for c in cls_list],
+        plan = dedupe_plan(paths, [classes[c] for c in cls.tolist()],
                            catalog_sha256s(catalog, paths, sizes, mtimes, verbose=verbose,
                                            compute=None if engine is None else scan.content_computer(engine)), sizes)
         keep = plan.keep

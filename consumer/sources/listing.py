@@ -71,11 +71,12 @@ class BadFiles:
 
 @dataclass
 class Listing:
-    """A scanned directory corpus: the :class:`Corpus`, and per file (corpus order) its size, change stamp
+    """A scanned directory corpus: the :class:`Corpus`, and per file (corpus order) its path, size, change stamp
     (``max(mtime, ctime)`` in ns) and ``(device, inode)``; what was left out (``bad``) and the ``aliases`` dropped;
     ``probed``: every file was opened once (``on_bad_file="skip"``)."""
 
     corpus: Corpus
+    paths: PathList
     sizes: np.ndarray
     stamps: np.ndarray
     ident: np.ndarray
@@ -304,11 +305,12 @@ def _listing(state: _Walk, names: list[str], counts: list[int]) -> Listing:
     if keep.size != len(sizes):
         paths = [state.paths[i] for i in keep.tolist()]
         cls, sizes, stamps, ident = cls[keep], sizes[keep], stamps[keep], ident[keep]
-    corpus = Corpus.of(names, PathList.of(paths), cls, "dir")
+    packed = PathList.of(paths)
+    corpus = Corpus.of(names, packed, cls, "dir")
     for name, n in zip(names, np.bincount(cls, minlength=len(names)).tolist()):
         if n == 0 and (not state.skip or not len(cls)):  # skipping: a class left without files is left out
             raise InputError(f"fps: class {name!r} has no files ({state.bad.summary()})")
-    return Listing(corpus, sizes, stamps, ident, state.bad, aliases, state.skip)
+    return Listing(corpus, packed, sizes, stamps, ident, state.bad, aliases, state.skip)
 
 
 def _real_name(path: str, root: str, real_root: str) -> bool:
