@@ -44,7 +44,8 @@ class Consumer(SQLMethods, ModeMethods):
     ``"megatron"`` (Megatron-LM's GPT order); ``dedupe="content"`` drops later copies of equal files; URLs
     (``s3://``, ``https://``) take fsspec ``storage_options`` and an optional ``remote_cache="20GB"``; under an
     initialised ``torch.distributed`` rank 0 alone builds and the others open its cache (``distributed=False``: each);
-    ``engine`` (a ``dask.distributed.Client`` or ``"dask"``) runs stat, libmagic and content on a cluster.
+    ``engine`` (a ``dask.distributed.Client`` or ``"dask"``) runs stat, libmagic and content on a cluster;
+    ``on_bad_file="skip"`` leaves a directory's broken symlinks, loops, special and unreadable files out.
     ``documents``: ``"files"`` or records inside containers (``"lines"``, ``"jsonl"``, ``"parquet"``, ``"tar"``;
     ``text_field``, ``class_field``, ``on_bad_record``; docs/records.md); ``metadata`` then defaults to None but tar.
     Attributes: ``spec`` (and its settings), ``classes``, ``n_classes``, ``class_to_id``, ``id_to_class``, ``vocab``,
@@ -58,14 +59,15 @@ class Consumer(SQLMethods, ModeMethods):
                  verbose: bool = False, long_files: str = "truncate", sampling: Any = "consumer",
                  dedupe: str | None = None, storage_options: dict | None = None, remote_cache: Any = None,
                  distributed: bool = True, engine: Any = None, documents: str = "files", text_field: str = "text",
-                 class_field: str | None = None, on_bad_record: str = "raise"):
+                 class_field: str | None = None, on_bad_record: str = "raise",
+                 on_bad_file: str = "raise"):
         records = RecordOptions(documents, text_field, class_field, on_bad_record)
         spec = Spec(style=style, n_bytes=n_bytes, seqlen=seqlen, metadata=default_metadata(records, metadata),
                     long_files=long_files, sampling=sampling, class_to_id=class_to_id, seed=seed, dedupe=dedupe,
                     records=records)
         storage = Storage.of(storage_options, cache_dir, remote_cache)
         self._attach(build(fps, spec, storage, verbose=check_bool("verbose", verbose), distributed=distributed,
-                           engine=engine),
+                           engine=engine, on_bad_file=on_bad_file),
                      verbose)
 
     @classmethod

@@ -100,12 +100,15 @@ def _bytes_read(tid: int) -> int | None:
 def race_sequential_read(path: str, read: Callable[[], object], data: bytes) -> Attempt:
     """Run ``read()`` (which reads ``path`` from the start, in order, with ``read``/``readv`` or ``preadv``, opening
     it once or once per piece) in a thread; once the bytes that thread has read are inside the first half of the
-    file, overwrite ``len(data)`` bytes at 3/4 of it. Raced: after the write the thread had still read fewer bytes
-    than that, so it had read old bytes and was bound to read new ones (the count includes any other reads of the
-    thread, so it can only overstate how far the read of ``path`` is)."""
+    file, overwrite ``len(data)`` bytes at 3/4 of it. Raced: the thread was alive just before the write, and after
+    it had still read fewer bytes than that or had stopped (a reader that checks the file's version per piece stops
+    at the next piece), so it had read old bytes and was bound to read new ones; a thread that ended with a value
+    read on in the write's window, and is not counted (the count includes any other reads of the thread, so it can
+    only overstate how far the read of ``path`` is)."""
     size = os.path.getsize(path)
     at = size * 3 // 4
     thread, attempt = _start(read)
+    gone = False
     while thread.native_id is None:
         pass
     tid = thread.native_id
@@ -114,11 +117,15 @@ def race_sequential_read(path: str, read: Callable[[], object], data: bytes) -> 
         if not pos:
             continue
         if pos < size // 2:
+            alive = not attempt.done.is_set()
             overwrite_keeping_mtime(path, at, data)
-            after = _bytes_read(tid)
-            attempt.raced = after is not None and 0 < after < at and not attempt.done.is_set()
+            after = _bytes_read(tid)  # None: the thread ended since (a reader that checks each piece stops at once)
+            attempt.raced = alive and (after is None or after < at)
+            gone = after is None
         break
     thread.join()
+    if attempt.raced and gone and attempt.error is None:  # it read on past the patch in the write's window: no
+        attempt.raced = False  # race to judge (the caller still checks that its value is one whole version)
     return attempt
 
 

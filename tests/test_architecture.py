@@ -298,17 +298,11 @@ def test_a_private_import_across_subpackages_is_caught(tmp_path: Path) -> None:
 MAX_MODULE_LINES = 400  # outside consumer/formats/ (other frameworks' formats are kept whole, one per module)
 MAX_FACADE_LINES = 250  # consumer/consumer.py: one short call per method
 MAX_FUNCTION_LINES = 80  # unless the first line of its body is a comment "# long: <the reason>"
-# modules over MAX_MODULE_LINES while their rewrite is under way (each with the reason); an entry fails once the
-# module is short enough, so the list only shrinks
-OVER_SIZE_PENDING = {
-    "catalog/content.py": "#25 item 3: its reading part moves to ByteSource (the store rewrite), which shrinks it",
-}
 
 
 def size_violations(root: Path) -> list[str]:
-    """Modules over :data:`MAX_MODULE_LINES` (outside ``formats/`` and :data:`OVER_SIZE_PENDING`), a facade over
-    :data:`MAX_FACADE_LINES`, functions over :data:`MAX_FUNCTION_LINES` without a ``# long:`` reason as the first
-    line of their body, and :data:`OVER_SIZE_PENDING` entries that no longer need to be there."""
+    """Modules over :data:`MAX_MODULE_LINES` (outside ``formats/``), a facade over :data:`MAX_FACADE_LINES`, and
+    functions over :data:`MAX_FUNCTION_LINES` without a ``# long:`` reason as the first line of their body."""
     problems = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root).as_posix()
@@ -318,10 +312,8 @@ def size_violations(root: Path) -> list[str]:
             problems.append(f"{rel}: the facade has {len(lines)} lines, more than {MAX_FACADE_LINES} "
                             "(move logic into the module that does the job)")
         if not rel.startswith("formats/"):
-            if len(lines) > MAX_MODULE_LINES and rel not in OVER_SIZE_PENDING:
+            if len(lines) > MAX_MODULE_LINES:
                 problems.append(f"{rel}: {len(lines)} lines, more than {MAX_MODULE_LINES} (split it along its seams)")
-            elif len(lines) <= MAX_MODULE_LINES and rel in OVER_SIZE_PENDING:
-                problems.append(f"{rel}: {len(lines)} lines now: remove it from OVER_SIZE_PENDING")
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = node.end_lineno - node.lineno + 1
@@ -359,9 +351,3 @@ def test_a_long_function_with_its_reason_and_a_long_format_module_pass(tmp_path:
     copy = sabotaged(tmp_path, {"tokens/vocab.py": _long_function("_sabotage", "    # long: a table, read top down\n"),
                                 "formats/pbin.py": "\n" + "# filler\n" * MAX_MODULE_LINES})
     assert size_violations(copy) == size_violations(ROOT)
-
-
-def test_a_pending_module_that_became_short_must_leave_the_list(tmp_path: Path) -> None:
-    copy = sabotaged(tmp_path, {})
-    (copy / "catalog" / "content.py").write_text('"""Short now."""\n')
-    assert "catalog/content.py: 1 lines now: remove it from OVER_SIZE_PENDING" in size_violations(copy)

@@ -187,22 +187,22 @@ def test_an_index_cache_write_out_of_room(mode, tmp_path, corpus, request):
 @pytest.mark.parametrize("mode", MODES)
 def test_a_catalog_write_out_of_room(mode, tmp_path, corpus, request):
     root = _artefacts_root(mode, tmp_path, request)
-    cache = root / "cache"
-    Consumer(_subset(corpus, FIRST), cache_dir=cache, metadata=None, seqlen=64).close()
+    cache = root / "cache"  # metadata="file": a build writes catalog rows only when it computes a libmagic column
+    Consumer(_subset(corpus, FIRST), cache_dir=cache, metadata="file", seqlen=64).close()
     before = _catalog_ok(cache)
     assert len(before) == 2 * FIRST
 
-    message = _failing(mode, root, lambda: Consumer(corpus, cache_dir=cache, metadata=None, seqlen=64),
+    message = _failing(mode, root, lambda: Consumer(corpus, cache_dir=cache, metadata="file", seqlen=64),
                        fsize=64 << 10, leave=8 << 10)
     assert str(cache / "catalog.sqlite") in message and "bytes needed" in message
     _no_temporaries(root)
     assert _catalog_ok(cache) == before  # rolled back: the old rows, verified
     assert not [n for n in os.listdir(cache) if ".corrupt" in n]  # not mistaken for damage
 
-    rerun = Consumer(corpus, cache_dir=cache, metadata=None, seqlen=64)
+    rerun = Consumer(corpus, cache_dir=cache, metadata="file", seqlen=64)
     never_cache = tmp_path / "never-failed"
-    Consumer(_subset(corpus, FIRST), cache_dir=never_cache, metadata=None, seqlen=64).close()
-    never = Consumer(corpus, cache_dir=never_cache, metadata=None, seqlen=64)
+    Consumer(_subset(corpus, FIRST), cache_dir=never_cache, metadata="file", seqlen=64).close()
+    never = Consumer(corpus, cache_dir=never_cache, metadata="file", seqlen=64)
     assert _catalog_ok(cache) == _catalog_ok(never_cache)
     assert np.array_equal(_rows(rerun), _rows(never))
 

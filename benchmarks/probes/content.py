@@ -142,15 +142,15 @@ def timed(fn, repeat: int) -> tuple[float, float]:
 
 
 def single_thread_kernels(repeat: int) -> dict:
-    """MB/s of sha256 alone, of np.bincount alone and of the pass's byte-pair count on a 1 MiB buffer
+    """MB/s of sha256 alone, of np.bincount alone and of the pass's byte histogram on a 1 MiB buffer
     (one thread)."""
-    from consumer.catalog.content import _byte_counts
+    from consumer.catalog.histogram import byte_histogram
 
     buf = np.random.default_rng(1).integers(0, 256, READ_CHUNK, dtype=np.uint8)
     loops = 64
     sha = best(lambda: [hashlib.sha256(buf).digest() for _ in range(loops)], repeat)
     hist = best(lambda: [np.bincount(buf, minlength=256) for _ in range(loops)], repeat)
-    pairs = best(lambda: [_byte_counts(buf) for _ in range(loops)], repeat)
+    pairs = best(lambda: [byte_histogram(buf) for _ in range(loops)], repeat)
     return {"sha256_MBps": loops * buf.size / sha / MB, "bincount_MBps": loops * buf.size / hist / MB,
             "pair_count_MBps": loops * buf.size / pairs / MB}
 

@@ -78,11 +78,13 @@ def _stale(paths: Sequence[str], sizes: list[int], stamps: list[int], known: dic
     return stale
 
 
-def _regroup(stale: dict[tuple[str, ...], list[int]], part: list[int]) -> dict[tuple[str, ...], list[int]]:
-    """``stale`` (what each file needs -> files) restricted to the files of ``part``."""
-    mine = set(part)
-    out = {needed: [i for i in files if i in mine] for needed, files in stale.items()}
-    return {needed: files for needed, files in out.items() if files}
+def _regroup(need_of: dict[int, tuple[str, ...]], part: list[int]) -> dict[tuple[str, ...], list[int]]:
+    """The files of ``part`` grouped by what each needs (``need_of``: file -> the columns it needs, from
+    :func:`_stale`), in the order of ``part``: a look-up per file of the part, not a scan of every stale file."""
+    out: dict[tuple[str, ...], list[int]] = {}
+    for i in part:
+        out.setdefault(need_of[i], []).append(i)
+    return out
 
 
 def _sha256_of(path: str, size: int, stamp: int) -> str:
@@ -163,7 +165,8 @@ class Catalog(CatalogFile):
         with self._reading():  # the rows and their checks as of one moment (see work)
             known = self.rows(paths)
             stale = _stale(paths, sizes_l, mtimes_l, known, want, hashes)
-            todo = sorted(i for files in stale.values() for i in files)
+            need_of = {i: needed for needed, files in stale.items() for i in files}
+            todo = sorted(need_of)
             seen = self._checks([path_key(paths[i]) for i in todo])
         if stale:
             bar = progress_bar(len(todo), verbose and bool(want), "libmagic")
@@ -172,7 +175,7 @@ class Catalog(CatalogFile):
                 if self._rewritten(paths, part, seen):  # may have done some meanwhile: read their rows again)
                     now = _stale(paths, sizes_l, mtimes_l, self.rows([paths[i] for i in part]), want, hashes, part)
                 else:
-                    now = _regroup(stale, part)
+                    now = _regroup(need_of, part)
                 for needed, files in now.items():
                     self._refresh(paths, sizes_l, mtimes_l, files, want=needed, hashes=hashes, verbose=False,
                                   describe=describe or describe_files)

@@ -1,23 +1,14 @@
 """The content pass: byte statistics of whole files, streamed in bounded memory.
 
-One pass over a file's bytes gives, together:
-
-- ``sha256``: hex digest of the whole content;
-- ``histogram``: the 256 counts of each byte value (``numpy.uint64[256]``);
-- ``entropy``: Shannon entropy of the byte histogram in bits per byte, ``-sum(p * log2 p)`` over the
-  byte values that occur, between 0 (one repeated byte) and 8 (every value equally often);
-- ``printable``: fraction of bytes in ``0x20..0x7E`` or one of ``\\t \\n \\x0b \\x0c \\r`` (9..13);
-- ``zeros``: fraction of ``0x00`` bytes.
-
-An empty file has the sha256 of ``b""``, an all-zero histogram and entropy, printable and zeros all
-defined as ``0.0`` (there is no byte to take a fraction of).
+One pass over a file's bytes gives, together, the statistics of :mod:`consumer.catalog.stats` (``sha256``,
+``histogram``, ``entropy``, ``printable``, ``zeros``; defined there, with the histogram blob layout).
 
 One read feeds everything. Memory is bounded: each worker reads through one reusable buffer of ``chunk``
 bytes (1 MiB by default). A file under a quarter of ``chunk`` is read whole with one ``readv`` right after
 the previous one in the buffer and hashed there; when the buffer is full, the bytes of all the files in it
 are counted by one ``numpy.bincount`` (each byte keyed by its file, 256 files at a time) instead of one
 call per file. A larger file is streamed ``chunk`` bytes at a time, each chunk fed to ``hashlib`` and
-counted as byte pairs. Nothing holds a whole file.
+counted by :func:`~consumer.catalog.histogram.byte_histogram`. Nothing holds a whole file.
 
 Files are spread over threads (or, on request, forked processes), a few files per task, results yielded
 in input order (see :func:`compute_content` for what each costs).
@@ -28,16 +19,6 @@ the first read and one after the last), :class:`FileChangedError` is raised: the
 describe one version of the file, never old and new halves, identified by the returned size and change
 stamp ``max(mtime, ctime)`` (the stamp the catalog and the dataset key on: ``touch -r`` restores an
 mtime, not a ctime).
-
-Histogram blob (the catalog's ``histogram`` column and the argument of the SQL functions of
-:mod:`consumer.query.functions`): 256 little-endian unsigned integers, count of byte 0 first, in the
-narrowest width that holds the largest count; the width is given by the blob's length::
-
-    512 bytes  -> 256 x uint16  (largest count < 65,536)
-    1024 bytes -> 256 x uint32  (largest count < 4,294,967,296)
-    2048 bytes -> 256 x uint64
-
-:func:`encode_histogram` and :func:`decode_histogram` convert; the encoding of a histogram is unique.
 """
 
 from __future__ import annotations
@@ -51,7 +32,6 @@ import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -61,6 +41,16 @@ from ..sources.base import ByteSource
 from ..sources.local import LocalFiles
 from ..sources.version import change_stamp
 from ..util.progress import progress_bar
+from .histogram import byte_histogram
+from .stats import (
+    ContentStats,
+    _columns,
+    decode_histogram,
+    encode_histogram,
+    entropy_bits,
+    printable_fraction,
+    zeros_fraction,
+)
 
 __all__ = [
     "CONTENT_COLUMNS",
@@ -80,131 +70,16 @@ __all__ = [
 CONTENT_COLUMNS = ("sha256", "entropy", "printable", "zeros", "histogram")
 READ_CHUNK = 1 << 20  # bytes per read
 _MIN_CHUNK = 4096
-_PAIR_MIN = 1 << 16  # from this many bytes on, count byte pairs (see _byte_counts)
 _FILES_PER_TASK = 32  # files handed to a thread at a time: one future per task, not per file
 _FILES_PER_PROCESS_TASK = 256  # files handed to a process at a time (one pickled message each way)
 _PARALLEL_MIN_FILES = 2  # a few large files are worth two threads too
-_WIDTHS = ((np.dtype("<u2"), 0xFFFF), (np.dtype("<u4"), 0xFFFFFFFF), (np.dtype("<u8"), None))
-_BY_LENGTH = {256 * dt.itemsize: dt for dt, _ in _WIDTHS}
-_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _FILE_KEYS = np.arange(256, dtype=np.uint16) << 8  # file j of a packed group counts its bytes at j*256 + byte
 _FILE_KEYS.setflags(write=False)
-
-PRINTABLE_BYTES = np.zeros(256, dtype=bool)
-PRINTABLE_BYTES[0x20:0x7F] = True
-PRINTABLE_BYTES[0x09:0x0E] = True  # \t \n \x0b \x0c \r
-PRINTABLE_BYTES.setflags(write=False)
-_PRINTABLE_ONES = PRINTABLE_BYTES.astype(np.uint64)
-_PRINTABLE_ONES.setflags(write=False)
-
-
-@dataclass(frozen=True)
-class ContentStats:
-    """The content statistics of one version of one file (see the module docstring).
-
-    ``size`` is the number of bytes read and ``mtime_ns`` the file's change stamp ``max(mtime, ctime)``
-    (ns) while it was read: the identity of the version the statistics describe. ``entropy``,
-    ``printable`` and ``zeros`` are exactly what :func:`entropy_bits`, :func:`printable_fraction` and
-    :func:`zeros_fraction` give for ``histogram``.
-    """
-
-    path: str
-    size: int
-    mtime_ns: int
-    sha256: str
-    histogram: np.ndarray
-    entropy: float
-    printable: float
-    zeros: float
-
-    def histogram_blob(self) -> bytes:
-        """The histogram in the blob layout of the catalog (see :func:`encode_histogram`)."""
-        return encode_histogram(self.histogram)
-
-
-def _as_histogram(hist, what: str = "histogram") -> np.ndarray:
-    h = np.asarray(hist)
-    if h.shape != (256,) or h.dtype.kind not in "iu" or (h.dtype.kind == "i" and h.size and int(h.min()) < 0):
-        raise InputError(f"{what} must be 256 non-negative integer counts, got {short_repr(hist)}")
-    return h.astype(np.uint64, copy=False)
-
-
-def _columns(hists: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Entropy (bits per byte), printable and zeros fractions of a ``(k, 256)`` stack of histograms,
-    vectorised. The one implementation behind every entropy and fraction in the package, so that a
-    value computed per file, per batch or by an SQL function is the same float."""
-    h = hists.astype(np.float64)  # exact: counts stay far below 2**53, so every sum of counts is exact too
-    total = h.sum(axis=1)
-    safe = np.where(total > 0, total, 1.0)
-    p = h
-    p /= safe[:, None]  # in place: h is a fresh array
-    terms = np.log2(p, out=np.zeros_like(p), where=p > 0)  # log2 p where a value occurs, 0 elsewhere
-    terms *= p  # p log2 p; 0 * 0 = 0.0 where a value does not occur
-    entropy = np.clip(-terms.sum(axis=1), 0.0, 8.0) + 0.0  # rounding never leaves [0, 8]; no -0.0
-    printable = (hists @ _PRINTABLE_ONES).astype(np.float64) / safe  # an integer count: exact in any order
-    zeros = hists[:, 0].astype(np.float64) / safe
-    return entropy, printable, zeros
-
-
-def entropy_bits(hist) -> float:
-    """Shannon entropy in bits per byte of a 256-count byte histogram: ``-sum(p log2 p)`` over the
-    values that occur, ``p = count / total``. 0.0 for an empty histogram."""
-    return float(_columns(_as_histogram(hist)[None])[0][0])
-
-
-def printable_fraction(hist) -> float:
-    """Fraction of bytes in 0x20..0x7E or 9..13 (``\\t \\n \\x0b \\x0c \\r``); 0.0 for an empty histogram."""
-    return float(_columns(_as_histogram(hist)[None])[1][0])
-
-
-def zeros_fraction(hist) -> float:
-    """Fraction of 0x00 bytes; 0.0 for an empty histogram."""
-    return float(_columns(_as_histogram(hist)[None])[2][0])
-
-
-def encode_histogram(hist) -> bytes:
-    """256 counts as a blob: little-endian uint16, uint32 or uint64, the narrowest that fits."""
-    h = _as_histogram(hist)
-    top = int(h.max())
-    for dtype, limit in _WIDTHS[:-1]:
-        if top <= limit:
-            return h.astype(dtype).tobytes()
-    return h.astype(_WIDTHS[-1][0]).tobytes()
-
-
-def decode_histogram(blob) -> np.ndarray:
-    """The ``uint64[256]`` counts of a histogram blob (512, 1024 or 2048 bytes; see the module docstring)."""
-    if not isinstance(blob, (bytes, bytearray, memoryview)):
-        raise InputError(f"histogram must be a blob of 512, 1024 or 2048 bytes, got {short_repr(blob)}")
-    dtype = _BY_LENGTH.get(len(blob))
-    if dtype is None:
-        raise InputError(f"histogram must be a blob of 512, 1024 or 2048 bytes, got {len(blob)} bytes")
-    return np.frombuffer(blob, dtype=dtype).astype(np.uint64)
-
 
 def _check_chunk(chunk) -> int:
     if isinstance(chunk, bool) or not isinstance(chunk, (int, np.integer)) or chunk < _MIN_CHUNK:
         raise InputError(f"chunk must be an int >= {_MIN_CHUNK} (bytes per read), got {short_repr(chunk)}")
     return int(chunk)
-
-
-def _byte_counts(data: np.ndarray) -> np.ndarray:
-    """The 256 byte counts (int64) of a uint8 array.
-
-    Large inputs are counted as little-endian uint16 pairs into 65,536 bins, folded back (a byte
-    value ``v`` occurs ``row v + column v`` times in the 256 x 256 pair table): half the increments of
-    a plain ``bincount`` and fewer collisions on repeated bytes, about 1.5-2x faster on 1 MiB chunks.
-    Small inputs use a plain ``bincount`` (the 65,536 bins would cost more than they save).
-    """
-    n = data.size
-    if n < _PAIR_MIN:
-        return np.bincount(data, minlength=256)
-    even = n & ~1
-    pairs = np.bincount(data[:even].view("<u2"), minlength=65536).reshape(256, 256)
-    counts = pairs.sum(axis=0) + pairs.sum(axis=1)
-    if even != n:
-        counts[data[-1]] += 1
-    return counts
 
 
 def content_stats(path: str, *, chunk: int = READ_CHUNK, buffer: np.ndarray | None = None) -> ContentStats:
@@ -245,7 +120,7 @@ def _stream(source: ByteSource, i: int, chunk: int) -> tuple[str, np.ndarray]:
     counts = np.zeros(256, dtype=np.int64)
     for piece in source.iter_chunks(i, chunk):
         digest.update(piece)
-        counts += _byte_counts(np.frombuffer(piece, dtype=np.uint8))
+        counts += byte_histogram(np.frombuffer(piece, dtype=np.uint8))
     return digest.hexdigest(), counts
 
 

@@ -41,11 +41,32 @@ def index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _types_column(ds) -> tuple[str, str]:
+    """The libmagic column ``info`` groups files by, and its title: the one the build already computed (the
+    description with ``--metadata file``), so each file costs one libmagic call; the MIME type otherwise."""
+    return ("description", "file types") if ds.metadata == "file" else ("mime", "MIME types")
+
+
+def _skipped_lines(info: dict) -> list[str]:
+    """What the directory scan left out (bad files, by reason, with examples) and the aliases it dropped."""
+    lines = []
+    skipped = info.get("skipped") or {}
+    if skipped:
+        reasons = ", ".join(f"{r}: {n}" for r, n in sorted(skipped.items()))
+        lines.append(f"skipped {sum(skipped.values())} bad file(s) ({reasons}), e.g.")
+        lines.extend(f"  {path} ({reason})" for path, reason in info.get("skipped_examples", []))
+    if info.get("aliases"):
+        lines.append(f"aliases: {info['aliases']} second name(s) of files already listed in their class "
+                     "(hard links, symlinks) left out")
+    return lines
+
+
 def info(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     with _engine(args) as engine:
         ds = _open(args, engine)
-        calls = _describe_all(ds, args, engine, content=not args.no_content)
+        column, title = _types_column(ds)
+        calls = _describe_all(ds, args, engine, content=not args.no_content, want=(column,))
     per = ds.get_dict()["per_class"]
     print(f"{ds!r}\n")
     rows = [(c, ds.class_to_id[c], per[c]["files"], _human(per[c]["bytes"]), per[c]["tokens"], per[c]["samples"])
@@ -54,9 +75,12 @@ def info(args: argparse.Namespace) -> int:
                  sum(p["tokens"] for p in per.values()), len(ds)))
     print(_table(["class", "id", "files", "bytes", "tokens", "samples"], rows))
     print(f"\nrows: {len(ds)} samples of {ds.seqlen} tokens, {padding_share(ds.index):.0%} of all row tokens are PAD")
-    mimes = ds.sql("SELECT mime, count(*) AS files, sum(size) AS bytes FROM files GROUP BY mime "
-                   "ORDER BY files DESC, mime LIMIT ?", (args.top,))
-    print("\ntop MIME types\n" + _table(["mime", "files", "bytes"], [(m, n, _human(b)) for m, n, b in mimes]))
+    types = ds.sql(f"SELECT {column}, count(*) AS files, sum(size) AS bytes FROM files GROUP BY {column} "
+                   f"ORDER BY files DESC, {column} LIMIT ?", (args.top,))
+    print(f"\ntop {title}\n" + _table([column, "files", "bytes"], [(m, n, _human(b)) for m, n, b in types]))
+    skipped = _skipped_lines(ds.build_info)
+    if skipped:
+        print("\n" + "\n".join(skipped))
     sizes = np.sort(ds.documents.doc_size)
     q = [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1]
     print("\nfile sizes\n" + _table(["min", "p10", "p25", "median", "p75", "p90", "p99", "max"],

@@ -121,6 +121,10 @@ def _add_corpus_options(p: argparse.ArgumentParser) -> None:
                    help="header in front of each file: the libmagic description, the MIME type, or none "
                         "(default: file) (with --documents lines, jsonl or parquet: none)")
     add_record_options(p)
+    p.add_argument("--skip-bad-files", action="store_true",
+                   help="leave broken symlinks, symlink loops, special files (FIFOs, sockets, devices) and "
+                        "unreadable files of DIR out, counted in the summary, instead of stopping at the first "
+                        "(default: off)")
     p.add_argument("--cache-dir", default=None,
                    help="where the catalog and the index cache live; 'off' keeps everything in memory "
                         "(default: $CONSUMER_CACHE_DIR, else ~/.cache/consumer)")

@@ -46,20 +46,29 @@ def _open(args: argparse.Namespace, engine: Any = None):
     class_to_id = None
     if getattr(args, "shard", None):  # this machine's deterministic 1/N of the files, ids of the whole corpus
         fps, class_to_id = _shard_of(fps, args.shard[0], args.shard[1],
-                                     Storage.of(args.storage_options, cache_dir))
+                                     Storage.of(args.storage_options, cache_dir), _on_bad_file(args))
     return Consumer(fps, style=args.style, n_bytes=args.n_bytes, seqlen=args.seqlen, class_to_id=class_to_id,
                     long_files=args.long_files, cache_dir=cache_dir, verbose=_show_progress(args),
-                    storage_options=args.storage_options, engine=engine, **record_options(args))
+                    storage_options=args.storage_options, engine=engine, on_bad_file=_on_bad_file(args),
+                    **record_options(args))
 
 
-def _shard_of(root: str, i: int, n: int, storage: Storage) -> tuple[dict[str, list[str]], dict[str, int]]:
+def _on_bad_file(args: argparse.Namespace) -> str:
+    """``on_bad_file`` of ``--skip-bad-files``."""
+    return "skip" if getattr(args, "skip_bad_files", False) else "raise"
+
+
+def _shard_of(root: str, i: int, n: int, storage: Storage,
+              mode: str = "raise") -> tuple[dict[str, list[str]], dict[str, int]]:
     """Shard ``i`` of ``n`` of a directory corpus or URL prefix (by a hash of each path: stable when files
     are added) and the ``class_to_id`` of the whole corpus, so every shard numbers classes alike."""
     from ..sources.corpus import normalise  # noqa: PLC0415
+    from ..sources.listing import local_directory, scan_directory  # noqa: PLC0415
     from ..sources.open import expand_fps  # noqa: PLC0415
     from ..sources.urls import shard_of  # noqa: PLC0415
 
-    corpus = normalise(expand_fps(root, storage))
+    local = local_directory(root)
+    corpus = normalise(expand_fps(root, storage)) if local is None else scan_directory(local, mode).corpus
     paths, cls = corpus.flat()
     mine = shard_of(paths, n) == i
     out: dict[str, list[str]] = {}
@@ -71,16 +80,18 @@ def _shard_of(root: str, i: int, n: int, storage: Storage) -> tuple[dict[str, li
     return out, {c: k for k, c in enumerate(corpus.class_names)}
 
 
-def _describe_all(ds, args: argparse.Namespace, engine: Any = None, content: bool = False) -> int:
-    """Compute libmagic's description and MIME type of every file lacking one (what the first SQL query
-    needs), with a progress bar like the build's; returns the number of libmagic calls made. A packed store's
+def _describe_all(ds, args: argparse.Namespace, engine: Any = None, content: bool = False,
+                  want: tuple[str, ...] = ("description", "mime")) -> int:
+    """Compute the libmagic columns ``want`` (description, MIME type) of every file lacking one (what the first SQL
+    query needs), with a progress bar like the build's; returns the number of libmagic calls made. A packed store's
     files are not described (their headers were recorded at pack time). With ``engine`` (``--scheduler``)
-    libmagic runs on the cluster, and the content columns too when ``content``."""
-    return ds.documents.source.choose(files=lambda source: _described(ds, args, source, engine, content),
+    libmagic runs on the cluster (both columns), and the content columns too when ``content``."""
+    return ds.documents.source.choose(files=lambda source: _described(ds, args, source, engine, content, want),
                                       store=lambda _: 0)
 
 
-def _described(ds, args: argparse.Namespace, source: Any, engine: Any, content: bool) -> int:
+def _described(ds, args: argparse.Namespace, source: Any, engine: Any, content: bool,
+               want: tuple[str, ...]) -> int:
     """:func:`_describe_all` for files and objects (catalog rows of their own)."""
     if engine is not None:
         from ..scale.engines import resolve_engine  # noqa: PLC0415
@@ -92,7 +103,7 @@ def _described(ds, args: argparse.Namespace, source: Any, engine: Any, content: 
         done = complete_catalog(ds.catalog, ds.documents, on, content=content, verbose=_show_progress(args))
         return done["libmagic"]
     before = ds.catalog.magic_calls
-    ds.catalog.sync(ds.files, source.sizes, source.stamps, want=("description", "mime"), verbose=_show_progress(args),
+    ds.catalog.sync(ds.files, source.sizes, source.stamps, want=want, verbose=_show_progress(args),
                     describe=source.describe)
     return ds.catalog.magic_calls - before
 

@@ -32,9 +32,10 @@ from ..errors import FileChangedError, InputError, short_repr
 from ..scale import scan
 from ..scale.engines import Engine, resolve_engine
 from ..sources.base import ByteSource
-from ..sources.corpus import Corpus, normalise
+from ..sources.corpus import Corpus
+from ..sources.listing import check_bad_file_mode
 from ..sources.magic import libmagic_version
-from ..sources.open import expand_fps, open_source, reopen_source
+from ..sources.open import reopen_source
 from ..sources.paths import PathList
 from ..spec import Metadata, Spec, headers_already_made
 from ..storage import Storage
@@ -43,6 +44,7 @@ from ..tokens.index import AUTO_SEQLEN_CAP, INDEX_ARRAYS, SampleIndex
 from ..tokens.vocab import Vocab
 from ..util.validate import check_bool, check_class_to_id, int_vector
 from .cache import building, cache_key, file_table_sha256, load_entry, save_entry
+from .listed import list_corpus
 from .ranks import torch_group
 from .shared import build_once, fingerprint
 
@@ -82,7 +84,7 @@ def _info(cache: str, key: str | None, magic_calls: int, t0: float) -> dict:
 
 
 def build(fps: Any, spec: Spec, storage: Storage, *, verbose: bool = False, distributed: bool = True,
-          engine: Any = None) -> Built:
+          engine: Any = None, on_bad_file: str = "raise") -> Built:
     """Normalise ``fps``, list every file, then load the sample index from the cache or build it (catalog,
     libmagic on new or changed files only, documents, index) and cache it. (The warning when ``seqlen="auto"``
     pads most of every row comes when rows are first made: :class:`~consumer.tokens.index.PaddingNotice`.)
@@ -93,17 +95,19 @@ def build(fps: Any, spec: Spec, storage: Storage, *, verbose: bool = False, dist
     ``"shared"`` there). ``engine`` (a ``dask.distributed.Client``, ``"dask"``, an executor:
     :func:`~consumer.scale.engines.resolve_engine`) runs stat, probe, libmagic and the content pass on its workers
     (each task holds its part of the source); the catalog, the cache entry and the samples are those of a local
-    build (docs/scale-out.md)."""
+    build (docs/scale-out.md). ``on_bad_file`` (``"raise"`` or ``"skip"``): what a directory scan does with broken
+    symlinks, symlink loops, special and unreadable files (:mod:`consumer.sources.listing`)."""
     root = storage.cache_dir
+    check_bad_file_mode(on_bad_file)
     engine = resolve_engine(engine)
     # nothing to share without an index cache (cache_dir=False, a callable metadata): every rank decides alike
     shareable = check_bool("distributed", distributed) and root is not None and not callable(spec.metadata)
     group = torch_group() if shareable else None
     if group is None:
-        built = _build(fps, spec, storage, verbose, engine)
-    else:
-        request = fingerprint(fps, spec.to_dict(), __version__)  # the dataset asked for (not where it is cached)
-        built = build_once(group, request, root, lambda: _build(fps, spec, storage, verbose, engine),
+        built = _build(fps, spec, storage, verbose, engine, on_bad_file)
+    else:  # the dataset asked for (not where it is cached)
+        request = fingerprint(fps, {**spec.to_dict(), "on_bad_file": on_bad_file}, __version__)
+        built = build_once(group, request, root, lambda: _build(fps, spec, storage, verbose, engine, on_bad_file),
                            _publish, lambda handoff: _open_shared(handoff, spec, storage))
     return built
 
@@ -134,31 +138,32 @@ def _open_shared(handoff: dict, spec: Spec, storage: Storage) -> Built | None:
     return _with_source(built, source)
 
 
-def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None = None) -> Built:
+def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None = None,
+           on_bad_file: str = "raise") -> Built:
     if spec.records.records:  # documents inside container files: their own listing and index (dataset/records.py)
         return _build_records(fps, spec, storage, verbose, engine)
     with ExitStack() as hold:  # the claim on building the index entry, if one is taken (see _build_held)
-        return _build_held(fps, spec, storage, verbose, engine, hold)
+        built = _build_held(fps, spec, storage, verbose, engine, hold, on_bad_file)
+    return built
 
 
 def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None,
-                hold: ExitStack) -> Built:
+                hold: ExitStack, on_bad_file: str = "raise") -> Built:
+    """``_build`` with the index entry's claim held in ``hold``; over 80 lines: one pipeline read top to bottom."""
     t0 = time.perf_counter()
     cache_root = storage.cache_dir
-    corpus = normalise(expand_fps(fps, storage))
+    corpus, source, listing = list_corpus(fps, storage, engine, on_bad_file)
+    listed = {} if listing is None else listing.report()
     classes = corpus.class_names
     spec = spec.replace(class_to_id=check_class_to_id(spec.class_to_id, classes))
-    paths, cls_list = corpus.flat()
-    cls = np.asarray(cls_list, dtype=np.int64)
-    # no open per file yet (size-0 files excepted): a cache hit needs none, a miss checks them below
-    source = open_source(paths, storage, classes=[classes[c] for c in cls_list],
-                         stat=None if engine is None else scan.stat_on(engine))
+    paths = source.paths
+    cls = np.repeat(np.arange(len(classes), dtype=np.int64), [len(c.paths) for c in corpus.classes])
     sizes, mtimes = source.sizes, source.stamps
     catalog = None
     report = None
     if spec.dedupe == "content":
         catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
-        plan = dedupe_plan(paths, [classes[c] for c in cls_list],
+        plan = dedupe_plan(paths, [classes[c] for c in cls.tolist()],
                            catalog_sha256s(catalog, paths, sizes, mtimes, verbose=verbose,
                                            compute=source_computer(source) if engine is None else
                                            scan.content_computer(engine, source)), sizes)
@@ -184,26 +189,33 @@ def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: E
         entry = load_entry(cache_root, key, skip=("paths",))
     if entry is not None and cache_root and key:
         built = _from_entry(entry, spec, corpus, paths, cache_root, key, t0)
-        built.info["dedupe"], built.catalog = report, catalog
+        built.info.update(listed, dedupe=report)
+        built.catalog = catalog
         return _with_source(built, source)
-    if engine is None:
+    if listing is not None:
+        pass  # a directory scan: readability is proven at the first read (or by the scan's open, when skipping)
+    elif engine is None:
         source.check_readable()  # readability proven by opening each file once (root included)
     else:
         scan.check_readable(engine, source)  # the same, on the engine's workers
-    if catalog is None:
-        catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
     want = {"file": ("description",), "mime": ("mime",)}.get(spec.metadata, ()) \
         if isinstance(spec.metadata, str) else ()
-    describe = source.describe if engine is None else scan.describer(engine, source)
-    descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose, describe=describe)
+    descriptions: list[str | None] = []
+    mimes: list[str | None] = []
+    if want:  # without libmagic columns the catalog is filled when a statement first needs it
+        if catalog is None:
+            catalog = Catalog(os.path.join(cache_root, CATALOG_NAME) if cache_root else None)
+        describe = source.describe if engine is None else scan.describer(engine, source)
+        descriptions, mimes = catalog.sync(paths, sizes, mtimes, want=want, verbose=verbose, describe=describe)
     headers = headers_from(spec.metadata, paths, descriptions, mimes)
     documents = build_documents(paths, cls, sizes, headers, vocab, with_header=spec.with_header, mtimes=mtimes,
                                 source=source)
     index = _index(spec, documents, len(classes))
     spec = _resolved(spec, index, classes)
     built = Built(spec, corpus, documents, index, cache_root, _info("miss" if key else "off", key,
-                                                                     catalog.magic_calls, t0), catalog)
-    built.info["dedupe"] = report
+                                                                     catalog.magic_calls if catalog else 0, t0),
+                  catalog)
+    built.info.update(listed, dedupe=report)
     arrays = {**{k: getattr(documents, k) for k in DOC_ARRAYS}, **{k: getattr(index, k) for k in INDEX_ARRAYS},
               "paths": PathList.of(paths).packed()}  # the blob the paths are kept in (no copy)
     saved = cache_root and key and save_entry(

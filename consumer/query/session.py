@@ -142,15 +142,18 @@ class SQLSession:
             # catalog would then close only when the cyclic GC runs, not when the dataset goes away
             lazy = [LazyGroup(("path", "extension"), lambda: {"path": path_array(paths)}, star=True)]
 
+            def magic(partial: bool) -> list[LazyGroup]:  # one group per column: libmagic only for those named
+                return [LazyGroup((c,), lambda ids=None, c=c: _alive(me)._magic_columns(ids, (c,)), star=True,
+                                  partial=partial) for c in MAGIC_COLUMNS]
+
             def files(source: ByteSource) -> ByteFunctions:  # catalog rows per file; the content pass and the
-                lazy.extend([  # byte predicates read the files' bytes
-                    LazyGroup(MAGIC_COLUMNS, lambda ids=None: _alive(me)._magic_columns(ids), star=True, partial=True),
-                    LazyGroup(CONTENT_COLUMNS, lambda ids=None: _alive(me)._content_columns(ids), partial=True)])
+                lazy.extend([*magic(True),  # byte predicates read the files' bytes
+                             LazyGroup(CONTENT_COLUMNS, lambda ids=None: _alive(me)._content_columns(ids),
+                                       partial=True)])
                 return ByteFunctions(source)
 
             def store(_: TokenData) -> None:  # a store's headers, all at once; NULL content columns
-                lazy.append(LazyGroup(MAGIC_COLUMNS, lambda ids=None: _alive(me)._magic_columns(ids), star=True,
-                                      partial=False))
+                lazy.extend(magic(False))
 
             byte_functions = docs.source.choose(files=files, store=store)
             relations = record_relations(docs, self.classes, class_ids)  # records: files are their containers
@@ -161,36 +164,40 @@ class SQLSession:
             self._duck_sql = DuckSQL(columns, lazy, relations=relations, byte_functions=byte_functions)
         return self._duck_sql
 
-    def _magic_columns(self, ids: np.ndarray | None = None) -> dict[str, pa.Array]:
-        """``description`` and ``mime``: one libmagic pass for both (cached in the catalog), for the files ``ids``
-        (None: all); the arrays cover every file, NULL where not computed yet. A packed store's come from its
-        headers."""
-        docs = self.documents
-        return docs.source.choose(files=lambda source: self._described(source, ids), store=self._store_headers)
+    def _magic_columns(self, ids: np.ndarray | None = None,
+                       want: tuple[str, ...] = MAGIC_COLUMNS) -> dict[str, pa.Array]:
+        """The libmagic columns ``want`` (``description``, ``mime``; cached in the catalog, computed only when a
+        statement names them) of the files ``ids`` (None: all); the arrays cover every file, NULL where not computed
+        yet. A packed store's come from its headers."""
+        return self.documents.source.choose(files=lambda source: self._described(source, ids, want),
+                                            store=lambda _: self._store_headers(want))
 
-    def _store_headers(self, _: TokenData) -> dict[str, pa.Array]:
-        """``description`` and ``mime`` of a packed store's files: the headers recorded at pack time."""
+    def _store_headers(self, want: tuple[str, ...]) -> dict[str, pa.Array]:
+        """The ``want`` columns of a packed store's files: the headers recorded at pack time."""
         docs = self.documents
         text = pa.DictionaryArray.from_arrays(pa.array(np.asarray(docs.doc_header, dtype=np.int32)),
                                               pa.array(list(docs.headers), type=pa.string()))
         text = text.cast(pa.large_string())
         nulls = pa.nulls(len(docs), type=pa.large_string())
-        return {"description": text if self.metadata == "file" else nulls,
-                "mime": text if self.metadata == "mime" else nulls}
+        return {c: text if self.metadata == {"description": "file", "mime": "mime"}[c] else nulls for c in want}
 
-    def _described(self, source: ByteSource, ids: np.ndarray | None) -> dict[str, pa.Array]:
-        """``description`` and ``mime`` of files and objects: libmagic, through the catalog."""
+    def _described(self, source: ByteSource, ids: np.ndarray | None, want: tuple[str, ...]) -> dict[str, pa.Array]:
+        """The ``want`` columns of files and objects: libmagic, through the catalog."""
         docs = self.documents
         n = len(docs)
         if self._magic_values is None:
             self._magic_values = ([None] * n, [None] * n)
         ids = np.arange(n) if ids is None else ids
         desc, mime = self.catalog.sync(_take(docs.paths, ids), docs.doc_size[ids], docs.doc_mtime[ids],
-                                       want=MAGIC_COLUMNS, verbose=self.verbose, describe=source.describe)
+                                       want=want, verbose=self.verbose, describe=source.describe)
         all_desc, all_mime = self._magic_values
         for i, d, m in zip(ids.tolist(), desc, mime):
-            all_desc[i], all_mime[i] = d, m
-        return magic_columns(all_desc, all_mime)
+            if d is not None:
+                all_desc[i] = d
+            if m is not None:
+                all_mime[i] = m
+        columns = magic_columns(all_desc, all_mime)
+        return {c: columns[c] for c in want}
 
     def _content_columns(self, ids: np.ndarray | None = None) -> dict[str, pa.Array]:
         """The content columns of the files ``ids`` (None: all; the catalog's content pass, run only on files

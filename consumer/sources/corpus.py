@@ -39,8 +39,8 @@ from .paths import PathList
 from .urls import expand_local, is_url, local_path_of
 from .version import change_stamps
 
-__all__ = ["DEFAULT_CLASS", "ClassFiles", "Corpus", "corpus_of_walk", "normalise", "probe_files", "refuse_same_files",
-           "stat_files"]
+__all__ = ["DEFAULT_CLASS", "ClassFiles", "Corpus", "as_local_path", "corpus_of_walk", "normalise", "probe_files",
+           "refuse_same_files", "stat_files"]
 
 DEFAULT_CLASS = "null"
 PathLike = (str, os.PathLike)
@@ -123,6 +123,12 @@ def _corpus(grouped: dict[str, list[str]], form: str) -> Corpus:
         grouped[name].clear()
         at += n
     return Corpus(classes=tuple(classes), form=form)
+
+
+def as_local_path(p: object, where: str) -> str:
+    """``p`` (a path or a URL) as an absolute, normalised path (a ``file://`` URL as its local path; any other URL
+    kept as given); InputError for what is not a path."""
+    return _as_path(p, where)
 
 
 def _as_path(p: object, where: str) -> str:

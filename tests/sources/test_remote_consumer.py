@@ -107,7 +107,7 @@ def test_cli_on_a_bucket_sharded_pack_merged_equals_local_pack(s3, tmp_path, cap
     assert capsys.readouterr().out.split() == ["class,n", "cat,5", "dog,4", "eel,2"]
     assert main(["info", "s3://data/corpus/", "--cache-dir", str(tmp_path / "i"), *opts]) == 0
     shown = capsys.readouterr().out
-    assert "application/octet-stream" in shown and "content (entropy" in shown and "skipped" not in shown
+    assert "top file types" in shown and "\ndata " in shown and "content (entropy" in shown and "skipped" not in shown
     for i in range(3):
         assert main(["pack", "s3://data/corpus/", str(tmp_path / f"part{i}"), "--shard", f"{i}/3",
                      "--cache-dir", str(tmp_path / f"c{i}"), *opts]) == 0
