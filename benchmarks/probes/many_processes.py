@@ -4,7 +4,7 @@
     python -m benchmarks probe many_processes --runs 20 [--workers 8] [--files 120] [--out FILE.json]
 
 Each run starts ``--workers`` processes that build, run content SQL and pack at the same time on one new
-cache directory, edits every 10th file, and does it again (``tests/many_processes.py``). Prints one line
+cache directory, edits every 10th file, and does it again (``tests/helpers/many_processes.py``). Prints one line
 per run (seconds, libmagic calls and content reads summed over the processes, index cache outcomes, the
 problems found) and a summary: runs without a problem, median and slowest run.
 """
@@ -18,12 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-try:  # the test suite's many-process helper
-    from tests.helpers.many_processes import problems
-    from tests.helpers.many_processes import run as run_processes
-except ImportError:
-    from tests.many_processes import problems
-    from tests.many_processes import run as run_processes
+from tests.helpers.many_processes import problems  # the test suite's many-process helper
+from tests.helpers.many_processes import run as run_processes
 
 NAME = "many_processes"
 DESCRIPTION = "many processes on one cache directory, N runs in a row (a soak of the 8-process test)"

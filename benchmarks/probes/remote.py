@@ -40,10 +40,8 @@ from consumer.sources.object_magic import describe_prefixes
 from consumer.sources.range_reader import RemoteReader
 from consumer.sources.urls import list_objects, open_filesystem
 
-try:  # the test suite's local servers (moto S3, a range-capable HTTP server)
-    from tests.helpers.remote_servers import file_server_process, moto_server, stop_process
-except ImportError:
-    from tests.remote_servers import file_server_process, moto_server, stop_process
+# the test suite's local servers (moto S3, a range-capable HTTP server)
+from tests.helpers.remote_servers import file_server_process, moto_server, stop_process
 
 NAME = "remote"
 DESCRIPTION = "object storage and HTTP servers on 127.0.0.1: concurrent against one-at-a-time reads"

@@ -32,18 +32,13 @@ import numpy as np
 
 from consumer import Consumer
 from consumer.sources.urls import open_filesystem
-
-try:  # the test suite's local servers
-    from tests.helpers.remote_servers import faulty_proxy, file_server_process, moto_server
-except ImportError:
-    from tests.remote_servers import faulty_proxy, file_server_process, moto_server
+from tests.helpers.remote_servers import faulty_proxy, file_server_process, moto_server  # the suite's servers
 
 NAME = "remote_packed"
 DESCRIPTION = "remote packed stores: open cost, fetch over S3, one shared index across ranks"
 
 ROOT = Path(__file__).resolve().parents[2]
-_RANK_WORKER = "tests.helpers.rank_worker" if (ROOT / "tests" / "helpers" / "rank_worker.py").exists() else \
-    "tests.rank_worker"
+_RANK_WORKER = "tests.helpers.rank_worker"
 BATCH = 64
 
 

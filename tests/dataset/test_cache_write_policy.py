@@ -1,6 +1,6 @@
 """The index cache's write policy: a full disk is an error naming the directory and the bytes needed; a read-only
 cache directory only means "not cached". Real full disks and file-size limits:
-``tests/test_reliability_disk_full.py``."""
+``tests/test_disk_full.py``."""
 
 import errno
 import os

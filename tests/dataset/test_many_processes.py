@@ -7,13 +7,13 @@ libmagic column and every content pass of a file version is computed once in all
 one process builds each index cache entry while the others wait for it and open it, and the cache
 directory passes its integrity checks afterwards (``PRAGMA integrity_check``, every
 row's check, every index entry's digests, nothing left behind or moved aside). The checks are
-``tests/many_processes.py``'s; ``python -m benchmarks probe many_processes --runs 20`` runs the same thing
+``tests/helpers/many_processes.py``'s; ``python -m benchmarks probe many_processes --runs 20`` runs the same thing
 20 times in a row (see docs/reliability.md).
 """
 
 from __future__ import annotations
 
-from ..many_processes import problems, run
+from ..helpers.many_processes import problems, run
 
 
 def test_eight_processes_on_one_cache(tmp_path):

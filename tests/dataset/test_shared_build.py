@@ -20,7 +20,7 @@ from consumer import Consumer
 from consumer.dataset.shared import build_once, fingerprint
 
 from ..conftest import write_corpus
-from ..remote_servers import faulty_proxy, moto_server
+from ..helpers.remote_servers import faulty_proxy, moto_server
 
 SIZES = {"cat": [0, 1, 5, 100, 3001], "dog": [6, 31, 64, 777], "eel": [2500, 11]}
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,9 +49,9 @@ def _run_ranks(tmp_path: Path, endpoints: list[str], fps: str, cache_dirs: list[
     init = f"file://{tmp_path / 'rendezvous'}"
     outs = [tmp_path / f"rank{r}.pkl" for r in range(len(endpoints))]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.rank_worker", str(r), str(len(endpoints)), init, ep, fps,
-                               cache_dirs[r], str(outs[r]), *extra], cwd=ROOT, env=env, stderr=subprocess.PIPE,
-                              text=True)
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.helpers.rank_worker", str(r), str(len(endpoints)), init,
+                               ep, fps, cache_dirs[r], str(outs[r]), *extra], cwd=ROOT, env=env,
+                              stderr=subprocess.PIPE, text=True)
              for r, ep in enumerate(endpoints)]
     for p in procs:
         _, err = p.communicate(timeout=300)

@@ -17,7 +17,7 @@ from consumer.formats.chunksums import DEFAULT_CHUNK_BYTES
 from consumer.packed import inspect_packed, verify_packed
 
 from ..conftest import write_corpus
-from ..remote_servers import file_server, moto_server
+from ..helpers.remote_servers import file_server, moto_server
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

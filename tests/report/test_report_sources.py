@@ -29,7 +29,7 @@ def test_a_packed_store_shows_what_it_has_and_says_what_it_cannot(tmp_path):
 def test_objects_on_s3_get_a_report(tmp_path):
     pytest.importorskip("s3fs")
     pytest.importorskip("moto")
-    from ..remote_servers import s3_with_files
+    from ..helpers.remote_servers import s3_with_files
 
     write_corpus(tmp_path / "local")
     with s3_with_files(tmp_path / "local") as (so, _):

@@ -12,7 +12,7 @@ from consumer import Consumer
 from consumer.catalog.catalog import Catalog
 
 from ..conftest import write_corpus
-from ..remote_servers import s3_with_files
+from ..helpers.remote_servers import s3_with_files
 
 pytest.importorskip("distributed")
 pytest.importorskip("moto")

@@ -26,7 +26,7 @@ from consumer.sources.urls import (
 )
 from consumer.storage import parse_size
 
-from ..remote_servers import etag_of_bytes, file_server, moto_server
+from ..helpers.remote_servers import etag_of_bytes, file_server, moto_server
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

@@ -13,7 +13,7 @@ from consumer.sources.range_reader import RemoteReader
 from consumer.sources.urls import list_objects, open_filesystem
 
 from ..conftest import write_corpus
-from ..remote_emulators import AZURITE, AZURITE_MISSING, azurite, gcs_emulator
+from ..helpers.remote_emulators import AZURITE, AZURITE_MISSING, azurite, gcs_emulator
 
 SIZES = {"cat": [0, 1, 5, 100, 3001], "dog": [6, 31, 64, 777], "eel": [2500, 11]}
 QUERIES = ["supervised", "unsupervised", "mlm", ["input_array", "attention_mask", "class", "labels", "file_id",

@@ -13,7 +13,7 @@ from consumer.sources.block_cache import BlockCache, block_key
 from consumer.sources.range_reader import RemoteReader
 from consumer.sources.urls import list_objects
 
-from ..remote_servers import file_server
+from ..helpers.remote_servers import file_server
 
 
 @pytest.fixture

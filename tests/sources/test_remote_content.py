@@ -11,7 +11,7 @@ import pytest
 from consumer import Consumer, FileChangedError
 
 from ..conftest import write_corpus
-from ..remote_servers import file_server, s3_with_files
+from ..helpers.remote_servers import file_server, s3_with_files
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

@@ -21,7 +21,7 @@ from consumer.sources.object_magic import describe_prefixes, elf_ranges, iter_de
 from consumer.sources.range_reader import RemoteReader
 from consumer.sources.urls import list_objects, open_filesystem
 
-from ..remote_servers import moto_server
+from ..helpers.remote_servers import moto_server
 
 magic = pytest.importorskip("magic")
 pytest.importorskip("s3fs")

@@ -15,7 +15,7 @@ from consumer.errors import FileChangedError, InputError, RemoteError
 from consumer.sources.range_reader import RemoteReader, fetch_prefixes
 from consumer.sources.urls import list_objects, open_filesystem
 
-from ..remote_servers import faulty_proxy, file_server, moto_server
+from ..helpers.remote_servers import faulty_proxy, file_server, moto_server
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

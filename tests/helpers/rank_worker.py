@@ -1,6 +1,6 @@
 """One rank of a ``torch.distributed`` job building a dataset, for tests/dataset/test_shared_build.py.
 
-Run as ``python -m tests.rank_worker RANK WORLD INIT_METHOD ENDPOINT FPS CACHE_DIR OUT [--no-share]``: joins the
+Run as ``python -m tests.helpers.rank_worker RANK WORLD INIT_METHOD ENDPOINT FPS CACHE_DIR OUT [--no-share]``: joins the
 gloo group, builds ``Consumer(FPS, ...)`` (``FPS`` a URL on the S3 endpoint, or a local directory when ENDPOINT
 is ``-``) and pickles ``{"info", "warnings", "error", "ds"}`` to OUT.
 """

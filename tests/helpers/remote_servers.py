@@ -62,9 +62,9 @@ def moto_server(delay_s: float = 0.0) -> Iterator[str]:
     for _ in range(3):
         port = free_port()
         argv = ([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)] if not delay_s else
-                [sys.executable, "-m", "tests.remote_servers", "moto", str(delay_s), str(port)])
+                [sys.executable, "-m", "tests.helpers.remote_servers", "moto", str(delay_s), str(port)])
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                cwd=str(Path(__file__).resolve().parents[1]))
+                                cwd=str(Path(__file__).resolve().parents[2]))
         try:
             _wait_port(port, proc)
         except RuntimeError:
@@ -359,8 +359,9 @@ def file_server_process(root: str | Path, delay_s: float = 0.0, proxy: bool = Fa
     the client), every GET delayed by ``delay_s``; yields its URL; stopped after. With ``proxy``, ``root`` is
     the URL of a server (moto) and the subprocess is a :func:`faulty_proxy` in front of it delaying every
     request by ``delay_s``."""
-    argv = [sys.executable, "-m", "tests.remote_servers", str(root), str(delay_s)] + (["proxy"] if proxy else [])
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=str(Path(__file__).resolve().parents[1]))
+    argv = [sys.executable, "-m", "tests.helpers.remote_servers", str(root), str(delay_s)]
+    argv += ["proxy"] if proxy else []
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=str(Path(__file__).resolve().parents[2]))
     try:
         assert proc.stdout is not None
         url = proc.stdout.readline().strip()
@@ -386,7 +387,7 @@ def _serve_moto(delay_s: float, port: int) -> None:
     run_simple("127.0.0.1", port, delayed, threaded=True, request_handler=MotoRequestHandler)
 
 
-if __name__ == "__main__":  # python -m tests.remote_servers ROOT|UPSTREAM|moto DELAY_S [proxy|PORT]: serve
+if __name__ == "__main__":  # python -m tests.helpers.remote_servers ROOT|UPSTREAM|moto DELAY_S [proxy|PORT]: serve
     if sys.argv[1] == "moto":
         _serve_moto(float(sys.argv[2]), int(sys.argv[3]))
         sys.exit(0)

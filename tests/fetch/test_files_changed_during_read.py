@@ -1,6 +1,6 @@
 """A source file rewritten while the raw reader reads it: its bytes are never served (old and new halves).
 
-The write lands for real while the reader thread is inside ``preadv`` (``tests/racing.py`` watches the
+The write lands for real while the reader thread is inside ``preadv`` (``tests/helpers/racing.py`` watches the
 thread's current system call through ``/proc`` and checks it was still there when the write was done), with
 the mtime set back as ``touch -r`` would. The fetch must raise :class:`FileChangedError`.
 """
@@ -19,7 +19,7 @@ from consumer import Consumer
 from consumer.errors import FileChangedError
 
 from ..conftest import write
-from ..racing import PREADV, race_preadv
+from ..helpers.racing import PREADV, race_preadv
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or PREADV is None,
                                 reason="watches the reader thread's system call through /proc")

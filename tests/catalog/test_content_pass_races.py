@@ -1,6 +1,6 @@
 """A file rewritten while the content pass reads it: never a mixed answer (old and new halves).
 
-The writer really rewrites the file from another thread while the read is under way (``tests/racing.py``
+The writer really rewrites the file from another thread while the read is under way (``tests/helpers/racing.py``
 watches the bytes the reader thread has read through ``/proc`` and checks afterwards that the write landed in the
 middle of the read), and sets the mtime back as ``touch -r`` would: only the ctime tells. Each raced attempt
 must end in :class:`FileChangedError`; an attempt that did not race must give the statistics of one whole
@@ -22,7 +22,7 @@ from consumer.catalog.content import content_stats
 from consumer.errors import FileChangedError
 
 from ..conftest import identity, write
-from ..racing import race_sequential_read
+from ..helpers.racing import race_sequential_read
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="watches the reader through /proc")
 

@@ -79,7 +79,7 @@ _SIGINT_CHILD = textwrap.dedent(
     import inspect, signal, sys, threading, time
     signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started with SIGINT ignored
     sys.path.insert(0, sys.argv[1])
-    from tests.query.test_reliability_sql import RUNAWAY, _dataset_sql
+    from tests.query.test_sql_timeouts_and_allowlist import RUNAWAY, _dataset_sql
     from consumer.query.sqlite import DatasetSQL
     from pathlib import Path
     sql = _dataset_sql(Path(sys.argv[2]), sys.argv[3] == "file")

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from .remote_servers import _wait_port, free_port, stop_process
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 
 __all__ = ["gcs_emulator", "azurite", "AZURITE", "AZURITE_MISSING", "AZURITE_ACCOUNT", "AZURITE_KEY"]
 
@@ -40,7 +40,7 @@ def _process(argv: list[str], port: int, **kwargs) -> Iterator[None]:
 def gcs_emulator() -> Iterator[dict]:
     """``gcp-storage-emulator`` (in memory) on a free port; yields the gcsfs ``storage_options`` that reach it."""
     port = free_port()
-    with _process([sys.executable, "-m", "tests.remote_emulators", "gcs", str(port)], port, cwd=_ROOT):
+    with _process([sys.executable, "-m", "tests.helpers.remote_emulators", "gcs", str(port)], port, cwd=_ROOT):
         yield {"endpoint_url": f"http://127.0.0.1:{port}", "token": "anon", "project": "test"}
 
 
@@ -73,7 +73,7 @@ def _serve_gcs(port: int) -> None:
     emulator.create_server("127.0.0.1", port, in_memory=True).run()
 
 
-if __name__ == "__main__":  # python -m tests.remote_emulators gcs PORT: serve until terminated
+if __name__ == "__main__":  # python -m tests.helpers.remote_emulators gcs PORT: serve until terminated
     import logging
 
     logging.disable(logging.CRITICAL)
