@@ -42,7 +42,7 @@ from ..errors import FormatError, InputError, SampleIndexError, short_repr
 from ..util.fileio import check_path, discard, open_temp, stat_regular
 from ..util.validate import is_int
 from .safe_pickle import MAX_MEMO_INDEX, MAX_PICKLE_DEPTH, MAX_PICKLE_UNITS, PickleRefused
-from .safe_pickle import IndexUnpickler as _IndexUnpickler  # the name benchmarks/bench_pbin_index.py imports
+from .safe_pickle import IndexUnpickler as _IndexUnpickler
 
 __all__ = [
     "HEADER_SIZE",

@@ -32,8 +32,6 @@ class RecordFiles(ByteSource):
     record's line in its container (jsonl), else None; ``record``: each document's line, row or member number."""
 
     kind = "documents inside container files"
-    whole_files = False
-    durable = True
 
     def __init__(self, containers: ByteSource, paths: Sequence[str], doc_container: np.ndarray,
                  doc_offset: np.ndarray, doc_length: np.ndarray, doc_inplace: np.ndarray,
