@@ -18,10 +18,12 @@ from typing import Any
 import numpy as np
 
 from ..catalog.headers import headers_from
-from ..errors import InputError
+from ..errors import FileChangedError, InputError
 from ..scale.engines import Engine
+from ..sources.base import ByteSource
 from ..sources.corpus import ClassFiles, Corpus, normalise
 from ..sources.local import LocalFiles
+from ..sources.objects import ObjectFiles
 from ..sources.open import expand_fps, open_source
 from ..sources.paths import PathList
 from ..sources.records import SCANNERS, RecordFiles, RecordOptions
@@ -30,6 +32,7 @@ from ..sources.records.container import SCAN_CHUNK, Container
 from ..sources.records.names import RecordPaths
 from ..sources.records.scanned import DecodeSink, Scanned
 from ..sources.records.stash import load_stash, scan_into_stash, stash_key
+from ..sources.urls import normalise_etag
 from ..spec import Spec
 from ..storage import Storage
 from ..tokens.documents import DocumentTable, build_documents
@@ -38,7 +41,28 @@ from ..tokens.vocab import Vocab
 __all__ = ["build_records", "container_fps", "container_listing", "index_containers", "index_on"]
 
 
-def _container(source: LocalFiles, i: int, kind: str) -> Container:
+def _remote_container(source: ObjectFiles, i: int, kind: str) -> Container:
+    """An object as a container: its bytes streamed once by range reads (each checked against the ETag and size
+    listed), and a HEAD comparing them again before and after the scan."""
+    path, size, etag = source.paths[i], int(source.sizes[i]), source.etags[i]
+    if compression_of(path) is not None or kind == "parquet":
+        raise InputError(f"documents={kind!r}: {path!r} is behind a URL; only uncompressed jsonl, lines and tar "
+                         "containers are read from URLs (copy it to a local folder)")
+
+    def check() -> None:
+        got_etag, got_size = source.reader.stat([path])[0]
+        if got_size != size or (etag is not None and got_etag is not None and normalise_etag(got_etag) != etag):
+            raise FileChangedError(f"{path!r} changed since it was listed (ETag {etag!r}, {size} bytes; now "
+                                   f"{got_etag!r}, {got_size} bytes); build the dataset again")
+
+    return Container(path=path, size=size, chunks=lambda: source.iter_chunks(i, SCAN_CHUNK), check=check)
+
+
+def _container(source: ByteSource, i: int, kind: str) -> Container:
+    if isinstance(source, ObjectFiles):
+        return _remote_container(source, i, kind)
+    if not isinstance(source, LocalFiles):
+        raise InputError(f"fps: containers must be local files or URLs, got {source.kind} ({source.paths[i]!r})")
     path = source.paths[i]
     probe = np.zeros(1, dtype=np.uint8)
     one, zero = np.array([i], dtype=np.int64), np.zeros(1, dtype=np.int64)
@@ -62,7 +86,15 @@ def _container(source: LocalFiles, i: int, kind: str) -> Container:
     return Container(path=path, size=size, chunks=chunks, check=check, local=path, compressed=True)
 
 
-def index_containers(source: LocalFiles, options: RecordOptions, root: str | None,
+def _version(source: ByteSource, i: int) -> tuple[tuple[int, int] | None, str | None]:
+    """The inode (local files) or ETag (objects) a container's persistent entry is keyed on, beside its stamp."""
+    if isinstance(source, ObjectFiles):
+        return None, source.etags[i]
+    ident: Any = getattr(source, "ident", None)
+    return (None if ident is None else (int(ident[i, 0]), int(ident[i, 1]))), None
+
+
+def index_containers(source: ByteSource, options: RecordOptions, root: str | None,
                      ) -> tuple[list[Scanned], list[Any], int]:
     """Every container's scan and decode cache (a file path under ``root``, or bytes in memory), and how many came
     from their persistent entry (unchanged containers are not read again)."""
@@ -77,8 +109,8 @@ def index_containers(source: LocalFiles, options: RecordOptions, root: str | Non
             scans.append(scan(container, options, sink))
             decoded.append(sink.memory())
             continue
-        ident = None if source.ident is None else (int(source.ident[i, 0]), int(source.ident[i, 1]))
-        key = stash_key(container.path, container.size, int(source.stamps[i]), ident, options)
+        ident, etag = _version(source, i)
+        key = stash_key(container.path, container.size, int(source.stamps[i]), ident, options, etag)
         got = load_stash(root, key)
         if got is not None:
             reused += 1
@@ -114,7 +146,7 @@ def container_listing(docs: DocumentTable, classes: list[str]) -> list[list] | N
             for p, s, f in zip(cont.paths, cont.sizes.tolist(), first.tolist())]
 
 
-def index_on(engine: Engine, source: LocalFiles, options: RecordOptions, root: str | None,
+def index_on(engine: Engine, source: ByteSource, options: RecordOptions, root: str | None,
              ) -> tuple[list[Scanned], list[Any], int]:
     """:func:`index_containers` on an engine's workers: contiguous runs of containers per task (about four tasks per
     worker thread), results gathered in container order, so the index is the local build's. The workers write the
@@ -180,9 +212,9 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
                              f"{', '.join(SUFFIXES[options.documents])}, optionally compressed)")
         paths, cls_list = PathList.of(paths.take(keep)), [cls_list[i] for i in keep]
     source = open_source(paths, storage, classes=[folder_classes[c] for c in cls_list])
-    if not isinstance(source, LocalFiles):
-        raise InputError(f"documents={options.documents!r}: containers behind URLs are not supported yet; copy "
-                         f"them to a local folder (got {paths[0]!r})")
+    if not isinstance(source, (LocalFiles, ObjectFiles)):
+        raise InputError(f"documents={options.documents!r}: containers must be local files or objects behind "
+                         f"URLs, got {source.kind} (e.g. {paths[0]!r})")
     source.check_readable()
     scans, decoded, reused = index_containers(source, options, storage.cache_dir) if engine is None else \
         index_on(engine, source, options, storage.cache_dir)

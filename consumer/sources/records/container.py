@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Container", "SCAN_CHUNK", "line_spans"]
+__all__ = ["Container", "ChunkStream", "SCAN_CHUNK", "line_spans"]
 
 SCAN_CHUNK = 1 << 24  # bytes read (and scanned for newlines) at a time while indexing
 
@@ -53,3 +53,29 @@ def line_spans(container: Container) -> Iterator[tuple[memoryview, int, np.ndarr
             carry = buf
     if carry:
         yield memoryview(carry), base, np.array([base], dtype=np.int64), np.array([base + len(carry)], np.int64)
+
+
+class ChunkStream:
+    """A read-only, forward-only file object over ``container.chunks()`` (what :mod:`tarfile`'s stream mode
+    reads): the container's bytes in one pass, never seeking back."""
+
+    def __init__(self, container: Container) -> None:
+        self._pieces = container.chunks()
+        self._buf, self._pos = b"", 0  # the current piece and the next byte of it to give
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all that are left when ``n`` < 0); fewer only at the end."""
+        parts: list[bytes] = []
+        want = n
+        while want != 0:
+            if self._pos >= len(self._buf):
+                piece = next(self._pieces, None)
+                if piece is None:
+                    break
+                self._buf, self._pos = bytes(piece), 0
+            take = len(self._buf) - self._pos if want < 0 else min(want, len(self._buf) - self._pos)
+            parts.append(self._buf[self._pos:self._pos + take])
+            self._pos += take
+            if want > 0:
+                want -= take
+        return b"".join(parts)
