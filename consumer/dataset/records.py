@@ -9,8 +9,10 @@ record order (the same rule as files, which are ordered by class, then path).
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
+import warnings
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -18,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..catalog.headers import headers_from
-from ..errors import FileChangedError, InputError
+from ..errors import ConsumerError, ConsumerWarning, FileChangedError, InputError
 from ..scale.engines import Engine
 from ..sources.base import ByteSource
 from ..sources.corpus import ClassFiles, Corpus, normalise
@@ -28,7 +30,7 @@ from ..sources.open import expand_fps, open_source
 from ..sources.paths import PathList
 from ..sources.records import SCANNERS, RecordFiles, RecordOptions
 from ..sources.records.compressed import compression_of, decompressed_chunks
-from ..sources.records.container import SCAN_CHUNK, Container
+from ..sources.records.container import SCAN_CHUNK, Container, StaleRawIndex
 from ..sources.records.names import RecordPaths
 from ..sources.records.scanned import DecodeSink, Scanned
 from ..sources.records.stash import load_stash, scan_into_stash, stash_key
@@ -73,7 +75,7 @@ def _container(source: ByteSource, i: int, kind: str) -> Container:
 
     if compression_of(path) is None:
         return Container(path=path, size=size, chunks=lambda: source.iter_chunks(i, SCAN_CHUNK), check=check,
-                         local=path)
+                         local=path, lines=raw_index_of(path, size) if kind in ("jsonl", "lines") else None)
     if kind == "parquet":
         raise InputError(f"fps: {path!r} is a compressed file; Parquet compresses its pages itself (give the "
                          ".parquet file)")
@@ -86,12 +88,54 @@ def _container(source: ByteSource, i: int, kind: str) -> Container:
     return Container(path=path, size=size, chunks=chunks, check=check, local=path, compressed=True)
 
 
+def raw_index_of(path: str, size: int) -> np.ndarray | None:
+    """The ``(offset, length)`` entries of the raw index ``<stem>.idx`` beside ``path`` when there is one that fits
+    a file of ``size`` bytes (entries in order, not overlapping, the last ending inside the file); None when there is
+    none, and a ConsumerWarning (then None: the file is scanned) when it cannot be read or does not fit."""
+    from ..formats.raw_index import raw_index_path, read_raw_index  # noqa: PLC0415  (the store modules load late)
+
+    idx = raw_index_path(path)
+    if not idx.is_file():
+        return None
+    try:
+        entries = read_raw_index(idx)
+    except ConsumerError as e:
+        warnings.warn(f"{str(idx)!r}: cannot use this raw index ({e}); scanning {path!r} for its lines instead",
+                      ConsumerWarning, stacklevel=2)
+        return None
+    ends = entries[:, 0] + entries[:, 1] if entries.size else np.zeros(0, np.int64)
+    fits = bool(entries.size == 0 or (int(entries.min()) >= 0 and int(ends[-1]) <= size
+                                      and bool(np.all(entries[1:, 0] > ends[:-1]))))
+    if not fits:
+        warnings.warn(f"{str(idx)!r} does not match {path!r} ({size} bytes; its {len(entries)} entries are out of "
+                      "order or run past the end): scanning the file for its lines instead", ConsumerWarning,
+                      stacklevel=2)
+        return None
+    return entries
+
+
 def _version(source: ByteSource, i: int) -> tuple[tuple[int, int] | None, str | None]:
-    """The inode (local files) or ETag (objects) a container's persistent entry is keyed on, beside its stamp."""
+    """The inode (local files) or ETag (objects) a container's persistent entry is keyed on, beside its stamp (and
+    the raw index beside a local container, by size and change time)."""
     if isinstance(source, ObjectFiles):
         return None, source.etags[i]
     ident: Any = getattr(source, "ident", None)
-    return (None if ident is None else (int(ident[i, 0]), int(ident[i, 1]))), None
+    try:
+        st = os.stat(os.path.splitext(source.paths[i])[0] + ".idx")  # raw_index_path, without loading the stores
+        raw = f"raw-index {st.st_size} {st.st_mtime_ns}"
+    except OSError:
+        raw = None
+    return (None if ident is None else (int(ident[i, 0]), int(ident[i, 1]))), raw
+
+
+def _fallback(run: Any, container: Container) -> Any:
+    """``run(container)``; when the container's raw index turns out stale while reading, a ConsumerWarning and
+    ``run`` again on the container without it (the newline scan)."""
+    try:
+        return run(container)
+    except StaleRawIndex as e:
+        warnings.warn(f"{e}; scanning the file for its lines instead", ConsumerWarning, stacklevel=2)
+        return run(dataclasses.replace(container, lines=None))
 
 
 def index_containers(source: ByteSource, options: RecordOptions, root: str | None,
@@ -105,9 +149,12 @@ def index_containers(source: ByteSource, options: RecordOptions, root: str | Non
     for i in range(len(source)):
         container = _container(source, i, options.documents)
         if root is None:
-            sink = DecodeSink()
-            scans.append(scan(container, options, sink))
-            decoded.append(sink.memory())
+            def in_memory(c: Container) -> tuple[Scanned, Any]:
+                sink = DecodeSink()
+                return scan(c, options, sink), sink.memory()
+            got_scan, got_decoded = _fallback(in_memory, container)
+            scans.append(got_scan)
+            decoded.append(got_decoded)
             continue
         ident, etag = _version(source, i)
         key = stash_key(container.path, container.size, int(source.stamps[i]), ident, options, etag)
@@ -115,7 +162,7 @@ def index_containers(source: ByteSource, options: RecordOptions, root: str | Non
         if got is not None:
             reused += 1
         else:
-            got = scan_into_stash(root, key, partial(scan, container, options))
+            got = _fallback(lambda c, k=key: scan_into_stash(root, k, partial(scan, c, options)), container)
         scans.append(got[0])
         decoded.append(got[1])
     return scans, decoded, reused
