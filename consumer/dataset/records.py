@@ -19,6 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from ..catalog.catalog import CATALOG_NAME, Catalog
+from ..catalog.content import source_computer
+from ..catalog.duplicates import catalog_sha256s, dedupe_plan
 from ..catalog.headers import headers_from
 from ..errors import ConsumerError, ConsumerWarning, FileChangedError, InputError
 from ..scale.engines import Engine
@@ -223,6 +226,24 @@ def _corpus(names: list[str], paths: PathList, doc_class: np.ndarray, form: str)
                                 for k, n in enumerate(names) if bounds[k + 1] > bounds[k]), form=form)
 
 
+def _dedupe(records: RecordFiles, names: list[str], doc_class: np.ndarray, storage: Storage, verbose: bool,
+            ) -> tuple[RecordFiles, dict]:
+    """``dedupe="content"`` over documents: the sha256 of each document's bytes (the catalog's content pass,
+    reading through ``records``), then the first document of each group of equal content in document order (class,
+    container, record) kept. The kept documents, and the report of :meth:`DedupePlan.report` with the documents'
+    paths (plus ``keep``: the ids kept)."""
+    catalog = Catalog(os.path.join(storage.cache_dir, CATALOG_NAME) if storage.cache_dir else None)
+    paths = list(records.paths)
+    sha = catalog_sha256s(catalog, paths, records.sizes, records.stamps, verbose=verbose,
+                          compute=source_computer(records))
+    keys = [f"{k:015d}" for k in range(len(paths))]  # document order (a path order would put #10 before #9)
+    plan = dedupe_plan(keys, [names[c] for c in doc_class.tolist()], sha, records.sizes)
+    report = plan.report()
+    for d in report.get("dropped", []):
+        d["path"], d["kept"] = paths[int(d["path"])], paths[int(d["kept"])]
+    return records.subset(plan.keep), {**report, "keep": plan.keep}
+
+
 def container_fps(fps: Any) -> Any:
     """``fps`` as the corpus takes it, plus the two forms natural for containers: one container file
     (``"shard.jsonl"``) and a glob (``"shards/*.jsonl.gz"``, matches sorted), both as an F0 list."""
@@ -245,8 +266,6 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
     ``engine``: the containers are indexed on its workers (:func:`index_on`)."""
 
     options: RecordOptions = spec.records
-    if spec.dedupe is not None:
-        raise InputError(f"dedupe={spec.dedupe!r} compares whole files; with documents={options.documents!r} drop it")
     corpus = normalise(expand_fps(container_fps(fps), storage))
     folder_classes = corpus.class_names
     paths, cls_list = corpus.flat()
@@ -293,6 +312,13 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
                           _cat([s.length for s in scans])[order], _cat([s.inplace for s in scans], bool)[order],
                           decoded, json_off, json_len, record[order])
     doc_class = doc_class[order]
+    dedupe = None
+    if spec.dedupe == "content":
+        records, dedupe = _dedupe(records, names, doc_class, storage, verbose)
+        doc_class = doc_class[dedupe.pop("keep")]
+        kept = np.unique(doc_class)
+        names, doc_class = [names[k] for k in kept.tolist()], np.searchsorted(kept, doc_class).astype(np.int64)
+        doc_paths = records.paths
     del scans  # the per-container arrays: concatenated above, not kept twice at the peak
     if not len(records):
         raise InputError(f"fps: the containers hold no documents (documents={options.documents!r}); "
@@ -308,5 +334,5 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
     documents = build_documents(doc_paths, doc_class, records.sizes, headers, Vocab(spec.n_bytes),
                                 with_header=spec.with_header, mtimes=records.stamps, source=records)
     info = {"cache": "hit" if reused == len(counts) else "miss" if storage.cache_dir else "off",
-            "libmagic_calls": magic_calls, "records": records_info}
+            "libmagic_calls": magic_calls, "records": records_info, **({"dedupe": dedupe} if dedupe else {})}
     return _corpus(names, doc_paths, doc_class, corpus.form), documents, info

@@ -18,7 +18,8 @@ pytest.importorskip("moto")
 TEXTS = {"x": ["hello", "wörld", "", "a longer document of bytes " * 9], "y": ["hi", "z" * 300, "bye"]}
 KINDS = {"jsonl": "a.jsonl", "lines": "a.txt", "tar": "a.tar"}
 QUERY = ["input_array", "attention_mask", "class", "file_id", "offset"]
-ROWS = 'SELECT doc_id, file_id, record, "offset", length, class, class_id, tokens, samples FROM documents ORDER BY 1'
+ROWS = ('SELECT doc_id, file_id, record, "offset", length, class, class_id, tokens, samples, sha256 FROM documents '
+        "ORDER BY 1")
 
 
 @pytest.fixture(scope="module")
