@@ -9,27 +9,35 @@ record order (the same rule as files, which are ordered by class, then path).
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
+import warnings
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
 import numpy as np
 
+from ..catalog.catalog import CATALOG_NAME, Catalog
+from ..catalog.content import source_computer
+from ..catalog.duplicates import catalog_sha256s, dedupe_plan
 from ..catalog.headers import headers_from
-from ..errors import InputError
+from ..errors import ConsumerError, ConsumerWarning, FileChangedError, InputError
 from ..scale.engines import Engine
+from ..sources.base import ByteSource
 from ..sources.corpus import ClassFiles, Corpus, normalise
 from ..sources.local import LocalFiles
+from ..sources.objects import ObjectFiles
 from ..sources.open import expand_fps, open_source
 from ..sources.paths import PathList
 from ..sources.records import SCANNERS, RecordFiles, RecordOptions
 from ..sources.records.compressed import compression_of, decompressed_chunks
-from ..sources.records.container import SCAN_CHUNK, Container
+from ..sources.records.container import SCAN_CHUNK, Container, StaleRawIndex
 from ..sources.records.names import RecordPaths
 from ..sources.records.scanned import DecodeSink, Scanned
 from ..sources.records.stash import load_stash, scan_into_stash, stash_key
+from ..sources.urls import normalise_etag
 from ..spec import Spec
 from ..storage import Storage
 from ..tokens.documents import DocumentTable, build_documents
@@ -38,7 +46,28 @@ from ..tokens.vocab import Vocab
 __all__ = ["build_records", "container_fps", "container_listing", "index_containers", "index_on"]
 
 
-def _container(source: LocalFiles, i: int, kind: str) -> Container:
+def _remote_container(source: ObjectFiles, i: int, kind: str) -> Container:
+    """An object as a container: its bytes streamed once by range reads (each checked against the ETag and size
+    listed), and a HEAD comparing them again before and after the scan."""
+    path, size, etag = source.paths[i], int(source.sizes[i]), source.etags[i]
+    if compression_of(path) is not None or kind == "parquet":
+        raise InputError(f"documents={kind!r}: {path!r} is behind a URL; only uncompressed jsonl, lines and tar "
+                         "containers are read from URLs (copy it to a local folder)")
+
+    def check() -> None:
+        got_etag, got_size = source.reader.stat([path])[0]
+        if got_size != size or (etag is not None and got_etag is not None and normalise_etag(got_etag) != etag):
+            raise FileChangedError(f"{path!r} changed since it was listed (ETag {etag!r}, {size} bytes; now "
+                                   f"{got_etag!r}, {got_size} bytes); build the dataset again")
+
+    return Container(path=path, size=size, chunks=lambda: source.iter_chunks(i, SCAN_CHUNK), check=check)
+
+
+def _container(source: ByteSource, i: int, kind: str) -> Container:
+    if isinstance(source, ObjectFiles):
+        return _remote_container(source, i, kind)
+    if not isinstance(source, LocalFiles):
+        raise InputError(f"fps: containers must be local files or URLs, got {source.kind} ({source.paths[i]!r})")
     path = source.paths[i]
     probe = np.zeros(1, dtype=np.uint8)
     one, zero = np.array([i], dtype=np.int64), np.zeros(1, dtype=np.int64)
@@ -49,7 +78,7 @@ def _container(source: LocalFiles, i: int, kind: str) -> Container:
 
     if compression_of(path) is None:
         return Container(path=path, size=size, chunks=lambda: source.iter_chunks(i, SCAN_CHUNK), check=check,
-                         local=path)
+                         local=path, lines=raw_index_of(path, size) if kind in ("jsonl", "lines") else None)
     if kind == "parquet":
         raise InputError(f"fps: {path!r} is a compressed file; Parquet compresses its pages itself (give the "
                          ".parquet file)")
@@ -62,7 +91,57 @@ def _container(source: LocalFiles, i: int, kind: str) -> Container:
     return Container(path=path, size=size, chunks=chunks, check=check, local=path, compressed=True)
 
 
-def index_containers(source: LocalFiles, options: RecordOptions, root: str | None,
+def raw_index_of(path: str, size: int) -> np.ndarray | None:
+    """The ``(offset, length)`` entries of the raw index ``<stem>.idx`` beside ``path`` when there is one that fits
+    a file of ``size`` bytes (entries in order, not overlapping, the last ending inside the file); None when there is
+    none, and a ConsumerWarning (then None: the file is scanned) when it cannot be read or does not fit."""
+    from ..formats.raw_index import raw_index_path, read_raw_index  # noqa: PLC0415  (the store modules load late)
+
+    idx = raw_index_path(path)
+    if not idx.is_file():
+        return None
+    try:
+        entries = read_raw_index(idx)
+    except ConsumerError as e:
+        warnings.warn(f"{str(idx)!r}: cannot use this raw index ({e}); scanning {path!r} for its lines instead",
+                      ConsumerWarning, stacklevel=2)
+        return None
+    ends = entries[:, 0] + entries[:, 1] if entries.size else np.zeros(0, np.int64)
+    fits = bool(entries.size == 0 or (int(entries.min()) >= 0 and int(ends[-1]) <= size
+                                      and bool(np.all(entries[1:, 0] > ends[:-1]))))
+    if not fits:
+        warnings.warn(f"{str(idx)!r} does not match {path!r} ({size} bytes; its {len(entries)} entries are out of "
+                      "order or run past the end): scanning the file for its lines instead", ConsumerWarning,
+                      stacklevel=2)
+        return None
+    return entries
+
+
+def _version(source: ByteSource, i: int) -> tuple[tuple[int, int] | None, str | None]:
+    """The inode (local files) or ETag (objects) a container's persistent entry is keyed on, beside its stamp (and
+    the raw index beside a local container, by size and change time)."""
+    if isinstance(source, ObjectFiles):
+        return None, source.etags[i]
+    ident: Any = getattr(source, "ident", None)
+    try:
+        st = os.stat(os.path.splitext(source.paths[i])[0] + ".idx")  # raw_index_path, without loading the stores
+        raw = f"raw-index {st.st_size} {st.st_mtime_ns}"
+    except OSError:
+        raw = None
+    return (None if ident is None else (int(ident[i, 0]), int(ident[i, 1]))), raw
+
+
+def _fallback(run: Any, container: Container) -> Any:
+    """``run(container)``; when the container's raw index turns out stale while reading, a ConsumerWarning and
+    ``run`` again on the container without it (the newline scan)."""
+    try:
+        return run(container)
+    except StaleRawIndex as e:
+        warnings.warn(f"{e}; scanning the file for its lines instead", ConsumerWarning, stacklevel=2)
+        return run(dataclasses.replace(container, lines=None))
+
+
+def index_containers(source: ByteSource, options: RecordOptions, root: str | None,
                      ) -> tuple[list[Scanned], list[Any], int]:
     """Every container's scan and decode cache (a file path under ``root``, or bytes in memory), and how many came
     from their persistent entry (unchanged containers are not read again)."""
@@ -73,17 +152,20 @@ def index_containers(source: LocalFiles, options: RecordOptions, root: str | Non
     for i in range(len(source)):
         container = _container(source, i, options.documents)
         if root is None:
-            sink = DecodeSink()
-            scans.append(scan(container, options, sink))
-            decoded.append(sink.memory())
+            def in_memory(c: Container) -> tuple[Scanned, Any]:
+                sink = DecodeSink()
+                return scan(c, options, sink), sink.memory()
+            got_scan, got_decoded = _fallback(in_memory, container)
+            scans.append(got_scan)
+            decoded.append(got_decoded)
             continue
-        ident = None if source.ident is None else (int(source.ident[i, 0]), int(source.ident[i, 1]))
-        key = stash_key(container.path, container.size, int(source.stamps[i]), ident, options)
+        ident, etag = _version(source, i)
+        key = stash_key(container.path, container.size, int(source.stamps[i]), ident, options, etag)
         got = load_stash(root, key)
         if got is not None:
             reused += 1
         else:
-            got = scan_into_stash(root, key, partial(scan, container, options))
+            got = _fallback(lambda c, k=key: scan_into_stash(root, k, partial(scan, c, options)), container)
         scans.append(got[0])
         decoded.append(got[1])
     return scans, decoded, reused
@@ -114,7 +196,7 @@ def container_listing(docs: DocumentTable, classes: list[str]) -> list[list] | N
             for p, s, f in zip(cont.paths, cont.sizes.tolist(), first.tolist())]
 
 
-def index_on(engine: Engine, source: LocalFiles, options: RecordOptions, root: str | None,
+def index_on(engine: Engine, source: ByteSource, options: RecordOptions, root: str | None,
              ) -> tuple[list[Scanned], list[Any], int]:
     """:func:`index_containers` on an engine's workers: contiguous runs of containers per task (about four tasks per
     worker thread), results gathered in container order, so the index is the local build's. The workers write the
@@ -144,6 +226,24 @@ def _corpus(names: list[str], paths: PathList, doc_class: np.ndarray, form: str)
                                 for k, n in enumerate(names) if bounds[k + 1] > bounds[k]), form=form)
 
 
+def _dedupe(records: RecordFiles, names: list[str], doc_class: np.ndarray, storage: Storage, verbose: bool,
+            ) -> tuple[RecordFiles, dict]:
+    """``dedupe="content"`` over documents: the sha256 of each document's bytes (the catalog's content pass,
+    reading through ``records``), then the first document of each group of equal content in document order (class,
+    container, record) kept. The kept documents, and the report of :meth:`DedupePlan.report` with the documents'
+    paths (plus ``keep``: the ids kept)."""
+    catalog = Catalog(os.path.join(storage.cache_dir, CATALOG_NAME) if storage.cache_dir else None)
+    paths = list(records.paths)
+    sha = catalog_sha256s(catalog, paths, records.sizes, records.stamps, verbose=verbose,
+                          compute=source_computer(records))
+    keys = [f"{k:015d}" for k in range(len(paths))]  # document order (a path order would put #10 before #9)
+    plan = dedupe_plan(keys, [names[c] for c in doc_class.tolist()], sha, records.sizes)
+    report = plan.report()
+    for d in report.get("dropped", []):
+        d["path"], d["kept"] = paths[int(d["path"])], paths[int(d["kept"])]
+    return records.subset(plan.keep), {**report, "keep": plan.keep}
+
+
 def container_fps(fps: Any) -> Any:
     """``fps`` as the corpus takes it, plus the two forms natural for containers: one container file
     (``"shard.jsonl"``) and a glob (``"shards/*.jsonl.gz"``, matches sorted), both as an F0 list."""
@@ -166,8 +266,6 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
     ``engine``: the containers are indexed on its workers (:func:`index_on`)."""
 
     options: RecordOptions = spec.records
-    if spec.dedupe is not None:
-        raise InputError(f"dedupe={spec.dedupe!r} compares whole files; with documents={options.documents!r} drop it")
     corpus = normalise(expand_fps(container_fps(fps), storage))
     folder_classes = corpus.class_names
     paths, cls_list = corpus.flat()
@@ -180,9 +278,9 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
                              f"{', '.join(SUFFIXES[options.documents])}, optionally compressed)")
         paths, cls_list = PathList.of(paths.take(keep)), [cls_list[i] for i in keep]
     source = open_source(paths, storage, classes=[folder_classes[c] for c in cls_list])
-    if not isinstance(source, LocalFiles):
-        raise InputError(f"documents={options.documents!r}: containers behind URLs are not supported yet; copy "
-                         f"them to a local folder (got {paths[0]!r})")
+    if not isinstance(source, (LocalFiles, ObjectFiles)):
+        raise InputError(f"documents={options.documents!r}: containers must be local files or objects behind "
+                         f"URLs, got {source.kind} (e.g. {paths[0]!r})")
     source.check_readable()
     scans, decoded, reused = index_containers(source, options, storage.cache_dir) if engine is None else \
         index_on(engine, source, options, storage.cache_dir)
@@ -214,6 +312,13 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
                           _cat([s.length for s in scans])[order], _cat([s.inplace for s in scans], bool)[order],
                           decoded, json_off, json_len, record[order])
     doc_class = doc_class[order]
+    dedupe = None
+    if spec.dedupe == "content":
+        records, dedupe = _dedupe(records, names, doc_class, storage, verbose)
+        doc_class = doc_class[dedupe.pop("keep")]
+        kept = np.unique(doc_class)
+        names, doc_class = [names[k] for k in kept.tolist()], np.searchsorted(kept, doc_class).astype(np.int64)
+        doc_paths = records.paths
     del scans  # the per-container arrays: concatenated above, not kept twice at the peak
     if not len(records):
         raise InputError(f"fps: the containers hold no documents (documents={options.documents!r}); "
@@ -229,5 +334,5 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
     documents = build_documents(doc_paths, doc_class, records.sizes, headers, Vocab(spec.n_bytes),
                                 with_header=spec.with_header, mtimes=records.stamps, source=records)
     info = {"cache": "hit" if reused == len(counts) else "miss" if storage.cache_dir else "off",
-            "libmagic_calls": magic_calls, "records": records_info}
+            "libmagic_calls": magic_calls, "records": records_info, **({"dedupe": dedupe} if dedupe else {})}
     return _corpus(names, doc_paths, doc_class, corpus.form), documents, info

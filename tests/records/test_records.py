@@ -193,7 +193,6 @@ def test_malformed_containers(tmp_path, monkeypatch):
     ({"documents": "lines", "class_field": "label"}, "class_field is read from JSON records or Parquet columns"),
     ({"documents": "jsonl", "class_field": "text"}, "must name different fields"),
     ({"documents": "jsonl", "on_bad_record": "ignore"}, r"on_bad_record must be one of \['raise', 'skip'\]"),
-    ({"documents": "jsonl", "dedupe": "content"}, "dedupe='content' compares whole files"),
 ])
 def test_bad_options(tmp_path, kwargs, message):
     p = write_jsonl(tmp_path / "a.jsonl", ["x"])

@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Container", "SCAN_CHUNK", "line_spans"]
+from ...errors import FormatError
+
+__all__ = ["Container", "ChunkStream", "SCAN_CHUNK", "StaleRawIndex", "indexed_lines", "line_spans"]
 
 SCAN_CHUNK = 1 << 24  # bytes read (and scanned for newlines) at a time while indexing
 
@@ -20,7 +22,8 @@ class Container:
     """``path`` (as the dataset names it), ``size`` (bytes, as listed), ``chunks()`` (the bytes in version-checked
     pieces), ``check()`` (FileChangedError unless still the version listed), ``local`` (a path to open directly
     for Parquet and tar headers, or None), ``compressed`` (``chunks()`` gives the decompressed stream, which has no
-    byte ranges in the file: documents go to the decode cache)."""
+    byte ranges in the file: documents go to the decode cache), ``lines`` (an ``[n, 2]`` array of the
+    ``(offset, length)`` of its lines from a raw index beside it, used instead of the newline scan, or None)."""
 
     path: str
     size: int
@@ -28,6 +31,45 @@ class Container:
     check: Callable[[], None]
     local: str | None = None
     compressed: bool = False
+    lines: np.ndarray | None = None
+
+
+class StaleRawIndex(FormatError):
+    """A raw index beside a container that does not match it (found while reading the container)."""
+
+
+def indexed_lines(container: Container) -> Iterator[tuple[np.ndarray, int, np.ndarray, np.ndarray]]:
+    """The lines ``container.lines`` names, a chunk at a time, in the layout of the JSONL scanner: ``(work, base,
+    starts, ends)`` where line ``k`` is ``work[1 + starts[k]:1 + ends[k]]`` and starts at byte ``base + starts[k]``.
+    Each line must end at a ``\n`` (or at the end of the file): else :class:`StaleRawIndex`. Bytes outside every
+    line (lines the index left out) are passed over."""
+    entries = container.lines if container.lines is not None else np.zeros((0, 2), np.int64)
+    starts_all = entries[:, 0]
+    ends_all = entries[:, 0] + entries[:, 1]
+    work = np.empty(SCAN_CHUNK + 2, dtype=np.uint8)
+    n, base, j = 0, 0, 0  # work[1:1 + n] holds the container's bytes from base on; j: the next line
+    for piece in container.chunks():
+        m = len(piece)
+        if n + m + 2 > work.size:
+            grown = np.empty(max(2 * work.size, n + m + 2), dtype=np.uint8)
+            grown[1:1 + n] = work[1:1 + n]
+            work = grown
+        work[1 + n:1 + n + m] = np.frombuffer(piece, dtype=np.uint8)
+        n += m
+        done = j + int(np.searchsorted(ends_all[j:], base + n, side="left"))  # lines whose \n is held
+        if done > j:
+            starts, ends = starts_all[j:done] - base, ends_all[j:done] - base
+            if not bool(np.all(work[1 + ends] == 10)):
+                raise StaleRawIndex(f"{container.path!r}: a line of its raw index does not end at a newline")
+            yield work, base, starts, ends
+            cut = int(ends[-1]) + 1
+            work[1:1 + n - cut] = work[1 + cut:1 + n].copy()
+            base, n, j = base + cut, n - cut, done
+    if j < len(entries) and int(ends_all[j]) == base + n and j == len(entries) - 1:  # a last line without \n
+        yield work, base, starts_all[j:] - base, ends_all[j:] - base
+        j += 1
+    if j < len(entries):
+        raise StaleRawIndex(f"{container.path!r}: its raw index names lines past the end of the file")
 
 
 def line_spans(container: Container) -> Iterator[tuple[memoryview, int, np.ndarray, np.ndarray]]:
@@ -53,3 +95,29 @@ def line_spans(container: Container) -> Iterator[tuple[memoryview, int, np.ndarr
             carry = buf
     if carry:
         yield memoryview(carry), base, np.array([base], dtype=np.int64), np.array([base + len(carry)], np.int64)
+
+
+class ChunkStream:
+    """A read-only, forward-only file object over ``container.chunks()`` (what :mod:`tarfile`'s stream mode
+    reads): the container's bytes in one pass, never seeking back."""
+
+    def __init__(self, container: Container) -> None:
+        self._pieces = container.chunks()
+        self._buf, self._pos = b"", 0  # the current piece and the next byte of it to give
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all that are left when ``n`` < 0); fewer only at the end."""
+        parts: list[bytes] = []
+        want = n
+        while want != 0:
+            if self._pos >= len(self._buf):
+                piece = next(self._pieces, None)
+                if piece is None:
+                    break
+                self._buf, self._pos = bytes(piece), 0
+            take = len(self._buf) - self._pos if want < 0 else min(want, len(self._buf) - self._pos)
+            parts.append(self._buf[self._pos:self._pos + take])
+            self._pos += take
+            if want > 0:
+                want -= take
+        return b"".join(parts)

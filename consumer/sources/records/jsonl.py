@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import MissingDependencyError
-from .container import SCAN_CHUNK, Container
+from .container import SCAN_CHUNK, Container, indexed_lines
 from .options import RecordOptions
 from .scanned import BadRecords, DecodeSink, Scanned
 
@@ -201,7 +201,7 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
     bad = BadRecords(container.path, options.on_bad_record == "skip")
     offs, lens, recs, jo, jl, classes = [], [], [], [], [], []
     blank, line_no = 0, 0
-    for work, base, starts, ends in _blocks(container):
+    for work, base, starts, ends in _blocks(container) if container.lines is None else indexed_lines(container):
         got = _Chunk()
         if _fast(work, base, starts, ends, line_no, many.decode, take, got):
             line_no += starts.size
@@ -250,4 +250,5 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
     return Scanned(offset=offset, length=cat(lens), record=cat(recs), inplace=np.zeros(offset.size, dtype=bool),
                    classes=classes if options.class_field else None, json_offset=cat(jo) if lines else None,
                    json_length=cat(jl) if lines else None,
-                   counts={"blank_lines": blank, "skipped_records": bad.skipped})
+                   counts={"blank_lines": blank, "skipped_records": bad.skipped,
+                           "raw_index": int(container.lines is not None)})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .container import Container
+from .container import Container, indexed_lines
 from .options import RecordOptions
 from .scanned import BadRecords, DecodeSink, Scanned
 
@@ -20,6 +20,11 @@ __all__ = ["scan_lines"]
 def _boundaries(container: Container, sink: DecodeSink | None) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (exclusive, before the ``\\n``) of every line, by a chunked newline scan (no carry kept:
     only positions); the stream is copied to ``sink`` when given (a compressed container's decode cache)."""
+    if container.lines is not None:  # a raw index: its lines (each checked to end at a newline)
+        spans = [(s + base, e + base) for _, base, s, e in indexed_lines(container)]
+        if not spans:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate([a for a, _ in spans]), np.concatenate([b for _, b in spans])
     starts, ends = [], []
     line_start, pos = 0, 0
     for piece in container.chunks():
@@ -61,5 +66,6 @@ def scan_lines(container: Container, options: RecordOptions, sink: DecodeSink) -
         keep[k] = False
     return Scanned(offset=starts[keep], length=lengths[keep], record=record[keep],
                    inplace=np.full(int(np.count_nonzero(keep)), not container.compressed, dtype=bool),
-                   counts={"empty_lines": empty, "skipped_records": bad.skipped})
+                   counts={"empty_lines": empty, "skipped_records": bad.skipped,
+                           "raw_index": int(container.lines is not None)})
 

@@ -101,8 +101,10 @@ class RecordFiles(ByteSource):
             return
         rest = ~inplace
         used = np.unique(cont[rest])
-        zero = np.zeros(used.size, dtype=np.int64)
-        self.containers.read_ranges(used, zero, zero, out, zero)  # each container still the version indexed
+        # each container still the version indexed: a byte of it (an object's ETag is checked on a response)
+        one = np.minimum(self.containers.sizes[used], 1)
+        self.containers.read_ranges(used, np.zeros(used.size, dtype=np.int64), one, np.empty(used.size, np.uint8),
+                                    np.cumsum(one) - one)
         for c, lo, n, q in zip(cont[rest].tolist(), start[rest].tolist(), lengths[rest].tolist(), at[rest].tolist()):
             out[q:q + n] = self._decoded(c)[lo:lo + n]
 

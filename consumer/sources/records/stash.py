@@ -1,13 +1,12 @@
 """The persistent document index of each container, with its decode cache, under ``<cache_dir>/records/<key>/``.
 
-``<key>`` is the sha256 of the container's path, size, change stamp, device and inode, the record options and
-:data:`STASH_VERSION`: a container that changed gets a new key (re-indexing touches only containers that changed),
-and an entry is never read for another version of its container. An entry is ``index.npz`` (the arrays of
+``<key>`` is the sha256 of the container's path, size, change stamp, device and inode (an object's ETag), the record
+options and :data:`STASH_VERSION`: a container that changed gets a new key (re-indexing touches only containers that
+changed), and an entry is never read for another version of its container. An entry is ``index.npz`` (the arrays of
 :class:`~consumer.sources.records.scanned.Scanned`, no pickles), ``decoded.bin`` (documents with no byte range in the
 container, one after another) and ``meta.json`` (counts, sizes); it is written in a temporary directory and renamed
 into place when complete, so a failed scan (a bad record) leaves nothing behind. A damaged or incomplete entry is
-never served: it reads as missing and the container is scanned again.
-"""
+never served: it reads as missing and the container is scanned again."""
 
 from __future__ import annotations
 
@@ -29,10 +28,12 @@ STASH_VERSION = 1
 _ARRAYS = ("offset", "length", "record", "inplace", "json_offset", "json_length")
 
 
-def stash_key(path: str, size: int, stamp: int, ident: tuple[int, int] | None, options: RecordOptions) -> str:
-    """The key of a container's entry (see the module docstring)."""
+def stash_key(path: str, size: int, stamp: int, ident: tuple[int, int] | None, options: RecordOptions,
+              etag: str | None = None) -> str:
+    """The key of a container's entry (see the module docstring); ``etag``: an object's ETag, when it has one."""
+    extra = {} if etag is None else {"etag": etag}
     blob = json.dumps({"v": STASH_VERSION, "path": path, "size": int(size), "stamp": int(stamp),
-                       "ident": None if ident is None else [int(x) for x in ident], **options.to_dict()},
+                       "ident": None if ident is None else [int(x) for x in ident], **extra, **options.to_dict()},
                       sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8", "surrogateescape")).hexdigest()
 

@@ -1,9 +1,9 @@
-"""``documents="tar"``: each regular member of an (uncompressed) tar archive is a document, read in place by the
-byte range of its data; its name shows as ``archive.tar/name``. Headers are read with the standard library's
-``tarfile`` (ustar, GNU and PAX: long names, non-UTF-8 names kept with ``surrogateescape``). Directories, links
-(hard and symbolic: no data of their own), devices, FIFOs and sparse members are skipped and counted
-(``counts["skipped_members"]``). A member whose data runs past the end of the archive, or a damaged header, is a
-FormatError naming the archive, the member and its byte offset."""
+"""``documents="tar"``: each regular member of an (uncompressed) tar archive is a document, read in place by the byte
+range of its data (an archive behind a URL is streamed once for its headers); its name shows as ``archive.tar/name``.
+Headers are read with the standard library's ``tarfile`` (ustar, GNU and PAX: long names, non-UTF-8 names kept with
+``surrogateescape``). Directories, links (hard and symbolic: no data of their own), devices, FIFOs and sparse members
+are skipped and counted (``counts["skipped_members"]``). A member whose data runs past the end of the archive, or a
+damaged header, is a FormatError naming the archive, the member and its byte offset."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import FormatError
-from .container import Container
+from .container import ChunkStream, Container
 from .options import RecordOptions
 from .scanned import BadRecords, DecodeSink, Scanned
 
@@ -25,7 +25,10 @@ def scan_tar(container: Container, options: RecordOptions, sink: DecodeSink) -> 
     path, size = container.path, container.size
     container.check()
     source: Any = container.local or path  # members are byte ranges of the archive ...
-    if container.compressed:  # ... or of its decompressed stream, kept in the decode cache
+    mode = "r:"
+    if container.local is None and not container.compressed:  # an object: its headers read in one streamed pass
+        source, mode = ChunkStream(container), "r|"
+    elif container.compressed:  # ... or of its decompressed stream, kept in the decode cache
         for piece in container.chunks():
             sink.put(bytes(piece))
         size, source = sink.size, sink.reader()
@@ -33,8 +36,9 @@ def scan_tar(container: Container, options: RecordOptions, sink: DecodeSink) -> 
     offs, lens, recs, names = [], [], [], []
     other, k = 0, 0
     try:
-        with tarfile.open(**({"fileobj": source} if container.compressed else {"name": source}), mode="r:",
-                          errorlevel=2) as tf:
+        opener: Any = tarfile.open  # the mode is chosen at run time (the stubs type each mode literally)
+        with opener(**({"name": source} if isinstance(source, str) else {"fileobj": source}), mode=mode,
+                    errorlevel=2) as tf:
             while True:
                 try:
                     m = tf.next()
@@ -57,7 +61,7 @@ def scan_tar(container: Container, options: RecordOptions, sink: DecodeSink) -> 
                 else:
                     other += 1
                 k += 1
-                tf.members = []  # type: ignore[attr-defined]  # headers are not kept: memory stays bounded by one member's header
+                tf.members = []  # headers are not kept: memory stays bounded by one member's header
     except tarfile.TarError as e:
         raise FormatError(f"{path!r}: not a readable tar archive: {e}") from None
     except EOFError as e:
