@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from consumer import Consumer
+from consumer import Consumer, InputError
 from consumer.fetch.reader import read_rows
 
 from ..conftest import without_chunk_sums, write_corpus
@@ -130,3 +130,16 @@ def test_a_store_changed_in_place_is_served_as_the_general_path_serves_it(tmp_pa
     else:
         assert got[0] == "ok" and int(got[1]["input_array"][0, 3]) == 65
     assert fast._fetcher._one.armed == (value == 65)  # re-armed by the general path only on a clean store
+
+
+def test_a_budget_set_after_the_plan_was_armed_is_applied(store, monkeypatch):
+    ds = Consumer.from_packed(store, style="concat", seqlen=48)
+    ds[2]
+    assert ds._fetcher._one.armed
+    monkeypatch.setenv("CONSUMER_MAX_BATCH_BYTES", "100")  # under one row of 48 tokens
+    with pytest.raises(InputError, match="over the fetch budget of 100 bytes"):
+        ds[2]
+    with pytest.raises(InputError, match="over the fetch budget of 100 bytes"):
+        ds.fetch([2])
+    monkeypatch.delenv("CONSUMER_MAX_BATCH_BYTES")
+    np.testing.assert_array_equal(ds[2]["input_array"].numpy(), read_rows(ds.index, ds.documents, np.array([2]))[0])
