@@ -22,7 +22,7 @@ from ..tokens.index import SampleIndex
 from ..tokens.split import crop_offsets
 from ..util.validate import is_int
 from .columns import MaskConfig, build_columns, columns_of, mask_rng, needs_masking
-from .one_row import OneRow, one_id
+from .one_row import OneRow
 from .packed_rows import SMALL_BATCH, PackedRows
 from .raw_rows import FEW_ROWS, few_rows
 from .reader import read_rows, read_segments
@@ -83,8 +83,7 @@ class Fetcher:
         plan = self._one
         if plan is None or query is not None or out_dtype is not np.int64 or mask.add_cls:
             return None
-        i = one_id(key)
-        return None if i is None else plan.row(i)
+        return plan.row(key)
 
     def fetch(self, sample_ids: np.ndarray, query: object = None, *, mask: MaskConfig, epoch: int = 0,
               width: int | None = None, out_dtype: npt.DTypeLike = np.int64) -> dict[str, np.ndarray]:

@@ -26,7 +26,7 @@ import numpy as np
 from .collate import torch_from_numpy
 from .packed_rows import PackedRows
 
-__all__ = ["OneRow", "one_id"]
+__all__ = ["OneRow"]
 
 _INT64 = np.dtype(np.int64)
 _BUDGET_ENV = "CONSUMER_MAX_BATCH_BYTES"
@@ -41,17 +41,6 @@ def _budget_set() -> bool:
     if type(_ENV_DATA) is dict:
         return _ENV_KEY in _ENV_DATA
     return _BUDGET_ENV in os.environ
-
-
-def one_id(key: object) -> int | None:
-    """The sample id of a one-row key (a Python int, a list of one, a 1-element int64 array), else None."""
-    if type(key) is int:
-        return key
-    if type(key) is list and len(key) == 1 and type(key[0]) is int:
-        return int(key[0])
-    if type(key) is np.ndarray and key.shape == (1,) and key.dtype is _INT64:
-        return int(key[0])
-    return None
 
 
 class OneRow:
@@ -88,8 +77,17 @@ class OneRow:
             self.from_numpy = torch_from_numpy()
         self.armed = True
 
-    def row(self, i: int) -> dict[str, Any] | None:
-        """``{"input_array": [1, seqlen] int64 tensor}`` of sample ``i``, or None (the general path answers)."""
+    def row(self, key: object) -> dict[str, Any] | None:
+        """``{"input_array": [1, seqlen] int64 tensor}`` of the sample of a one-row ``key`` (a Python int, a list of
+        one, a 1-element int64 array) in ``[0, n)``, or None (the general path answers)."""
+        if type(key) is int:
+            i = key
+        elif type(key) is list and len(key) == 1 and type(key[0]) is int:
+            i = key[0]
+        elif type(key) is np.ndarray and key.ndim == 1 and key.size == 1 and key.dtype is _INT64:
+            i = int(key[0])
+        else:
+            return None
         if not self.armed or not 0 <= i < self.n:
             return None
         if self.fd >= 0:
@@ -111,9 +109,11 @@ class OneRow:
             else:
                 size = self.itemsize
                 verifier.check(self.tokens, s * size, (s + n) * size)
-        out = np.empty((1, L), dtype=_INT64)
-        row = out[0]
-        row[:n] = self.tokens[s:s + n]
-        if n < L:
+        if n == L:  # one converting copy straight out of the store
+            out = self.tokens[None, s:s + L].astype(_INT64)
+        else:
+            out = np.empty((1, L), dtype=_INT64)
+            row = out[0]
+            row[:n] = self.tokens[s:s + n]
             row[n:] = self.pad
         return {"input_array": self.from_numpy(out)}
