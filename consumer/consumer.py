@@ -145,6 +145,8 @@ class Consumer(SQLMethods, ModeMethods):
         return dict(zip(self.classes, self.index.samples_per_class().tolist()))
 
     def __getitem__(self, key: Any) -> dict:
+        if not self._padding.pending and (one := self._fetcher.one(key, self.mode, self._mask)) is not None:
+            return one  # one plain row of a warm store (fetch/one_row.py): the general path's result, sooner
         selection, query, given = split_key(key)
         query = query if given else self.mode
         if selection is not None:
@@ -155,6 +157,8 @@ class Consumer(SQLMethods, ModeMethods):
 
     def fetch(self, sample_ids: Any, query: Any = None, *, epoch: int = 0, out_dtype: Any = np.int64) -> dict:
         """The columns of ``query`` for these sample ids, as tensors (``epoch`` varies the masks)."""
+        if not self._padding.pending and (one := self._fetcher.one(sample_ids, query, self._mask, out_dtype)):
+            return one  # one plain row of a warm store (fetch/one_row.py)
         ids = as_sample_ids(sample_ids, len(self))
         return to_tensors(self.fetch_numpy(ids, query, epoch=epoch, out_dtype=out_dtype))
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import MissingDependencyError
 
-__all__ = ["to_tensors"]
+__all__ = ["to_tensors", "torch_from_numpy"]
 
 _INT64, _INT32 = np.dtype(np.int64), np.dtype(np.int32)
 
@@ -26,6 +26,11 @@ def _torch() -> ModuleType:
     except ImportError as e:
         raise MissingDependencyError(f"batches are torch tensors: install torch>=2.1 ({e})") from e
     return torch
+
+
+def torch_from_numpy() -> Any:
+    """``torch.from_numpy`` (importing torch on the first call)."""
+    return _torch().from_numpy
 
 
 def to_tensors(columns: dict[str, np.ndarray]) -> dict[str, Any]:
