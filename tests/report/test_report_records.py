@@ -100,3 +100,16 @@ def test_the_command_takes_the_record_options(tmp_path, capsys):
     assert page.settings["class_field"] == "label"
     assert main(["report", fps[0], "-o", str(out), "--documents", "lines", "--class-field", "label"]) == 2
     assert "class_field" in capsys.readouterr().err
+
+
+def test_the_records_page_renders_in_the_browser(tmp_path):
+    from .browser import render
+    from .test_report_browser import _ink
+
+    ds = Consumer(_jsonl(tmp_path / "d"), documents="jsonl", class_field="label", seqlen=32, cache_dir=False)
+    page = tmp_path / "records.html"
+    page.write_text(render_report(ds, content=True), encoding="utf-8")
+    pixels, console = render(page, tmp_path)
+    assert console == []
+    std, ink = _ink(pixels)
+    assert std > 20 and ink > 0.05, (std, ink)
