@@ -1,5 +1,7 @@
-"""``consumer report PATH -o report.html``: the corpus report of a directory, a URL prefix or (``--packed``) a packed
-store, as one self-contained HTML page (docs/report.md). :mod:`consumer.cli.main` registers it."""
+"""``consumer report PATH -o report.html``: the corpus report of a directory, a URL prefix, container files of
+documents (``--documents jsonl|lines|parquet|tar`` with ``--text-field``/``--class-field``: PATH may be a file or a
+glob; the corpus options hold them) or (``--packed``) a packed store, as one self-contained HTML page
+(docs/report.md). :mod:`consumer.cli.main` registers it."""
 
 from __future__ import annotations
 

@@ -140,7 +140,8 @@ def sizes(ctx: Context) -> Panel:
         axis = (edges[0], human_bytes(2.0 ** (hi + 1)))
         p.parts.append(_charts(*(histogram(c, edges, per[c], color=PALETTE[i % len(PALETTE)], unit=ctx.queries.unit,
                                            axis=axis) for i, c in enumerate(sorted(top)))))
-        p.notes.append("Columns are powers of two (log scale): a column holds the files of 2^b to 2^(b+1) bytes; "
+        p.notes.append(f"Columns are powers of two (log scale): a column holds the {ctx.queries.unit} of 2^b to "
+                       "2^(b+1) bytes; "
                        "hover a column for its count." + (f" Drawn: the {_HIST_CLASSES} largest classes."
                                                          if len(per) > _HIST_CLASSES else ""))
     p.parts.append(_table(q, "size_quantiles"))

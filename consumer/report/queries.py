@@ -1,7 +1,9 @@
 """The SQL behind every number of the report: one :class:`Queries` value per dataset makes each panel's statement.
 
-Every statement reads one relation (``files`` today; a ``documents`` relation later) through :attr:`Queries.relation`,
-so a report over another relation is a :class:`Queries` with another ``relation`` and ``unit`` and nothing else.
+Every statement reads one relation through :attr:`Queries.relation`: ``files`` for a dataset of files, ``documents``
+for documents inside containers (``documents="jsonl"``, ...), where :mod:`consumer.report.containers` adds the
+per-container statements. A report over another relation is a :class:`Queries` with another ``relation`` and
+``unit`` and nothing else.
 The statements are plain DuckDB SQL that ``ds.sql`` runs as they are: the page shows each one beside its numbers.
 
 Samples and PAD follow the dataset's style (see ``consumer/tokens/index.py``):
@@ -27,14 +29,20 @@ _DUPLICATE_GROUPS = 10  # duplicate groups listed (the largest waste first)
 
 @dataclass(frozen=True)
 class Queries:
-    """The statements of one report: ``relation`` the SQL relation (``"files"``), ``unit`` what one row is
-    (``"files"``), and the settings the PAD arithmetic needs (``style``, ``long_files``, ``seqlen``)."""
+    """The statements of one report: ``relation`` the SQL relation (``"files"``, or ``"documents"`` for
+    documents inside containers), ``unit`` what one row is (``"files"`` or ``"documents"``),
+    and the settings the PAD arithmetic needs (``style``, ``long_files``, ``seqlen``)."""
 
     style: str
     long_files: str
     seqlen: int
     relation: str = "files"
     unit: str = "files"
+
+    @property
+    def id_column(self) -> str:
+        """The relation's row id (``file_id`` of ``files``, ``doc_id`` of ``documents``): the order of ties."""
+        return "doc_id" if self.relation == "documents" else "file_id"
 
     def _rows_real(self, seqlen: str) -> tuple[str, str, str]:
         """SQL aggregates (rows, real tokens, truncated tokens) of a group of rows at ``seqlen`` (an SQL term)."""
@@ -123,15 +131,15 @@ class Queries:
 
     def largest(self) -> str:
         """The largest rows."""
-        return (f"SELECT path, class, size FROM {self.relation} ORDER BY size DESC, file_id "
+        return (f"SELECT path, class, size FROM {self.relation} ORDER BY size DESC, {self.id_column} "
                 f"LIMIT {_EXTREMES}")
 
     def smallest(self) -> str:
         """The smallest rows that are not empty."""
-        return (f"SELECT path, class, size FROM {self.relation} WHERE size > 0 ORDER BY size, file_id "
+        return (f"SELECT path, class, size FROM {self.relation} WHERE size > 0 ORDER BY size, {self.id_column} "
                 f"LIMIT {_EXTREMES}")
 
     def empty(self) -> str:
         """Some empty rows (the overview counts them all)."""
-        return (f"SELECT path, class FROM {self.relation} WHERE size = 0 ORDER BY file_id "
+        return (f"SELECT path, class FROM {self.relation} WHERE size = 0 ORDER BY {self.id_column} "
                 f"LIMIT {_EXTREMES}")

@@ -16,6 +16,7 @@ from ..dataset.cache import file_table_sha256
 from ..errors import InputError, short_repr
 from ..util.fileio import atomic_write_bytes
 from ..util.validate import check_bool
+from .containers import containers
 from .page import page
 from .panels import PANELS, Context, overview
 from .queries import Queries
@@ -36,7 +37,8 @@ def fingerprint(ds: Any) -> str:
 def _settings(ds: Any, kind: str) -> dict[str, Any]:
     d = ds.spec.to_dict()
     keys = ("style", "n_bytes", "seqlen", "seqlen_requested", "long_files", "metadata", "dedupe")
-    out: dict[str, Any] = {k: d.get(k) for k in keys}
+    records = tuple(k for k in ("documents", "text_field", "class_field", "on_bad_record") if k in d)  # records only
+    out: dict[str, Any] = {k: d.get(k) for k in keys + records}
     out.update({"samples": len(ds), "vocab_size": ds.vocab.size, "files": kind, "consumer_version": __version__,
                 "fingerprint": fingerprint(ds)})
     return out
@@ -47,11 +49,15 @@ def render_report(ds: Any, *, content: bool = False, types: bool = False, title:
     content = check_bool("content", content)
     types = check_bool("types", types)
     kind = str(getattr(ds.documents.source, "kind", "files"))
-    queries = Queries(ds.spec.style, ds.spec.long_files, int(ds.seqlen))
+    records = bool(ds.spec.records.records)  # documents inside containers: panels per document, plus containers
+    unit = "documents" if records else "files"
+    queries = Queries(ds.spec.style, ds.spec.long_files, int(ds.seqlen), relation=unit, unit=unit)
     ctx = Context(ds, queries, content, types, kind)
     panels = [overview(ctx, _settings(ds, kind))] + [make(ctx) for make in PANELS]
+    if records:
+        panels.insert(2, containers(ctx))
     classes = f"{len(ds.classes):,} classes" if len(ds.classes) != 1 else "1 class"
-    subtitle = f"{len(ds.files):,} files ({kind}), {classes}, {len(ds):,} samples of {int(ds.seqlen):,} tokens"
+    subtitle = f"{len(ds.files):,} {unit} ({kind}), {classes}, {len(ds):,} samples of {int(ds.seqlen):,} tokens"
     return page(f"Corpus report: {_source_name(ds) if title is None else title}", subtitle, panels)
 
 

@@ -21,6 +21,9 @@ def test_a_packed_store_shows_what_it_has_and_says_what_it_cannot(tmp_path):
     page = read_page(render_report(ds, content=True))
     assert check_numbers(ds, page) > 50
     assert "this dataset's files are in a packed store" in page.section_text["content"]
+    assert "No mime is known for these files (in a packed store)." in page.section_text["types"]
+    described = next(t for t in page.tables if t.query == "types_description")  # recorded when it was packed
+    assert all(r[1] != "NULL" for r in described.rows)
     assert not any(t.query == "duplicates" for t in page.tables)
     assert "sample 0" in page.section_text["samples"]
     assert page.settings["files"] == "in a packed store"
@@ -36,10 +39,10 @@ def test_objects_on_s3_get_a_report(tmp_path):
         ds = Consumer("s3://data/corpus/", storage_options=so, seqlen=64, cache_dir=tmp_path / "cache")
         page = read_page(render_report(ds, content=True))
         assert check_numbers(ds, page) > 50
-    content = page.section_text["content"]
-    computed = any(t.query == "duplicates" for t in page.tables)
-    # the content pass reads objects where the source offers whole files; else the panel says why not
-    assert computed or "this dataset's files are URLs" in content, content
+    # S3 offers whole objects: the content pass reads them (a source that can't says so, as a packed store does)
+    assert any(t.query == "duplicates" for t in page.tables), page.section_text["content"]
+    known = next(t for t in page.tables if t.query == "content_known")
+    assert known.rows[0][0] == known.rows[0][1]
     assert page.settings["files"] == "URLs"
     assert "s3://data/corpus/" in page.section_text["extremes"]
 

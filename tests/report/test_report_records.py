@@ -1,0 +1,115 @@
+"""The report of a records dataset (documents inside files): every panel counts documents through the ``documents``
+relation, a per-container panel joins ``files`` (one row per container), and every number still equals its
+statement's answer through ``ds.sql``; from the API and from ``consumer report --documents``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from consumer import Consumer
+from consumer.cli.main import main
+from consumer.report import render_report
+
+from ..records.writers import write_jsonl, write_lines
+from .pagecheck import check_numbers, read_page
+
+PER_DOCUMENT = {"overview", "per_class", "seqlen_choices", "sizes", "size_quantiles", "largest", "smallest"}
+CONTAINERS = {"containers", "container_sizes", "top_containers"}
+
+
+def _jsonl(root) -> list[str]:
+    root.mkdir(parents=True, exist_ok=True)
+    a = root / "a.jsonl"
+    a.write_text("".join(json.dumps({"text": "hello <b>world</b> " * i, "label": "xy"[i % 2]}) + "\n"
+                         for i in range(30)), encoding="utf-8")
+    b = write_jsonl(root / "b.jsonl", [f"doc {i} \x00 </script>" * (i % 4) for i in range(12)],
+                    extra={"label": "z"})
+    c = write_jsonl(root / "c.jsonl", ["same text"] * 5, extra={"label": "x"})  # duplicates across containers
+    return [str(a), str(b), str(c)]
+
+
+def _statements(page) -> set[str]:
+    return {t.query for t in page.tables if t.query}
+
+
+@pytest.mark.parametrize("content", [False, True])
+def test_jsonl_with_class_field_counts_documents_and_containers(tmp_path, content):
+    fps = _jsonl(tmp_path / "d")
+    ds = Consumer(fps, documents="jsonl", class_field="label", seqlen=32, cache_dir=tmp_path / "cache")
+    page = read_page(render_report(ds, content=content))
+    assert check_numbers(ds, page) > 100
+    assert PER_DOCUMENT | CONTAINERS <= _statements(page)
+    for key in PER_DOCUMENT - {"seqlen_choices"}:
+        assert "FROM documents" in page.statements[key] and "FROM files" not in page.statements[key], key
+    overview = next(t for t in page.tables if t.query == "overview")
+    assert overview.header[0] == "documents" and overview.rows[0][0] == "47" == str(len(ds.files))
+    per_class = next(t for t in page.tables if t.query == "per_class")
+    assert [r[0] for r in per_class.rows] == ["x", "y", "z"]
+    assert [int(r[4]) for r in per_class.rows] == list(ds.samples_per_class().values())
+    summary = next(t for t in page.tables if t.query == "containers")
+    assert dict(zip(summary.header, summary.rows[0]))["containers"] == "3"
+    assert dict(zip(summary.header, summary.rows[0]))["documents"] == "47"
+    top = next(t for t in page.tables if t.query == "top_containers")
+    assert [r[0] for r in top.rows] == fps[:1] + fps[1:2] + fps[2:]  # 30, 12, 5 documents
+    assert [r[1] for r in top.rows] == ["30", "12", "5"]
+    largest = next(t for t in page.tables if t.query == "largest")
+    assert largest.rows[0][0] == f"{fps[0]}#29"  # the longest record, named container#record
+    assert page.settings["documents"] == "jsonl" and page.settings["class_field"] == "label"
+    if content:
+        dup = next(t for t in page.tables if t.query == "duplicates")
+        assert int(dup.rows[0][1]) >= 4  # the five equal records of c.jsonl: four redundant copies at least
+
+
+def test_lines_from_folders_per_document(tmp_path):
+    for cls, n in (("en", 20), ("fr", 7)):
+        (tmp_path / "d" / cls).mkdir(parents=True)
+        write_lines(tmp_path / "d" / cls / "part0.txt", [f"{cls} line {i} ".encode() * (i + 1) for i in range(n)])
+        write_lines(tmp_path / "d" / cls / "part1.txt", [b"x" * i for i in range(1, 4)])
+    ds = Consumer(str(tmp_path / "d"), documents="lines", seqlen=16, style="concat", cache_dir=False)
+    page = read_page(render_report(ds, types=True))
+    assert check_numbers(ds, page) > 80
+    assert PER_DOCUMENT | CONTAINERS <= _statements(page)
+    per_class = next(t for t in page.tables if t.query == "per_class")
+    assert [(r[0], r[1]) for r in per_class.rows] == [("en", "23"), ("fr", "10")]
+    summary = dict(zip(*(lambda t: (t.header, t.rows[0]))(next(t for t in page.tables if t.query == "containers"))))
+    assert summary["containers"] == "4" and summary["max_documents"] == "20" and summary["min_documents"] == "3"
+    assert "lines records inside container files" in page.section_text["containers"]
+
+
+def test_a_files_dataset_has_no_container_panel(tmp_path):
+    from ..conftest import write_corpus
+
+    ds = Consumer(write_corpus(tmp_path / "c"), seqlen=64, cache_dir=False)
+    page = read_page(render_report(ds))
+    assert not CONTAINERS & _statements(page) and "containers" not in page.section_text
+    assert "documents" not in page.settings and "FROM files" in page.statements["overview"]
+
+
+def test_the_command_takes_the_record_options(tmp_path, capsys):
+    fps = _jsonl(tmp_path / "d")
+    out = tmp_path / "r.html"
+    assert main(["report", str(tmp_path / "d" / "*.jsonl"), "-o", str(out), "--documents", "jsonl",
+                 "--class-field", "label", "--text-field", "text", "--seqlen", "32", "--cache-dir", "off",
+                 "--quiet"]) == 0
+    assert capsys.readouterr().out.strip() == f"wrote {out}"
+    ds = Consumer(fps, documents="jsonl", class_field="label", seqlen=32, cache_dir=False)
+    page = read_page(out.read_text(encoding="utf-8"))
+    assert check_numbers(ds, page) > 100 and CONTAINERS <= _statements(page)
+    assert page.settings["class_field"] == "label"
+    assert main(["report", fps[0], "-o", str(out), "--documents", "lines", "--class-field", "label"]) == 2
+    assert "class_field" in capsys.readouterr().err
+
+
+def test_the_records_page_renders_in_the_browser(tmp_path):
+    from .browser import render
+    from .test_report_browser import _ink
+
+    ds = Consumer(_jsonl(tmp_path / "d"), documents="jsonl", class_field="label", seqlen=32, cache_dir=False)
+    page = tmp_path / "records.html"
+    page.write_text(render_report(ds, content=True), encoding="utf-8")
+    pixels, console = render(page, tmp_path)
+    assert console == []
+    std, ink = _ink(pixels)
+    assert std > 20 and ink > 0.05, (std, ink)
