@@ -21,12 +21,13 @@ __all__ = ["list_corpus"]
 
 def list_corpus(fps: Any, storage: Storage, engine: Engine | None,
                 on_bad_file: str) -> tuple[Corpus, ByteSource, Listing | None]:
-    """The corpus and its source: a local directory in one scan on this machine (:func:`scan_directory`, the stat
-    of each file from the walk, a few µs per file), anything else normalised and then listed by :func:`open_source`
+    """The corpus and its source: a local directory in one scan (:func:`scan_directory`, the stat of each file from
+    the walk, a few µs per file; with ``engine``, each class folder walked on a worker and only the root listed
+    and the parts merged here), anything else normalised and then listed by :func:`open_source`
     (stat on ``engine``'s workers when given)."""
     root = local_directory(fps) if storage.local_only else None
     if root is not None:
-        listing = scan_directory(root, on_bad_file)
+        listing = scan_directory(root, on_bad_file, None if engine is None else scan.walker_on(engine))
         if listing.bad.total:
             warnings.warn(f"fps: {listing.bad.summary()} in {root!r}; see build_info['skipped']", ConsumerWarning,
                           stacklevel=5)

@@ -20,15 +20,28 @@ from ..catalog.content import READ_CHUNK, ContentStats
 from ..errors import InputError
 from ..sources.base import ByteSource
 from ..sources.corpus import refuse_same_files
+from ..sources.listing import WalkPart
 from ..util.progress import progress_bar
 from .engines import COSTS, Engine, plan_tasks
-from .tasks import check_readable_task, content_task, describe_task, stat_task
+from .tasks import check_readable_task, content_task, describe_task, stat_task, walk_task
 
-__all__ = ["stat_on", "check_readable", "describer", "content_computer", "complete_catalog"]
+__all__ = ["walker_on", "stat_on", "check_readable", "describer", "content_computer", "complete_catalog"]
 
 
 def _slices(paths: Sequence[str], bounds: list[tuple[int, int]]) -> list[list[str]]:
     return [list(paths[a:b]) for a, b in bounds]
+
+
+def walker_on(engine: Engine) -> Callable[[list[str], str], Iterator[WalkPart]]:
+    """A ``walker(folders, on_bad_file)`` for :func:`~consumer.sources.listing.scan_directory` that walks each class
+    folder on ``engine`` (one task per folder), yielding the parts in folder order: the client lists the root and
+    merges the parts (arrays); every per-file ``stat`` runs on the workers. A bad file raises as locally (the
+    first in walk order: parts are taken in order)."""
+
+    def walker(folders: list[str], on_bad_file: str) -> Iterator[WalkPart]:
+        return engine.map(walk_task, [(f, on_bad_file) for f in folders], label="walk")
+
+    return walker
 
 
 def stat_on(engine: Engine) -> Callable[..., tuple[np.ndarray, np.ndarray]]:

@@ -16,8 +16,15 @@ import numpy as np
 from ..catalog.content import READ_CHUNK, ContentStats, compute_source_content
 from ..sources.base import ByteSource
 from ..sources.corpus import stat_files
+from ..sources.listing import WalkPart, walk_part
 
-__all__ = ["stat_task", "check_readable_task", "describe_task", "content_task"]
+__all__ = ["walk_task", "stat_task", "check_readable_task", "describe_task", "content_task"]
+
+
+def walk_task(folder: str, on_bad_file: str) -> WalkPart:
+    """Every file below one class folder (:func:`~consumer.sources.listing.walk_part`, the local scan's walk):
+    paths (one blob and offsets), sizes, stamps, ``(device, inode)`` and the bad files it left out."""
+    return walk_part(folder, on_bad_file)
 
 
 def stat_task(paths: list[str], classes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

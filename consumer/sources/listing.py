@@ -26,17 +26,20 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_module
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from stat import S_ISREG
 
 import numpy as np
 
 from ..errors import InputError
+from .aliases import cross_class, first_names, same_file_groups
 from .corpus import DEFAULT_CLASS, Corpus, as_local_path
 from .paths import PathList
 from .urls import is_url, local_path_of
 
-__all__ = ["BAD_FILE_MODES", "BadFiles", "Listing", "check_bad_file_mode", "local_directory", "scan_directory"]
+__all__ = ["BAD_FILE_MODES", "BadFiles", "Listing", "WalkPart", "check_bad_file_mode", "local_directory",
+           "scan_directory", "walk_part"]
 
 BAD_FILE_MODES = ("raise", "skip")
 _EXAMPLES = 5  # bad files named per reason
@@ -57,6 +60,15 @@ class BadFiles:
         self.counts[reason] = n + 1
         if n < _EXAMPLES:
             self.examples.append((path, reason))
+
+    def merge(self, other: BadFiles) -> None:
+        """Add the counts and examples of ``other`` (a later part of the same walk): the result is what one walk
+        over both would have counted."""
+        for path, reason in other.examples:
+            if sum(1 for _, r in self.examples if r == reason) < _EXAMPLES:
+                self.examples.append((path, reason))
+        for reason, n in other.counts.items():
+            self.counts[reason] = self.counts.get(reason, 0) + n
 
     @property
     def total(self) -> int:
@@ -90,6 +102,18 @@ class Listing:
                 "aliases": self.aliases}
 
 
+@dataclass
+class WalkPart:
+    """The files of one walk (a class folder's sub-tree, on whichever machine walked it), in path order: paths,
+    sizes, change stamps, ``(device, inode)`` and what was left out. Plain arrays: cheap to send between machines."""
+
+    paths: PathList
+    sizes: np.ndarray
+    stamps: np.ndarray
+    ident: np.ndarray
+    bad: BadFiles
+
+
 class _Walk:
     """The accumulating state of one walk (lists of plain ints, turned into arrays once at the end)."""
 
@@ -102,6 +126,15 @@ class _Walk:
         self.ctimes: list[int] = []
         self.devs: list[int] = []
         self.inos: list[int] = []
+
+    def part(self) -> WalkPart:
+        """The files walked so far as arrays."""
+        sizes = np.array(self.sizes, dtype=np.int64)
+        stamps = np.maximum(np.array(self.mtimes, dtype=np.int64), np.array(self.ctimes, dtype=np.int64))
+        ident = np.empty((len(sizes), 2), dtype=np.int64)
+        ident[:, 0] = np.array(self.devs, dtype=np.uint64).astype(np.int64)
+        ident[:, 1] = np.array(self.inos, dtype=np.uint64).astype(np.int64)
+        return WalkPart(PathList.of(self.paths), sizes, stamps, ident, self.bad)
 
     def refuse(self, path: str, reason: str, detail: str | None) -> None:
         """Skip ``path`` (counted) or raise, naming the option that would skip it."""
@@ -235,9 +268,26 @@ def local_directory(fps: object) -> str | None:
     return root if os.path.isdir(root) else None
 
 
-def scan_directory(root: str, on_bad_file: str = "raise") -> Listing:
+def walk_part(folder: str, on_bad_file: str = "raise") -> WalkPart:
+    """Every file below the class folder ``folder`` (the walk of :func:`scan_directory`), as arrays: what a worker
+    of a cluster build runs on one class folder."""
+    state = _Walk(check_bad_file_mode(on_bad_file) == "skip", folder)
+    state.walk(folder)
+    return state.part()
+
+
+Walker = Callable[[list[str], str], Iterable[WalkPart]]
+
+
+def _walk_here(folders: list[str], on_bad_file: str) -> Iterator[WalkPart]:
+    return (walk_part(f, on_bad_file) for f in folders)
+
+
+def scan_directory(root: str, on_bad_file: str = "raise", walker: Walker | None = None) -> Listing:
     """The corpus of the directory ``root`` (absolute, normalised) with every file's stat (see the module
-    docstring): sub-folders are classes; a folder without sub-folders is the one class ``"null"``."""
+    docstring): sub-folders are classes; a folder without sub-folders is the one class ``"null"``. ``walker``
+    walks the class folders (``walker(folders, on_bad_file)``: one :class:`WalkPart` per folder, in order; e.g.
+    on a cluster's workers); None: here, one after the other. The root itself is listed here."""
     check_bad_file_mode(on_bad_file)
     state = _Walk(on_bad_file == "skip", root)
     try:
@@ -246,30 +296,23 @@ def scan_directory(root: str, on_bad_file: str = "raise") -> Listing:
     except OSError as error:
         raise InputError(f"fps: cannot list the directory {root!r}: {error.strerror}") from None
     subdirs = [e for e in top if _entry_is_dir(e)]
-    names: list[str] = []
-    counts: list[int] = []
     if not subdirs:
         for e in top:
             state.file(e)
-        names, counts = [DEFAULT_CLASS], [len(state.paths)]
-    else:
-        loose = []
-        for e in top:
-            if not _entry_is_dir(e):
-                if _resolves(e):
-                    loose.append(e.name)
-                else:
-                    state.file(e)  # a broken link or a loop beside the class folders: refused or skipped
-        if loose:
-            raise InputError(
-                f"fps: directory {root!r} mixes class folders with loose files {loose[:5]}; "
-                "move the files into a class folder or pass an explicit list")
-        for d in subdirs:
-            before = len(state.paths)
-            state.walk(d.path)
-            names.append(d.name)
-            counts.append(len(state.paths) - before)
-    return _listing(state, names, counts)
+        return _listing(state, [DEFAULT_CLASS], [state.part()])
+    loose = []
+    for e in top:
+        if not _entry_is_dir(e):
+            if _resolves(e):
+                loose.append(e.name)
+            else:
+                state.file(e)  # a broken link or a loop beside the class folders: refused or skipped
+    if loose:
+        raise InputError(
+            f"fps: directory {root!r} mixes class folders with loose files {loose[:5]}; "
+            "move the files into a class folder or pass an explicit list")
+    parts = list((walker or _walk_here)([d.path for d in subdirs], on_bad_file))
+    return _listing(state, [d.name for d in subdirs], parts)
 
 
 def _resolves(e: os.DirEntry[str]) -> bool:
@@ -287,91 +330,44 @@ def _entry_is_dir(e: os.DirEntry[str]) -> bool:
         return False
 
 
-def _listing(state: _Walk, names: list[str], counts: list[int]) -> Listing:
-    """Arrays of the walk, aliases within a class dropped (first path kept), the same file across classes refused
-    (or, when skipping, left out: see :func:`_cross_class`)."""
+def _join(lists: list[PathList]) -> PathList:
+    """The paths of ``lists`` in order, in one PathList (blobs joined, offsets shifted: no path decoded)."""
+    lists = [p for p in lists if len(p)]
+    if len(lists) < 2:
+        return lists[0] if lists else PathList.of([])
+    blobs: list[np.ndarray] = []
+    ats, base = [np.zeros(1, dtype=np.int64)], 0
+    for p in lists:
+        o = p.offsets()
+        blobs += [p.packed(), np.zeros(1, dtype=np.uint8)]
+        ats.append(o[1:] + base)
+        base += int(o[-1])
+    return PathList(np.concatenate(blobs)[:-1], np.concatenate(ats))
+
+
+def _listing(state: _Walk, names: list[str], parts: list[WalkPart]) -> Listing:
+    """The class folders' parts (and the root's bad entries, in ``state``) merged: arrays in walk order, aliases
+    within a class dropped (first path kept), the same file across classes refused (or, when skipping, left out:
+    see :func:`~consumer.sources.aliases.cross_class`)."""
+    for part in parts:
+        state.bad.merge(part.bad)
+    counts = [len(p.sizes) for p in parts]
     cls = np.repeat(np.arange(len(names), dtype=np.int64), counts)
-    sizes = np.array(state.sizes, dtype=np.int64)
-    stamps = np.maximum(np.array(state.mtimes, dtype=np.int64), np.array(state.ctimes, dtype=np.int64))
-    ident = np.empty((len(sizes), 2), dtype=np.int64)
-    ident[:, 0] = np.array(state.devs, dtype=np.uint64).astype(np.int64)
-    ident[:, 1] = np.array(state.inos, dtype=np.uint64).astype(np.int64)
-    keep = _first_names(cls, ident)
+    all_paths = _join([p.paths for p in parts])
+    sizes = np.concatenate([np.zeros(0, dtype=np.int64), *(p.sizes for p in parts)])
+    stamps = np.concatenate([np.zeros(0, dtype=np.int64), *(p.stamps for p in parts)])
+    ident = np.concatenate([np.zeros((0, 2), dtype=np.int64), *(p.ident for p in parts)])
+    keep = first_names(cls, ident)
     aliases = len(sizes) - int(keep.size)
-    groups = _same_file_groups(ident[keep])
+    groups = same_file_groups(ident[keep])
     if groups:
-        keep = np.delete(keep, _cross_class(state, names, cls, keep, groups))
-    paths: list[str] | PathList = state.paths
+        keep = np.delete(keep, cross_class(state.skip, state.bad.add, state.root, all_paths, names, cls, keep, groups))
+    packed = all_paths
     if keep.size != len(sizes):
-        paths = [state.paths[i] for i in keep.tolist()]
+        packed = PathList.of(all_paths.take(keep))
         cls, sizes, stamps, ident = cls[keep], sizes[keep], stamps[keep], ident[keep]
-    packed = PathList.of(paths)
     corpus = Corpus.of(names, packed, cls, "dir")
     for name, n in zip(names, np.bincount(cls, minlength=len(names)).tolist()):
         if n == 0 and (not state.skip or not len(cls)):  # skipping: a class left without files is left out
             raise InputError(f"fps: class {name!r} has no files ({state.bad.summary()})")
     return Listing(corpus, packed, sizes, stamps, ident, state.bad, aliases, state.skip)
-
-
-def _real_name(path: str, root: str, real_root: str) -> bool:
-    """Whether ``path`` (below ``root``) reaches its file through no symlink (neither itself nor a folder on the
-    way, such as a class folder that links to another one)."""
-    return os.path.realpath(path) == real_root + path[len(root):]
-
-
-def _same_file_groups(ident: np.ndarray) -> list[np.ndarray]:
-    """Positions of the entries sharing one ``(device, inode)`` (inode 0 never compared), one array per file."""
-    if len(ident) < 2:
-        return []
-    keys = np.ascontiguousarray(ident).view(np.dtype([("dev", np.int64), ("ino", np.int64)])).ravel()
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    same = (ordered[1:] == ordered[:-1]) & (ordered["ino"][1:] != 0)
-    if not same.any():
-        return []
-    starts = np.flatnonzero(np.diff(np.concatenate([[0], same.astype(np.int8), [0]])) == 1)
-    ends = np.flatnonzero(np.diff(np.concatenate([[0], same.astype(np.int8), [0]])) == -1)
-    return [np.sort(order[a:b + 1]) for a, b in zip(starts.tolist(), ends.tolist())]
-
-
-def _cross_class(state: _Walk, names: list[str], cls: np.ndarray, keep: np.ndarray,
-                 groups: list[np.ndarray]) -> np.ndarray:
-    """One file under names in several classes: refused (``"raise"``: one file, one label), or, when skipping,
-    the names left out (positions into ``keep``): the symlinks that point into another class when the file's
-    real names are all in one class, else every name (its label is ambiguous)."""
-    if not state.skip:
-        a, b = (int(keep[i]) for i in groups[0][:2])
-        raise InputError(f"fps: {state.paths[a]!r} and {state.paths[b]!r} are the same file (same device and inode: "
-                         f"a symlink or a hard link) (classes {names[cls[a]]!r} and {names[cls[b]]!r}); one file "
-                         f"must appear once, with one label; {_HINT}")
-    drop = []
-    for group in groups:
-        at = keep[group]
-        real = {int(cls[i]) for i in at.tolist() if _real_name(state.paths[i], state.root, state.real_root)}
-        for pos, i in zip(group.tolist(), at.tolist()):
-            if len(real) == 1 and int(cls[i]) in real:
-                continue
-            drop.append(pos)
-            state.bad.add(state.paths[i], "link into another class" if len(real) == 1 else
-                          "same file in two classes")
-    return np.array(drop, dtype=np.int64)
-
-
-def _first_names(cls: np.ndarray, ident: np.ndarray) -> np.ndarray:
-    """Indices (sorted) of the entries to keep: all but the later names of one file (device, inode) within one
-    class; inode 0 (no inode numbers) is never compared."""
-    n = len(cls)
-    if n < 2:
-        return np.arange(n)
-    keys = np.empty(n, dtype=[("cls", np.int64), ("dev", np.int64), ("ino", np.int64)])
-    keys["cls"], keys["dev"], keys["ino"] = cls, ident[:, 0], ident[:, 1]
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    repeat = np.zeros(n, dtype=bool)
-    repeat[1:] = (ordered[1:] == ordered[:-1]) & (ordered["ino"][1:] != 0)
-    if not repeat.any():
-        return np.arange(n)
-    drop = order[repeat]  # stable order: the first path of each file comes first and is kept
-    keep = np.ones(n, dtype=bool)
-    keep[drop] = False
-    return np.flatnonzero(keep)
