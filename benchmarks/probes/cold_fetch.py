@@ -96,17 +96,6 @@ def _store(work: Path, mb: int, seqlen: int, chunks: list[int]) -> tuple[Path, d
     return base, twins
 
 
-def _evict(prefix: Path) -> None:
-    """Drop the pages of the store's own files from the page cache."""
-    for path in prefix.parent.glob(prefix.name + ".*"):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
 def _read_bytes() -> int:
     with open("/proc/self/io", encoding="ascii") as f:
         for line in f:
@@ -195,6 +184,8 @@ def _spawn(spec: dict) -> dict:
 
 def run(args: argparse.Namespace) -> dict:
     """Pack (once), then per trial and reader: evict, fetch in a fresh process; medians and ratios."""
+    from benchmarks.measure import evict  # noqa: PLC0415  (the parent only: children run this file alone)
+
     from consumer import Consumer
     from consumer.fetch.reader import packed_runs
 
@@ -219,7 +210,7 @@ def run(args: argparse.Namespace) -> dict:
         rng = np.random.default_rng(1000 + trial)
         batches = [rng.choice(n, args.batch, replace=False).tolist() for _ in range(args.batches)]
         for label, prefix, reader in readers:
-            _evict(prefix)
+            evict(str(p) for p in prefix.parent.glob(prefix.name + ".*"))  # the store's own files only
             spec = {"reader": reader, "prefix": str(prefix), "seqlen": args.seqlen, "batch": args.batch,
                     "batches": batches, "runs": str(work / "runs.npy"), "lengths": str(work / "lengths.npy"),
                     "workers": args.workers, "code": args.baseline if label.startswith("before") else None}
