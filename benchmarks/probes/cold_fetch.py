@@ -185,7 +185,6 @@ def _spawn(spec: dict) -> dict:
 def run(args: argparse.Namespace) -> dict:
     """Pack (once), then per trial and reader: evict, fetch in a fresh process; medians and ratios."""
     from benchmarks.measure import evict  # noqa: PLC0415  (the parent only: children run this file alone)
-
     from consumer import Consumer
     from consumer.fetch.reader import packed_runs
 
