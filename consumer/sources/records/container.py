@@ -12,7 +12,7 @@ import numpy as np
 
 from ...errors import FormatError
 
-__all__ = ["Container", "ChunkStream", "SCAN_CHUNK", "StaleRawIndex", "indexed_lines", "line_spans"]
+__all__ = ["Container", "ChunkStream", "SCAN_CHUNK", "StaleRawIndex", "append_piece", "indexed_lines", "line_spans"]
 
 SCAN_CHUNK = 1 << 24  # bytes read (and scanned for newlines) at a time while indexing
 
@@ -38,6 +38,18 @@ class StaleRawIndex(FormatError):
     """A raw index beside a container that does not match it (found while reading the container)."""
 
 
+def append_piece(work: np.ndarray, n: int, piece: bytes | memoryview) -> np.ndarray:
+    """``piece`` copied to ``work[1 + n:]`` (``work[1:1 + n]`` holds the bytes carried so far; one free byte stays
+    on each side), ``work`` doubled first when it is too small; returns the buffer now holding them."""
+    m = len(piece)
+    if n + m + 2 > work.size:
+        grown = np.empty(max(2 * work.size, n + m + 2), dtype=np.uint8)
+        grown[1:1 + n] = work[1:1 + n]
+        work = grown
+    work[1 + n:1 + n + m] = np.frombuffer(piece, dtype=np.uint8)
+    return work
+
+
 def indexed_lines(container: Container) -> Iterator[tuple[np.ndarray, int, np.ndarray, np.ndarray]]:
     """The lines ``container.lines`` names, a chunk at a time, in the layout of the JSONL scanner: ``(work, base,
     starts, ends)`` where line ``k`` is ``work[1 + starts[k]:1 + ends[k]]`` and starts at byte ``base + starts[k]``.
@@ -50,11 +62,7 @@ def indexed_lines(container: Container) -> Iterator[tuple[np.ndarray, int, np.nd
     n, base, j = 0, 0, 0  # work[1:1 + n] holds the container's bytes from base on; j: the next line
     for piece in container.chunks():
         m = len(piece)
-        if n + m + 2 > work.size:
-            grown = np.empty(max(2 * work.size, n + m + 2), dtype=np.uint8)
-            grown[1:1 + n] = work[1:1 + n]
-            work = grown
-        work[1 + n:1 + n + m] = np.frombuffer(piece, dtype=np.uint8)
+        work = append_piece(work, n, piece)
         n += m
         done = j + int(np.searchsorted(ends_all[j:], base + n, side="left"))  # lines whose \n is held
         if done > j:

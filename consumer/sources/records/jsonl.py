@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import MissingDependencyError
-from .container import SCAN_CHUNK, Container, indexed_lines
+from .container import SCAN_CHUNK, Container, append_piece, indexed_lines
 from .options import RecordOptions
 from .scanned import BadRecords, DecodeSink, Scanned
 
@@ -109,11 +109,7 @@ def _blocks(container: Container) -> Iterator[tuple[np.ndarray, int, np.ndarray,
     n, base = 0, 0  # work[1:1 + n] holds the container's bytes from base on (a line not ended yet)
     for piece in container.chunks():
         m = len(piece)
-        if n + m + 2 > work.size:
-            grown = np.empty(max(2 * work.size, n + m + 2), dtype=np.uint8)
-            grown[1:1 + n] = work[1:1 + n]
-            work = grown
-        work[1 + n:1 + n + m] = np.frombuffer(piece, dtype=np.uint8)
+        work = append_piece(work, n, piece)
         nl = np.flatnonzero(work[1 + n:1 + n + m] == 10) + n  # the carried bytes hold no newline
         n += m
         if nl.size:
