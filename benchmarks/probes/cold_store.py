@@ -149,6 +149,18 @@ def summarize(runs: dict[str, list[dict]]) -> dict:
     return out
 
 
+def prepared(args: argparse.Namespace, known: tuple[str, ...]) -> tuple[list[str], dict[str, str], dict[str, str],
+                                                                         dict[str, str], str]:
+    """``--readers`` checked against ``known``, then :func:`prepare`: the readers, the store's paths, the peers'
+    pythons, the absent peers and the folder for the id lists."""
+    readers = [r for r in args.readers.split(",") if r]
+    bad = [r for r in readers if r not in known]
+    if bad:
+        raise SystemExit(f"--readers expects a comma list of {known}, got {args.readers!r}")
+    paths, pythons, absent = prepare(args, readers)
+    return readers, paths, pythons, absent, os.path.join(paths["home"], "ids")
+
+
 def prepare(args: argparse.Namespace, readers: list[str]) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
     """The store (generated once), its Lance copy when ``lance`` is wanted (written once), the interpreters;
     ``lance`` is taken out of ``readers`` with the reason when it cannot be written."""
@@ -166,12 +178,7 @@ def prepare(args: argparse.Namespace, readers: list[str]) -> tuple[dict[str, str
 
 def run(args: argparse.Namespace) -> dict:
     """Generate (once) and evict the store, run every reader in fresh processes, summarize."""
-    readers = [r for r in args.readers.split(",") if r]
-    bad = [r for r in readers if r not in READERS]
-    if bad:
-        raise SystemExit(f"--readers expects a comma list of {READERS}, got {args.readers!r}")
-    paths, pythons, absent = prepare(args, readers)
-    work = os.path.join(paths["home"], "ids")
+    readers, paths, pythons, absent, work = prepared(args, READERS)
     measured = measure_readers(paths, readers, pythons, args.batch, args.batches, args.reps, work)
     measured["absent"].update(absent)
     store_bytes = sum(os.path.getsize(p) for p in _files(paths, "consumer"))

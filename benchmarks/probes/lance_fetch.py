@@ -14,11 +14,10 @@ Rows come out as int64: ``Consumer.from_packed`` + ``fetch``; Lance ``take`` con
 from __future__ import annotations
 
 import argparse
-import os
 
 from ..measure import median
 from .cold_store import add_arguments as _store_arguments
-from .cold_store import measure_readers, prepare
+from .cold_store import measure_readers, prepared
 
 NAME = "lance_fetch"
 DESCRIPTION = "random fetch cold and warm: consumer from_packed + fetch against Lance take (int64 out) and pread"
@@ -46,12 +45,7 @@ def _summary(runs: dict[str, list[dict]]) -> dict:
 
 def run(args: argparse.Namespace) -> dict:
     """Every batch size, every reader, ``--reps`` fresh processes each (interleaved), two passes each."""
-    readers = [r for r in args.readers.split(",") if r]
-    bad = [r for r in readers if r not in READERS]
-    if bad:
-        raise SystemExit(f"--readers expects a comma list of {READERS}, got {args.readers!r}")
-    paths, pythons, absent = prepare(args, readers)
-    work = os.path.join(paths["home"], "ids")
+    readers, paths, pythons, absent, work = prepared(args, READERS)
     by_batch = {}
     for b in (int(x) for x in args.batch_sizes.split(",") if x):
         m = measure_readers(paths, readers, pythons, b, args.batches, args.reps, work, passes=2)
