@@ -13,13 +13,14 @@ decompression bomb (FormatError naming the file), and so is a damaged or truncat
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import lzma
 import zlib
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from ...errors import FormatError, MissingDependencyError
+from ...errors import ConsumerError, FormatError, MissingDependencyError
 
 __all__ = ["COMPRESSED_SUFFIXES", "MAX_EXPANSION", "MIN_EXPANSION_BYTES", "MAX_ZSTD_WINDOW", "compression_of",
            "expansion_limit", "decompressed_chunks"]
@@ -85,17 +86,20 @@ def _pieces(kind: str, raw: BinaryIO, chunk: int) -> Iterator[bytes]:
             yield piece
 
 
-def decompressed_chunks(path: str, local: str, compressed_size: int, chunk: int) -> Iterator[bytes]:
-    """The decompressed bytes of the container ``local`` (named ``path`` in errors) in pieces of at most ``chunk``
-    bytes (zstd: what a few KiB of input give), refusing a stream past :func:`expansion_limit`."""
+def decompressed_chunks(path: str, local: str | BinaryIO, compressed_size: int, chunk: int) -> Iterator[bytes]:
+    """The decompressed bytes of the container ``local`` (a file path, or a binary stream such as an object's
+    range reads; named ``path`` in errors) in pieces of at most ``chunk`` bytes (zstd: what a few KiB of input
+    give), refusing a stream past :func:`expansion_limit` of ``compressed_size``."""
     kind = compression_of(path) or ""
     limit = expansion_limit(compressed_size)
     total = 0
-    with open(local, "rb") as raw:
+    with open(local, "rb") if isinstance(local, str) else contextlib.nullcontext(local) as raw:
         pieces = _pieces(kind, raw, chunk)
         while True:
             try:
                 piece = next(pieces, None)
+            except ConsumerError:  # the read under the stream failed (a changed object, the network): not damage
+                raise
             except (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError, _Truncated) as e:
                 raise FormatError(f"{path!r}: damaged {kind} stream after {total} decompressed bytes: {e}") from None
             except Exception as e:  # noqa: BLE001  (zstandard.ZstdError derives from Exception only)
