@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from ...errors import ConsumerError, FormatError, MissingDependencyError
+from .container import ChunkStream
 
 __all__ = ["COMPRESSED_SUFFIXES", "MAX_EXPANSION", "MIN_EXPANSION_BYTES", "MAX_ZSTD_WINDOW", "compression_of",
            "expansion_limit", "decompressed_chunks"]
@@ -51,7 +52,7 @@ class _Truncated(Exception):
     """A compressed stream ended inside a frame."""
 
 
-def _zstd_pieces(raw: BinaryIO) -> Iterator[bytes]:
+def _zstd_pieces(raw: BinaryIO | ChunkStream) -> Iterator[bytes]:
     """Every frame of a zstd stream (skippable ones give nothing), a few KiB of input at a time; _Truncated when the
     file ends inside a frame (zstandard's stream reader would end quietly there)."""
     try:
@@ -74,7 +75,7 @@ def _zstd_pieces(raw: BinaryIO) -> Iterator[bytes]:
         raise _Truncated("the file ends inside a zstd frame")
 
 
-def _pieces(kind: str, raw: BinaryIO, chunk: int) -> Iterator[bytes]:
+def _pieces(kind: str, raw: Any, chunk: int) -> Iterator[bytes]:
     """The decompressed stream of ``raw`` in pieces (at most ``chunk`` bytes but for zstd's)."""
     if kind == ".zst":
         yield from _zstd_pieces(raw)
@@ -86,7 +87,8 @@ def _pieces(kind: str, raw: BinaryIO, chunk: int) -> Iterator[bytes]:
             yield piece
 
 
-def decompressed_chunks(path: str, local: str | BinaryIO, compressed_size: int, chunk: int) -> Iterator[bytes]:
+def decompressed_chunks(path: str, local: str | BinaryIO | ChunkStream, compressed_size: int,
+                        chunk: int) -> Iterator[bytes]:
     """The decompressed bytes of the container ``local`` (a file path, or a binary stream such as an object's
     range reads; named ``path`` in errors) in pieces of at most ``chunk`` bytes (zstd: what a few KiB of input
     give), refusing a stream past :func:`expansion_limit` of ``compressed_size``."""
