@@ -164,3 +164,28 @@ def test_bomb_refused_behind_urls(served, tmp_path, monkeypatch, kind, name, dat
                                                   "bytes.*bomb"):
                 Consumer([url], documents=kind, storage_options=so_, cache_dir=tmp_path / "c", metadata=None)
             assert not list((tmp_path / "c").rglob("decoded.bin"))
+
+
+def test_remote_parquet_reads_footer_and_named_columns_only(tmp_path):
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(3)
+    docs = [f"doc {i} ".encode() * (1 + i % 7) for i in range(400)]
+    noise = [rng.integers(0, 256, 3000, dtype=np.uint8).tobytes() for _ in docs]  # incompressible, never read
+    write_parquet(tmp_path / "w.parquet", docs, row_group_size=50, other=noise, label=["ab"[i % 2] for i in range(400)])
+    size = (tmp_path / "w.parquet").stat().st_size
+    meta = pq.ParquetFile(tmp_path / "w.parquet").metadata
+    groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
+    wanted = sum(g.column(c).total_compressed_size for g in groups for c in (0, 2))  # text and label
+    here = Consumer(str(tmp_path / "w.parquet"), documents="parquet", class_field="label", cache_dir=False)
+    with file_server(tmp_path) as server:
+        remote = Consumer([f"{server.url}w.parquet"], documents="parquet", class_field="label", cache_dir=False)
+        sent, largest = server.faults.bytes_sent, server.faults.largest
+    assert remote.classes == here.classes == ["a", "b"]
+    got = [remote.decode(remote.document_tokens(i)) for i in range(400)]
+    assert got == [here.decode(here.document_tokens(i)) for i in range(400)] and sorted(got) == sorted(docs)
+    # the footer (the last 64 KiB) and the text and label chunks; not the 1.2 MB column between them
+    assert size > 1_000_000 and wanted < 100_000
+    assert sent <= wanted + (1 << 16) + 4096, (sent, wanted, size)
+    assert largest <= max(1 << 16, max(g.column(0).total_compressed_size + g.column(2).total_compressed_size
+                                          for g in groups) + 4096)
