@@ -1,7 +1,8 @@
 """Compressed containers (``.gz``, ``.zst``, ``.bz2``, ``.xz`` for lines, JSON records and tar): decompressed as a
-stream while indexing, in pieces of :data:`~consumer.sources.records.container.SCAN_CHUNK` bytes (zstd: what 4 KiB of
-input give, at most ~170 MB even for a pathological run-length stream), so memory is bounded by one piece and the
-decompressor's window. A compressed file cannot be read by range, so its documents are served from
+stream while indexing (a local file, or an object behind a URL as its one pass of range requests arrives), in
+pieces of :data:`~consumer.sources.records.container.SCAN_CHUNK` bytes (zstd: what 4 KiB of input give, at most
+~170 MB even for a pathological run-length stream), so memory is bounded by one piece and the decompressor's
+window. A compressed file cannot be read by range, so its documents are served from
 the container's decode cache (the decompressed stream for lines and tar, the decoded texts for JSON records).
 
 Every member of a concatenated gzip file, every stream of a multi-stream bzip2 or xz file and every frame of a zstd

@@ -62,6 +62,12 @@ class RangeFile(io.RawIOBase):
         self._pos = base + int(offset)
         return self._pos
 
+    def read_buffer(self, n: int) -> memoryview:
+        """Up to ``n`` bytes from the position in a new buffer (what pyarrow asks for: no copy into ``bytes``)."""
+        out = np.empty(max(0, min(int(n), self._size - self._pos)), dtype=np.uint8)
+        got = self.readinto(out)
+        return out.data[:got]
+
     def readinto(self, buffer: Any) -> int:
         """Fill ``buffer`` from the position (fewer bytes at the end); the number of bytes read."""
         view = memoryview(buffer).cast("B")
