@@ -134,16 +134,6 @@ class _Chunk:
         self.records: list[int] = []
         self.classes: list[str] = []
         self.arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # starts, ends, records (fast path)
-        self.blob: bytes | None = None  # the fast path's texts, one after another, and their byte lengths
-        self.lengths: np.ndarray | None = None
-
-    def put(self, sink: DecodeSink) -> tuple[np.ndarray, np.ndarray]:
-        """Write the texts to ``sink``: their offsets there and their byte lengths."""
-        if self.blob is None or self.lengths is None:
-            return sink.put_many(self.texts), np.fromiter(map(len, self.texts), dtype=np.int64, count=len(self.texts))
-        at = np.zeros(self.lengths.size, dtype=np.int64)
-        np.cumsum(self.lengths[:-1], out=at[1:])
-        return at + sink.put(self.blob), self.lengths
 
     def lines(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Starts, ends and numbers of the documents' lines."""
@@ -169,18 +159,9 @@ def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, fir
     work[last] = 0x5D  # ]
     try:
         texts, classes = take(many(work.data[:last + 1]))
-        joined = "".join(texts)
-        blob = joined.encode()  # one encode for the block (an unpaired surrogate fails here)
+        out.texts = list(map(str.encode, texts))  # one UTF-8 copy per text (an unpaired surrogate fails here)
     except Exception:  # noqa: BLE001  (msgspec's errors, a surrogate: the line-by-line pass names the line)
         return False
-    chars = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    if len(blob) == len(joined):  # ASCII: bytes = characters
-        out.lengths = chars
-    else:  # each text's byte length: where its first character starts among the UTF-8 lead bytes
-        lead = np.flatnonzero((np.frombuffer(blob, dtype=np.uint8) & 0xC0) != 0x80)
-        bounds = np.append(lead, len(blob))[np.concatenate(([0], np.cumsum(chars)))]
-        out.lengths = np.diff(bounds)
-    out.blob = blob
     out.arrays = (starts + base, ends + base, np.arange(first, first + lens.size, dtype=np.int64))
     if classes is not None:
         out.classes = classes
@@ -229,8 +210,8 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
                 got.records.append(line_no - 1)
                 if labels is not None:
                     got.classes.extend(labels)
-        if got.texts or got.blob is not None:
-            at, n = got.put(sink)
+        if got.texts:
+            at, n = sink.put_many(got.texts)
             offs.append(at)
             lens.append(n)
             line_starts, line_ends, numbers = got.lines()

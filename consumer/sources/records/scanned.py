@@ -34,14 +34,14 @@ class DecodeSink:
         self.size += len(data)
         return at
 
-    def put_many(self, pieces: list[bytes]) -> np.ndarray:
-        """Append every piece (one write); the offset of each."""
+    def put_many(self, pieces: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """Append every piece (one write); the offset and the byte length of each."""
         lens = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         at = np.zeros(len(pieces), dtype=np.int64)
         if len(pieces) > 1:
             np.cumsum(lens[:-1], out=at[1:])
         at += self.put(b"".join(pieces))
-        return at
+        return at, lens
 
     def reader(self) -> BinaryIO:
         """The bytes written so far, opened for reading (a new file object)."""
