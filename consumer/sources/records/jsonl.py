@@ -6,7 +6,8 @@ and NEL inside strings are text), and a ``\\r`` before the ``\\n`` is JSON white
 Parsing is msgspec's typed decoder (a struct holding only the wanted fields, so other fields are skipped in C:
 measured ~250 MB/s per core, against ~120 MB/s for the standard library's ``json`` and pyarrow's JSON reader on
 one thread; docs/benchmarks.md). The decoded text has no byte range in the container (escapes), so every document is
-written to the decode cache; the record's line is kept as a byte range (the SQL ``json`` column).
+written to the decode cache; the record's line is kept as a byte range (the SQL ``json`` column) of the container,
+or, in a compressed container (no byte ranges), of the decode cache, where each chunk's lines are written too.
 
 Bad records (invalid JSON, not an object, the field missing or not a string, a UTF-8 BOM, text that is not valid
 Unicode, a line over :data:`MAX_RECORD_BYTES`) raise a FormatError naming the file, the line and its byte offset,
@@ -216,6 +217,10 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
             lens.append(n)
             line_starts, line_ends, numbers = got.lines()
             recs.append(numbers)
+            if container.compressed:  # the block's lines into the decode cache too, in one piece (the json column)
+                lo, hi = int(line_starts[0]) - base, int(line_ends[-1]) - base
+                shift = sink.put(work.data[1 + lo:1 + hi]) - (lo + base)
+                line_starts, line_ends = line_starts + shift, line_ends + shift
             jo.append(line_starts)
             jl.append(line_ends - line_starts)
             classes.extend(got.classes)
@@ -223,9 +228,7 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
         return np.concatenate(xs) if xs else np.zeros(0, np.int64)
 
     offset = cat(offs)
-    lines = not container.compressed  # a compressed file's lines have no byte range in it (no json column)
     return Scanned(offset=offset, length=cat(lens), record=cat(recs), inplace=np.zeros(offset.size, dtype=bool),
-                   classes=classes if options.class_field else None, json_offset=cat(jo) if lines else None,
-                   json_length=cat(jl) if lines else None,
+                   classes=classes if options.class_field else None, json_offset=cat(jo), json_length=cat(jl),
                    counts={"blank_lines": blank, "skipped_records": bad.skipped,
                            "raw_index": int(container.lines is not None)})

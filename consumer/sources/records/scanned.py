@@ -24,7 +24,7 @@ class DecodeSink:
         self.parts: list[bytes] = []
         self.size = 0
 
-    def put(self, data: bytes) -> int:
+    def put(self, data: bytes | memoryview) -> int:
         """Append ``data``; its offset in the decode cache."""
         at = self.size
         if self.f is not None:
@@ -81,7 +81,8 @@ class Scanned:
     """The documents of one container, in record order: ``offset``/``length`` (bytes; in the container when
     ``inplace``, else in the decode cache), ``record`` (line, row or member number, 0-based), ``names`` (tar member
     names, else None), ``classes`` (class values as str when a class field is read, else None), ``json_offset``/
-    ``json_length`` (jsonl: the record's line in the container), and counts for ``build_info``."""
+    ``json_length`` (jsonl: the record's line in the container, or in its decode cache when compressed), and counts
+    for ``build_info``."""
 
     offset: np.ndarray
     length: np.ndarray
