@@ -61,7 +61,7 @@ def _write_jsonl(path: Path, lines: Path) -> None:
             out.write(json.dumps({"id": i, "text": line[:-1].decode(), "lang": "en" if i % 3 else "fr"}) + "\n")
 
 
-def _write_realistic_jsonl(path: Path, n: int) -> None:
+def write_realistic_jsonl(path: Path, n: int) -> None:
     """``n`` records ``{"id", "text", "lang"}``, texts of 200-2000 bytes, some escaped, some non-ASCII."""
     import msgspec
 
@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="records-probe-"))
     try:
         if args.kind == "jsonl":
-            _write_realistic_jsonl(tmp / "r.jsonl", args.docs)
+            write_realistic_jsonl(tmp / "r.jsonl", args.docs)
             return _jsonl_kind(tmp / "r.jsonl", args.repeat)
         lines = tmp / "c.txt"
         _write_lines(lines, args.docs)
