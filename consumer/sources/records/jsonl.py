@@ -144,29 +144,43 @@ class _Chunk:
                 np.array(self.records, dtype=np.int64))
 
 
+def _blank_lines(work: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Which lines of the block are blank (empty, or only spaces, tabs and ``\\r``): the empty ones by their length,
+    the others among the few lines that start with such a byte."""
+    blank: np.ndarray = np.asarray(ends == starts)
+    maybe = np.flatnonzero(~blank & np.isin(work[1 + np.minimum(starts, ends - 1)], np.frombuffer(b" \t\r", np.uint8)))
+    for k in maybe.tolist():
+        blank[k] = not bytes(work.data[1 + int(starts[k]):1 + int(ends[k])]).strip(_BLANK)
+    return blank
+
+
 def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, first: int, many: Any, take: Any,
-          out: _Chunk) -> bool:
+          out: _Chunk) -> int | None:
     """Every line of the block in one call: the lines joined into one JSON array in place (``[`` before the first,
-    each newline turned into a comma, ``]`` after the last: one numpy step) and decoded at once. False (nothing
-    added) when a line is blank, too long or bad: the caller then reads the block line by line."""
+    a comma after each record but the last, every other newline a space, ``]`` after the last line: numpy steps)
+    and decoded at once. The number of blank lines (passed over), or None (nothing added) when a line is too long
+    or bad: the caller then reads the block line by line."""
     from . import options as limits  # noqa: PLC0415  (read at call time: tests lower the limit)
 
     lens = ends - starts
-    if not lens.size or int(lens.min()) == 0 or int(lens.max()) > limits.MAX_RECORD_BYTES:
-        return False
+    if not lens.size or int(lens.max()) > limits.MAX_RECORD_BYTES:
+        return None
+    blank = _blank_lines(work, starts, ends)
+    kept = np.flatnonzero(~blank)
     work[0] = 0x5B  # [
-    work[1 + ends[:-1]] = 0x2C  # each line's newline becomes a comma
+    work[1 + ends[:-1]] = 0x20  # newlines are whitespace ...
+    work[1 + ends[kept[:-1]]] = 0x2C  # ... but the one after each record followed by another record: a comma
     last = 1 + int(ends[-1])
     work[last] = 0x5D  # ]
     try:
         texts, classes = take(many(work.data[:last + 1]))
         out.texts = list(map(str.encode, texts))  # one UTF-8 copy per text (an unpaired surrogate fails here)
     except Exception:  # noqa: BLE001  (msgspec's errors, a surrogate: the line-by-line pass names the line)
-        return False
-    out.arrays = (starts + base, ends + base, np.arange(first, first + lens.size, dtype=np.int64))
+        return None
+    out.arrays = (starts[kept] + base, ends[kept] + base, kept + first)
     if classes is not None:
         out.classes = classes
-    return True
+    return int(lens.size - kept.size)
 
 
 def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -> Scanned:
@@ -181,8 +195,10 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
     blank, line_no = 0, 0
     for work, base, starts, ends in _blocks(container) if container.lines is None else indexed_lines(container):
         got = _Chunk()
-        if _fast(work, base, starts, ends, line_no, many.decode, take, got):
+        blanks = _fast(work, base, starts, ends, line_no, many.decode, take, got)
+        if blanks is not None:
             line_no += starts.size
+            blank += blanks
         else:
             buf = work.data[1:]
             for a, b in zip(starts.tolist(), ends.tolist()):
