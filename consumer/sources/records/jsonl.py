@@ -3,10 +3,16 @@
 document. Blank lines (only spaces, tabs, ``\\r``) are skipped and counted. Lines end at 0x0A only (U+2028, U+2029
 and NEL inside strings are text), and a ``\\r`` before the ``\\n`` is JSON whitespace.
 
-Parsing is msgspec's typed decoder (a struct holding only the wanted fields, so other fields are skipped in C:
-measured ~250 MB/s per core, against ~120 MB/s for the standard library's ``json`` and pyarrow's JSON reader on
-one thread; docs/benchmarks.md). The decoded text has no byte range in the container (escapes), so every document is
-written to the decode cache; the record's line is kept as a byte range (the SQL ``json`` column) of the container,
+Parsing is msgspec's typed decoder (a struct holding only the wanted fields, so other fields are skipped in C),
+one call per chunk of lines: the chunk's lines are joined into one JSON array in place (numpy writes the ``[``, the
+commas and the ``]`` over the newlines; blank lines become whitespace) and decoded at once, then the texts are
+encoded to UTF-8: as one string when all are ASCII, else each on its own (no block-wide string of the widest kind).
+Only a chunk holding a bad record (or an over-long line) is read again line by line, to name or skip the record.
+The whole scanner runs at several hundred MB/s per core on records of 200-2000 bytes
+(docs/benchmarks.md, ``python -m benchmarks probe records_index --kind jsonl``).
+
+The decoded text has no byte range in the container (escapes), so every document is written to the decode cache;
+the record's line is kept as a byte range (the SQL ``json`` column) of the container,
 or, in a compressed container (no byte ranges), of the decode cache, where each chunk's lines are written too.
 
 Bad records (invalid JSON, not an object, the field missing or not a string, a UTF-8 BOM, text that is not valid
@@ -135,6 +141,16 @@ class _Chunk:
         self.records: list[int] = []
         self.classes: list[str] = []
         self.arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # starts, ends, records (fast path)
+        self.ascii: list[str] | None = None  # the fast path's texts when all are ASCII (encoded as one string)
+
+    def put(self, sink: DecodeSink) -> tuple[np.ndarray, np.ndarray]:
+        """Write the texts to ``sink`` (one write): their offsets there and their byte lengths."""
+        if self.ascii is None:
+            return sink.put_many(self.texts)
+        lens = np.fromiter(map(len, self.ascii), dtype=np.int64, count=len(self.ascii))  # characters = bytes
+        at = np.zeros(lens.size, dtype=np.int64)
+        np.cumsum(lens[:-1], out=at[1:])
+        return at + sink.put("".join(self.ascii).encode("ascii")), lens
 
     def lines(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Starts, ends and numbers of the documents' lines."""
@@ -174,7 +190,10 @@ def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, fir
     work[last] = 0x5D  # ]
     try:
         texts, classes = take(many(work.data[:last + 1]))
-        out.texts = list(map(str.encode, texts))  # one UTF-8 copy per text (an unpaired surrogate fails here)
+        if all(map(str.isascii, texts)):  # O(1) a text, stops at the first other one
+            out.ascii = texts
+        else:
+            out.texts = list(map(str.encode, texts))  # one UTF-8 copy per text (an unpaired surrogate fails here)
     except Exception:  # noqa: BLE001  (msgspec's errors, a surrogate: the line-by-line pass names the line)
         return None
     out.arrays = (starts[kept] + base, ends[kept] + base, kept + first)
@@ -227,8 +246,8 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
                 got.records.append(line_no - 1)
                 if labels is not None:
                     got.classes.extend(labels)
-        if got.texts:
-            at, n = sink.put_many(got.texts)
+        if got.texts or got.ascii:
+            at, n = got.put(sink)
             offs.append(at)
             lens.append(n)
             line_starts, line_ends, numbers = got.lines()
