@@ -162,9 +162,9 @@ class _Chunk:
 
 def _blank_lines(work: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Which lines of the block are blank (empty, or only spaces, tabs and ``\\r``): the empty ones by their length,
-    the others among the few lines that start with such a byte."""
+    the others among the few lines that do not start with ``{`` (a record with leading whitespace, or a bad one)."""
     blank: np.ndarray = np.asarray(ends == starts)
-    maybe = np.flatnonzero(~blank & np.isin(work[1 + np.minimum(starts, ends - 1)], np.frombuffer(b" \t\r", np.uint8)))
+    maybe = np.flatnonzero(~blank & (work[1 + np.minimum(starts, ends - 1)] != 0x7B))
     for k in maybe.tolist():
         blank[k] = not bytes(work.data[1 + int(starts[k]):1 + int(ends[k])]).strip(_BLANK)
     return blank
@@ -182,10 +182,13 @@ def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, fir
     if not lens.size or int(lens.max()) > limits.MAX_RECORD_BYTES:
         return None
     blank = _blank_lines(work, starts, ends)
-    kept = np.flatnonzero(~blank)
+    kept: Any = np.flatnonzero(~blank) if blank.any() else slice(None)  # the records' lines
     work[0] = 0x5B  # [
-    work[1 + ends[:-1]] = 0x20  # newlines are whitespace ...
-    work[1 + ends[kept[:-1]]] = 0x2C  # ... but the one after each record followed by another record: a comma
+    if isinstance(kept, slice):
+        work[1 + ends[:-1]] = 0x2C  # each newline a comma
+    else:
+        work[1 + ends[:-1]] = 0x20  # newlines are whitespace, but the one after each record followed by another
+        work[1 + ends[kept[:-1]]] = 0x2C  # record: a comma
     last = 1 + int(ends[-1])
     work[last] = 0x5D  # ]
     try:
@@ -196,10 +199,11 @@ def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, fir
             out.texts = list(map(str.encode, texts))  # one UTF-8 copy per text (an unpaired surrogate fails here)
     except Exception:  # noqa: BLE001  (msgspec's errors, a surrogate: the line-by-line pass names the line)
         return None
-    out.arrays = (starts[kept] + base, ends[kept] + base, kept + first)
+    numbers = np.arange(first, first + lens.size, dtype=np.int64)
+    out.arrays = (starts[kept] + base, ends[kept] + base, numbers[kept])
     if classes is not None:
         out.classes = classes
-    return int(lens.size - kept.size)
+    return int(np.count_nonzero(blank))
 
 
 def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -> Scanned:
