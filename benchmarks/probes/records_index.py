@@ -126,7 +126,7 @@ def _jsonl_kind(path: Path, repeat: int) -> dict:
             "scanner_cpu_mb_s": round(mb / cpu["scanner"], 1), "msgspec_alone_cpu_mb_s": round(mb / cpu["parser"], 1),
             "build_to_first_count_mb_s": round(mb / wall["build"], 1),
             "parser": "msgspec.json.Decoder(list[Record]) per 16 MiB block of lines (joined into one JSON array in "
-            "place), one str.encode per text",
+            "place); texts encoded as one string when all ASCII, else one str.encode each",
             "msgspec_version": __import__("msgspec").__version__, "load_average": list(os.getloadavg())}
 
 
