@@ -288,7 +288,7 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
     members = [s.names for s in scans] if options.documents == "tar" else None
     all_paths = RecordPaths((list(paths), doc_container, record, members))  # made when first needed
     doc_paths = all_paths if isinstance(order, slice) else PathList.of(all_paths.take(order))
-    lines = options.documents == "jsonl" and all(s.json_offset is not None for s in scans)  # none compressed
+    lines = options.documents == "jsonl" and all(s.json_offset is not None for s in scans)
     json_off = _cat([s.json_offset for s in scans])[order] if lines else None
     json_len = _cat([s.json_length for s in scans])[order] if lines else None
     records = RecordFiles(source, doc_paths, doc_container[order], _cat([s.offset for s in scans])[order],
