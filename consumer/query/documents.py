@@ -68,7 +68,9 @@ class Relations:
     def views(self, column: Callable[[str], str], table: str) -> list[tuple[str, str]]:
         """``documents`` over the rows, ``files`` over the containers (see the module docstring)."""
         json_col = column("json") if self.json is not None else "NULL::VARCHAR AS json"
-        docs = (f"SELECT file_id AS doc_id, container_id AS file_id, {column('path')}, record, \"offset\", "
+        # the row columns may be int32 (RecordFiles): shown as BIGINT, as in files mode
+        docs = (f"SELECT file_id AS doc_id, container_id::BIGINT AS file_id, {column('path')}, "
+                f"record::BIGINT AS record, \"offset\"::BIGINT AS \"offset\", "
                 f"size AS length, class, class_id, tokens, samples, {column('extension')}, {column('description')}, "
                 f"{column('mime')}, header, {column('sha256')}, {column('entropy')}, {column('printable')}, "
                 f"{column('zeros')}, {column('histogram')}, size, mtime_ns, {json_col} FROM {table}")
@@ -81,6 +83,18 @@ class Relations:
                  f"(SELECT container_id, sum(tokens) AS tokens, sum(samples) AS samples FROM {table} "
                  f"GROUP BY container_id) d ON d.container_id = c.file_id")
         return [("documents", docs), ("files", files)]
+
+
+def _offsets(source: RecordFiles) -> pa.Array:
+    """Each document's offset in its container: its bytes (in place), or its JSON record's line; NULL for Parquet
+    values. The source's own array when one kind covers every document (no copy: 4 or 8 bytes a document less)."""
+    inplace = source.doc_inplace
+    if bool(inplace.all()):
+        return pa.array(source.doc_offset)
+    if source.json_offset is not None and not bool(inplace.any()):
+        return pa.array(source.json_offset)
+    offset = np.where(inplace, source.doc_offset, source.json_offset if source.json_offset is not None else -1)
+    return pa.array(offset, mask=offset < 0)
 
 
 def record_relations(docs: DocumentTable, classes: list[str], class_ids: np.ndarray) -> Relations | None:
@@ -105,10 +119,8 @@ def record_relations(docs: DocumentTable, classes: list[str], class_ids: np.ndar
         "size": pa.array(np.asarray(cont.sizes, dtype=np.int64)),
         "mtime_ns": pa.array(np.asarray(cont.stamps, dtype=np.int64))})
     # offset in the container: the document's bytes, or a JSON record's line; NULL for Parquet values
-    offset = np.where(source.doc_inplace, source.doc_offset,
-                      source.json_offset if source.json_offset is not None else -1)
     columns = {"container_id": pa.array(doc_cont), "record": pa.array(source.record),
-               "offset": pa.array(offset, mask=offset < 0)}
+               "offset": _offsets(source)}
     loader = None
     if source.json_offset is not None:
         def loader() -> dict[str, pa.Array]:

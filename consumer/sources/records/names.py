@@ -56,7 +56,7 @@ def record_paths(containers: Sequence[str], doc_container: np.ndarray, records: 
             parts.append(blob)
             widths.append(np.diff(np.flatnonzero(blob == 0), prepend=-1))
         else:
-            blob, width = _numbered(os.fsencode(name) + b"#", records[lo:hi])
+            blob, width = _numbered(os.fsencode(name) + b"#", records[lo:hi].astype(np.int64))  # int32 is narrow
             parts.append(blob)
             widths.append(width)
     if not parts:

@@ -12,7 +12,21 @@ import numpy as np
 
 from ...errors import FormatError
 
-__all__ = ["Scanned", "DecodeSink", "BadRecords"]
+__all__ = ["Scanned", "DecodeSink", "BadRecords", "narrow", "INT32_MAX"]
+
+INT32_MAX = (1 << 31) - 1
+_NARROWED = ("offset", "length", "record", "json_offset", "json_length")
+
+
+def narrow(a: np.ndarray) -> np.ndarray:
+    """``a`` (integers) as int32 when every value fits (a copy), else as int64: a per-document array of a
+    container costs 4 bytes a document unless its values need more (offsets past 2 GiB, say)."""
+    a = np.asarray(a)
+    if a.dtype == np.int32:
+        return a
+    if a.size == 0 or (int(a.max()) <= INT32_MAX and int(a.min()) >= -INT32_MAX - 1):
+        return a.astype(np.int32)
+    return a.astype(np.int64, copy=False)
 
 
 class DecodeSink:
@@ -81,7 +95,8 @@ class Scanned:
     """The documents of one container, in record order: ``offset``/``length`` (bytes; in the container when
     ``inplace``, else in the decode cache), ``record`` (line, row or member number, 0-based), ``names`` (tar member
     names, else None), ``classes`` (class values as str when a class field is read, else None), ``json_offset``/
-    ``json_length`` (jsonl: the record's line in the container), and counts for ``build_info``."""
+    ``json_length`` (jsonl: the record's line in the container), and counts for ``build_info``. The integer
+    arrays are int32 where their values fit, else int64 (:func:`narrow`, applied on construction)."""
 
     offset: np.ndarray
     length: np.ndarray
@@ -92,6 +107,12 @@ class Scanned:
     json_offset: np.ndarray | None = None
     json_length: np.ndarray | None = None
     counts: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in _NARROWED:  # int32 where the values fit, else int64 (:func:`narrow`)
+            a = getattr(self, name)
+            if a is not None:
+                setattr(self, name, narrow(a))
 
     def __len__(self) -> int:
         return int(self.offset.size)
