@@ -97,6 +97,20 @@ def _offsets(source: RecordFiles) -> pa.Array:
     return pa.array(offset, mask=offset < 0)
 
 
+def _mixed(doc_cont: np.ndarray, doc_class: np.ndarray, cls_codes: np.ndarray) -> np.ndarray:
+    """The containers whose documents are in several classes (``class_field``): they have no class. When each
+    container's documents are together (classes from folders) by neighbours compared (a byte a document), else
+    each document against its container's first."""
+    mixed = np.zeros(cls_codes.size, dtype=bool)
+    if doc_cont.size > 1 and bool(np.all(doc_cont[1:] >= doc_cont[:-1])):
+        split = doc_class[1:] != doc_class[:-1]
+        split &= doc_cont[1:] == doc_cont[:-1]
+        mixed[doc_cont[1:][split]] = True
+    else:
+        np.logical_or.at(mixed, doc_cont, doc_class != cls_codes[doc_cont])
+    return mixed
+
+
 def record_relations(docs: DocumentTable, classes: list[str], class_ids: np.ndarray) -> Relations | None:
     """The :class:`Relations` of a dataset of records (None for files: :func:`files_mode_views` then)."""
     source: Any = docs.source
@@ -108,9 +122,7 @@ def record_relations(docs: DocumentTable, classes: list[str], class_ids: np.ndar
     first = np.full(n, -1, dtype=np.int64)
     first[doc_cont[::-1]] = np.arange(doc_cont.size - 1, -1, -1)  # a document of each container (-1: none)
     cls_codes = np.where(first >= 0, docs.doc_class[np.maximum(first, 0)], 0)
-    mixed = np.zeros(n, dtype=bool)  # documents in several classes (class_field): no class of the container
-    np.logical_or.at(mixed, doc_cont, docs.doc_class != cls_codes[doc_cont])
-    none = mixed | (first < 0)
+    none = _mixed(doc_cont, docs.doc_class, cls_codes) | (first < 0)
     codes = pa.array(cls_codes.astype(np.int32), mask=none)
     containers = pa.table({
         "file_id": pa.array(np.arange(n, dtype=np.int64)), "path": path_array(cont.paths),

@@ -11,8 +11,8 @@ pickle, no zip), ``decoded.bin`` (documents with no byte range in the container,
 scans are done, one durability barrier puts all their files on stable storage (:func:`durable`: one ``syncfs`` of
 the cache's file system, or an fsync of each file when they are few), and only then is each directory renamed into
 place. So a published entry is complete after a crash at any point; a crash before the renames leaves only
-temporary directories, which are never read (:func:`sweep` removes them a day later). A failed scan (a bad record) leaves
-nothing behind. An entry whose files do not match its ``meta.json`` (sizes, layout) is never served: it reads as
+temporary directories, which are never read (:func:`sweep` removes them a day later). A failed scan (a bad record)
+leaves nothing behind. An entry whose files do not match its ``meta.json`` (sizes, layout) is never served: it reads as
 missing and the container is scanned again."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 
@@ -70,19 +71,19 @@ def _strings(ends: np.ndarray, blob: np.ndarray) -> list[str]:
     return [data[a:b].decode("utf-8", "surrogateescape") for a, b in zip(starts, ends.tolist())]
 
 
-def _write_index(path: str, scanned: Scanned) -> dict[str, list]:
+def _write_index(path: str, scanned: Scanned) -> dict[str, list[Any]]:
     """Write the arrays of ``scanned`` to ``path`` back to back; their layout ``{name: [dtype, count, offset]}``."""
     arrays = {k: getattr(scanned, k) for k in _ARRAYS if getattr(scanned, k) is not None}
     for k in _TEXTS:
         if getattr(scanned, k) is not None:
             arrays[f"{k}_ends"], arrays[f"{k}_blob"] = _texts(getattr(scanned, k))
-    layout: dict[str, list] = {}
+    layout: dict[str, list[Any]] = {}
     at = 0
     with open(path, "wb") as f:
         for k, a in arrays.items():
             a = np.ascontiguousarray(a)
             layout[k] = [a.dtype.str, int(a.size), at]
-            f.write(memoryview(a).cast("B"))
+            f.write(a.view(np.uint8))  # type: ignore[arg-type]  (an array is a buffer: no copy)
             at += a.nbytes
     return layout
 
@@ -103,7 +104,7 @@ def load_stash(root: str, key: str) -> tuple[Scanned, str] | None:
             for k, (dtype, count, at) in meta["layout"].items():  # each array read into its own buffer
                 a = np.empty(int(count), dtype=np.dtype(dtype))
                 f.seek(int(at))
-                if f.readinto(memoryview(a).cast("B")) != a.nbytes:
+                if f.readinto(a.view(np.uint8)) != a.nbytes:  # type: ignore[arg-type]
                     return None
                 arrays[k] = a
     except (OSError, ValueError, KeyError, TypeError):
@@ -166,6 +167,26 @@ def sweep(folder: str, older_than: float = _STALE_SECONDS) -> int:
     return gone
 
 
+def _rename(tmp: str, final: str, root: str) -> None:
+    """Publish ``tmp`` as ``final``. An entry already there is kept when it loads (another process published the
+    same key meanwhile), else (damaged) moved aside and replaced."""
+    try:
+        os.rename(tmp, final)
+        return
+    except OSError:
+        pass
+    if load_stash(root, os.path.basename(final)) is None:
+        aside = f"{final}.{secrets.token_hex(6)}.tmp"
+        try:
+            os.rename(final, aside)
+            shutil.rmtree(aside, ignore_errors=True)
+            os.rename(tmp, final)
+            return
+        except OSError:
+            pass
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 class StashBatch:
     """The entries one build writes (:meth:`scan`), published together by :meth:`publish`: one durability barrier
     for all their files, then a rename of each into place (see the module docstring). As a context manager it
@@ -209,7 +230,8 @@ class StashBatch:
 
     def publish(self) -> None:
         """Make the pending entries durable (one barrier), then rename each into place; an entry another process
-        published first is kept (ours is dropped). Nothing pending is left behind when this raises."""
+        published first is kept (ours is dropped), a damaged one replaced. Nothing pending is left behind when this
+        raises."""
         pending, self._pending = self._pending, []
         if not pending:
             return
@@ -220,9 +242,6 @@ class StashBatch:
                 shutil.rmtree(tmp, ignore_errors=True)
             raise
         for tmp, final, _ in pending:
-            try:
-                os.rename(tmp, final)
-            except OSError:  # published by another process meanwhile: keep theirs
-                shutil.rmtree(tmp, ignore_errors=True)
+            _rename(tmp, final, self.root)
         for folder in sorted({os.path.dirname(final) for _, final, _ in pending}):
             sweep(folder)  # what crashed builds left in the folders written
