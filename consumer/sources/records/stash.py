@@ -83,7 +83,7 @@ def _write_index(path: str, scanned: Scanned) -> dict[str, list[Any]]:
         for k, a in arrays.items():
             a = np.ascontiguousarray(a)
             layout[k] = [a.dtype.str, int(a.size), at]
-            f.write(a.view(np.uint8))  # type: ignore[arg-type]  (an array is a buffer: no copy)
+            f.write(a.view(np.uint8))  # type: ignore[arg-type]  # an array is a buffer: no copy
             at += a.nbytes
     return layout
 
