@@ -25,7 +25,7 @@ import numpy as np
 from ...errors import MissingDependencyError
 from .container import SCAN_CHUNK, Container, append_piece, indexed_lines
 from .options import RecordOptions
-from .scanned import BadRecords, DecodeSink, Scanned
+from .scanned import INT32_MAX, BadRecords, DecodeSink, Scanned
 
 __all__ = ["scan_jsonl", "record_decoder"]
 
@@ -195,7 +195,15 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
     one, many, take = record_decoder(options)
     decode, errors = one.decode, (msgspec.DecodeError, msgspec.ValidationError)
     bad = BadRecords(container.path, options.on_bad_record == "skip")
-    offs, lens, recs, jo, jl, classes = [], [], [], [], [], []
+    offs: list[np.ndarray] = []
+    lens: list[np.ndarray] = []
+    recs: list[np.ndarray] = []
+    jo: list[np.ndarray] = []
+    jl: list[np.ndarray] = []
+    classes: list[str] = []
+    # every offset, length and line number of a file under 2 GiB fits int32 (a decoded text is never longer than
+    # its JSON); a decompressed stream's size is not known: int64
+    kind = np.int32 if not container.compressed and container.size <= INT32_MAX else np.int64
     blank, line_no = 0, 0
     for work, base, starts, ends in _blocks(container) if container.lines is None else indexed_lines(container):
         got = _Chunk()
@@ -231,15 +239,15 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
                     got.classes.extend(labels)
         if got.texts or got.blob is not None:
             at, n = got.put(sink)
-            offs.append(at)
-            lens.append(n)
             line_starts, line_ends, numbers = got.lines()
-            recs.append(numbers)
-            jo.append(line_starts)
-            jl.append(line_ends - line_starts)
+            for parts, a in ((offs, at), (lens, n), (recs, numbers), (jo, line_starts), (jl, line_ends - line_starts)):
+                parts.append(a.astype(kind, copy=False))  # 4 bytes a record while the container is scanned
             classes.extend(got.classes)
+
     def cat(xs: list[np.ndarray]) -> np.ndarray:
-        return np.concatenate(xs) if xs else np.zeros(0, np.int64)
+        got = np.concatenate(xs) if xs else np.zeros(0, kind)
+        xs.clear()  # the chunks' parts go as soon as they are joined
+        return got
 
     offset = cat(offs)
     lines = not container.compressed  # a compressed file's lines have no byte range in it (no json column)
