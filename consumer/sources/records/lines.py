@@ -8,6 +8,8 @@ line, memory bounded by one chunk): only 0x0A ends a line. A line over :data:`MA
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .container import Container, indexed_lines
@@ -26,7 +28,7 @@ def _boundaries(container: Container, sink: DecodeSink | None) -> tuple[np.ndarr
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate([a for a, _ in spans]), np.concatenate([b for _, b in spans])
     # positions as int32 when the file is under 2 GiB (a decompressed stream's size is not known: int64)
-    kind = np.int32 if not container.compressed and container.size <= INT32_MAX else np.int64
+    kind: Any = np.int32 if not container.compressed and container.size <= INT32_MAX else np.int64
     starts, ends = [], []
     line_start, pos = 0, 0
     for piece in container.chunks():
