@@ -224,6 +224,16 @@ def _cat(parts: list[np.ndarray | None], dtype: Any = np.int32) -> np.ndarray:
     return got[0] if len(got) == 1 else np.concatenate(got)
 
 
+def _field_classes(scans: list[Scanned]) -> tuple[list[str], np.ndarray]:
+    """The class values of every container (``class_field``), sorted, and each document's class index into them
+    (int32): the containers' codes mapped through their distinct values, no string per document."""
+    names = sorted({v for s in scans for v in (s.class_names or [])})
+    where = {v: k for k, v in enumerate(names)}
+    parts = [np.array([where[v] for v in s.class_names or []], dtype=np.int32)[s.class_codes]
+             for s in scans if s.class_codes is not None and s.class_codes.size]
+    return names, np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
+
+
 def _corpus(names: list[str], paths: PathList, doc_class: np.ndarray, form: str) -> Corpus:
     """The corpus of the documents (``doc_class`` non-decreasing: one slice of ``paths`` per class)."""
     bounds = np.searchsorted(doc_class, np.arange(len(names) + 1))
@@ -296,9 +306,7 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
     doc_container = np.repeat(np.arange(len(scans), dtype=np.int32 if len(scans) <= INT32_MAX else np.int64), counts)
     record = _cat([s.record for s in scans])
     if options.class_field:
-        values = np.array([v for s in scans for v in (s.classes or [])], dtype=str)
-        names_arr, doc_class = np.unique(values, return_inverse=True)
-        names = names_arr.tolist()
+        names, doc_class = _field_classes(scans)
     else:
         of_container = np.asarray(cls_list, dtype=np.int64)  # one class per container: found per container
         kept = np.unique(of_container[np.asarray(counts, dtype=np.int64) > 0])

@@ -18,7 +18,7 @@ import pytest
 from consumer import Consumer
 from consumer.errors import FormatError
 from consumer.sources.records import RecordOptions
-from consumer.sources.records.scanned import INT32_MAX, DecodeSink, Scanned, narrow
+from consumer.sources.records.scanned import INT32_MAX, ClassTable, DecodeSink, Scanned, narrow
 from consumer.sources.records.stash import StashBatch, durable, load_stash, stash_key, sweep
 
 from .writers import write_jsonl, write_lines
@@ -187,3 +187,30 @@ def test_a_damaged_entry_is_scanned_again(tmp_path, damage):
     assert [ds.decode(ds.document_tokens(i)) for i in range(3)] == [b"one", b"two", b"three"]
     assert load_stash(str(cache), entry.name) is not None and not _temporaries(cache)  # replaced in place
     assert Consumer(str(p), documents="jsonl", cache_dir=cache).build_info["records"]["reused"] == 1
+
+
+def test_class_values_kept_as_codes():
+    table = ClassTable()
+    assert table.add(["b", "a", "b"]).tolist() == [0, 1, 0]
+    assert table.add(["c", "a", "\ud800x"]).tolist() == [2, 1, 3]  # a lone surrogate: the fallback path
+    assert table.names == ["b", "a", "c", "\ud800x"] and table.add([]).dtype == np.int32
+    scanned = Scanned(offset=np.arange(3), length=np.ones(3), record=np.arange(3), inplace=np.zeros(3, bool),
+                      classes=["x", "y", "x"])
+    assert scanned.classes is None and scanned.class_names == ["x", "y"]
+    assert scanned.class_codes.tolist() == [0, 1, 0] and scanned.class_codes.dtype == np.int32
+
+
+def test_class_field_through_the_cache(tmp_path):
+    a = write_jsonl(tmp_path / "a.jsonl", ["one", "two", "three"], extra={"lang": "fr"})
+    b = tmp_path / "b.jsonl"
+    b.write_text('{"text": "four", "lang": "en"}\n{"text": "five", "lang": 7}\n{"text": "six", "lang": true}\n')
+    cache = tmp_path / "c"
+    query = "SELECT class, class_id, path FROM documents ORDER BY doc_id"
+    first = Consumer([str(a), str(b)], documents="jsonl", class_field="lang", cache_dir=cache)
+    again = Consumer([str(a), str(b)], documents="jsonl", class_field="lang", cache_dir=cache)
+    assert again.build_info["records"]["reused"] == 2
+    assert first.classes == again.classes == ["7", "en", "fr", "true"]
+    assert first.sql(query) == again.sql(query)
+    assert [r[0] for r in again.sql(query)] == ["7", "en", "fr", "fr", "fr", "true"]
+    assert [again.decode(again.document_tokens(i)) for i in range(6)] == [b"five", b"four", b"one", b"two",
+                                                                           b"three", b"six"]

@@ -25,7 +25,7 @@ import numpy as np
 from ...errors import MissingDependencyError
 from .container import SCAN_CHUNK, Container, append_piece, indexed_lines
 from .options import RecordOptions
-from .scanned import INT32_MAX, BadRecords, DecodeSink, Scanned
+from .scanned import INT32_MAX, BadRecords, ClassTable, DecodeSink, Scanned
 
 __all__ = ["scan_jsonl", "record_decoder"]
 
@@ -200,7 +200,7 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
     recs: list[np.ndarray] = []
     jo: list[np.ndarray] = []
     jl: list[np.ndarray] = []
-    classes: list[str] = []
+    table, codes = ClassTable(), []  # class values as int32 codes, a chunk at a time
     # every offset, length and line number of a file under 2 GiB fits int32 (a decoded text is never longer than
     # its JSON); a decompressed stream's size is not known: int64
     kind = np.int32 if not container.compressed and container.size <= INT32_MAX else np.int64
@@ -242,7 +242,8 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
             line_starts, line_ends, numbers = got.lines()
             for parts, a in ((offs, at), (lens, n), (recs, numbers), (jo, line_starts), (jl, line_ends - line_starts)):
                 parts.append(a.astype(kind, copy=False))  # 4 bytes a record while the container is scanned
-            classes.extend(got.classes)
+            if options.class_field:
+                codes.append(table.add(got.classes))
 
     def cat(xs: list[np.ndarray]) -> np.ndarray:
         got = np.concatenate(xs) if xs else np.zeros(0, kind)
@@ -252,7 +253,10 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
     offset = cat(offs)
     lines = not container.compressed  # a compressed file's lines have no byte range in it (no json column)
     return Scanned(offset=offset, length=cat(lens), record=cat(recs), inplace=np.zeros(offset.size, dtype=bool),
-                   classes=classes if options.class_field else None, json_offset=cat(jo) if lines else None,
+                   class_names=table.names if options.class_field else None,
+                   class_codes=(np.concatenate(codes) if codes else np.zeros(0, np.int32)) if options.class_field
+                   else None,
+                   json_offset=cat(jo) if lines else None,
                    json_length=cat(jl) if lines else None,
                    counts={"blank_lines": blank, "skipped_records": bad.skipped,
                            "raw_index": int(container.lines is not None)})

@@ -36,9 +36,9 @@ from .scanned import DecodeSink, Scanned
 
 __all__ = ["STASH_VERSION", "FEW_FILES", "StashBatch", "durable", "load_stash", "stash_key", "sweep"]
 
-STASH_VERSION = 2  # 2: index.bin (raw arrays, int32 where they fit) instead of index.npz
-_ARRAYS = ("offset", "length", "record", "inplace", "json_offset", "json_length")
-_TEXTS = ("names", "classes")  # lists of str, stored as (ends, utf-8 blob)
+STASH_VERSION = 2  # 2: index.bin (raw arrays, int32 where they fit; classes as codes) instead of index.npz
+_ARRAYS = ("offset", "length", "record", "inplace", "json_offset", "json_length", "class_codes")
+_TEXTS = ("names", "class_names")  # lists of str, stored as (ends, utf-8 blob)
 FEW_FILES = 8
 """Up to this many files, the durability barrier fsyncs each; beyond, one ``syncfs`` (where there is one)."""
 _STALE_SECONDS = 24 * 3600  # a temporary directory this old is left from a crash: removed by sweep()
@@ -115,9 +115,9 @@ def load_stash(root: str, key: str) -> tuple[Scanned, str] | None:
     texts = {k: _strings(arrays[f"{k}_ends"], arrays[f"{k}_blob"]) if f"{k}_ends" in arrays else None
              for k in _TEXTS}
     scanned = Scanned(offset=arrays["offset"], length=arrays["length"], record=arrays["record"],
-                      inplace=arrays["inplace"], names=texts["names"], classes=texts["classes"],
-                      json_offset=arrays.get("json_offset"), json_length=arrays.get("json_length"),
-                      counts=meta["counts"])
+                      inplace=arrays["inplace"], names=texts["names"], json_offset=arrays.get("json_offset"),
+                      json_length=arrays.get("json_length"), counts=meta["counts"],
+                      class_names=texts["class_names"], class_codes=arrays.get("class_codes"))
     return scanned, decoded
 
 
