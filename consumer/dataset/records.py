@@ -316,8 +316,9 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
     # class, then container, then record; already so with classes from folders (no permutation, no copies)
     order: Any = slice(None) if bool(np.all(doc_class[1:] >= doc_class[:-1])) else np.argsort(doc_class, kind="stable")
     members = [s.names for s in scans] if options.documents == "tar" else None
-    all_paths = RecordPaths((list(paths), doc_container, record, members))  # made when first needed
-    doc_paths = all_paths if isinstance(order, slice) else PathList.of(all_paths.take(order))
+    args = (list(paths), doc_container, record, members)
+    # made when first needed (in class order too: no path is made to count or fetch documents)
+    doc_paths: PathList = RecordPaths(args) if isinstance(order, slice) else RecordPaths((*args, order))
     lines = options.documents == "jsonl" and all(s.json_offset is not None for s in scans)  # none compressed
     json_off = _cat([s.json_offset for s in scans])[order] if lines else None
     json_len = _cat([s.json_length for s in scans])[order] if lines else None
