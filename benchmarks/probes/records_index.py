@@ -7,8 +7,9 @@
   standard library's ``json``, msgspec's typed decoder line by line, pyarrow's JSON reader on one thread), for our
   scanner (msgspec on a chunk of lines at a time) and for the whole build to the first ``count(*)``;
 - ``memory``: peak RSS of a fresh child process that builds a dataset of ``--memory-docs`` lines (and one of as
-  many JSON records) into an empty cache directory, runs the first ``SELECT count(*) FROM documents`` and one
-  ``ds.fetch``: measured, not extrapolated. ``baseline_mib`` is the child's peak after doing the same with a
+  many JSON records, also with ``class_field="lang"``: two classes interleaved, so the documents are reordered)
+  into an empty cache directory, runs the first ``SELECT count(*) FROM documents`` and one ``ds.fetch``: measured,
+  not extrapolated. ``baseline_mib`` is the child's peak after doing the same with a
   two-document file first (the fixed cost: imports, torch for the fetch's tensors, DuckDB's first statement);
   ``bytes_per_doc`` what the documents add above it; ``peak_mib`` the whole process (the target: under 2 GiB at
   10^7 documents).
@@ -137,11 +138,12 @@ _CHILD = """
 import json, sys
 from consumer import Consumer
 from benchmarks.measure import peak_rss_mb
-tiny = Consumer(sys.argv[4], documents=sys.argv[2], cache_dir=False, seqlen=256)  # the fixed cost: imports (torch
+extra = {"class_field": sys.argv[5]} if sys.argv[5] else {}
+tiny = Consumer(sys.argv[4], documents=sys.argv[2], cache_dir=False, seqlen=256, **extra)  # fixed cost: imports (torch
 tiny.sql("SELECT count(*) FROM documents")  # for ds.fetch's tensors), DuckDB's first statement
 tiny.fetch([0])
 base = peak_rss_mb()
-ds = Consumer(sys.argv[1], documents=sys.argv[2], cache_dir=sys.argv[3], seqlen=256)
+ds = Consumer(sys.argv[1], documents=sys.argv[2], cache_dir=sys.argv[3], seqlen=256, **extra)
 built = peak_rss_mb()
 ds.sql("SELECT count(*) FROM documents")
 counted = peak_rss_mb()
@@ -150,13 +152,13 @@ print(json.dumps([base, built, counted, peak_rss_mb(), len(ds.files)]))
 """
 
 
-def _rss(path: Path, kind: str, cache: Path) -> dict:
+def _rss(path: Path, kind: str, cache: Path, class_field: str = "") -> dict:
     """Peak RSS (MiB) of a fresh process building ``path`` into the empty ``cache`` through the first count and one
     fetch (see the module docstring)."""
     tiny = cache.parent / f"tiny-{path.name}"
-    tiny.write_bytes(b'{"text": "a"}\n{"text": "b"}\n' if kind == "jsonl" else b"a\nb\n")
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(path), kind, str(cache), str(tiny)], capture_output=True,
-                         text=True, check=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    tiny.write_bytes(b'{"text": "a", "lang": "en"}\n{"text": "b", "lang": "fr"}\n' if kind == "jsonl" else b"a\nb\n")
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(path), kind, str(cache), str(tiny), class_field],
+                         capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
     base, built, counted, peak, n = json.loads(out.stdout.strip().splitlines()[-1])
     return {"docs": int(n), "baseline_mib": round(base), "after_build_mib": round(built),
             "after_count_mib": round(counted), "peak_mib": round(peak),
@@ -220,6 +222,7 @@ def run(args: argparse.Namespace) -> dict:
             out["memory_docs"] = n
             out["rss_lines"] = _rss(lines, "lines", tmp / "rss-lines")
             out["rss_jsonl"] = _rss(jsonl, "jsonl", tmp / "rss-jsonl")
+            out["rss_jsonl_class_field"] = _rss(jsonl, "jsonl", tmp / "rss-jsonl-class", "lang")
         return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
