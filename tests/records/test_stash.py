@@ -164,11 +164,12 @@ def test_many_entries_one_syncfs(tmp_path):
     durable(files, str(cache), few=len(files))
 
 
-@pytest.mark.parametrize("damage", ["truncate index", "grow decoded", "bad meta", "layout past the end"])
+@pytest.mark.parametrize("damage", ["truncate index", "grow decoded", "bad meta", "layout past the end",
+                                    "not integers", "class code out of range"])
 def test_a_damaged_entry_is_scanned_again(tmp_path, damage):
-    p = write_jsonl(tmp_path / "c.jsonl", ["one", "two", "three"])
+    p = write_jsonl(tmp_path / "c.jsonl", ["one", "two", "three"], extra={"lang": "en"})
     cache = tmp_path / "c"
-    Consumer(str(p), documents="jsonl", cache_dir=cache)
+    Consumer(str(p), documents="jsonl", class_field="lang", cache_dir=cache)
     (entry,) = _entries(cache)
     index, decoded, meta = entry / "index.bin", entry / "decoded.bin", entry / "meta.json"
     if damage == "truncate index":
@@ -179,14 +180,23 @@ def test_a_damaged_entry_is_scanned_again(tmp_path, damage):
         meta.write_text("{")
     else:
         m = json.loads(meta.read_text())
-        m["layout"]["offset"][2] = m["index_bytes"] - 1
+        if damage == "layout past the end":
+            m["layout"]["offset"][2] = m["index_bytes"] - 1
+        elif damage == "not integers":
+            m["layout"]["offset"][0] = "<f4"
+        else:
+            dtype, _, at = m["layout"]["class_codes"]
+            data = bytearray(index.read_bytes())
+            data[at:at + np.dtype(dtype).itemsize] = np.array([7], dtype=dtype).tobytes()
+            index.write_bytes(bytes(data))
         meta.write_text(json.dumps(m))
     assert load_stash(str(cache), entry.name) is None
-    ds = Consumer(str(p), documents="jsonl", cache_dir=cache)
-    assert ds.build_info["records"]["reused"] == 0
+    ds = Consumer(str(p), documents="jsonl", class_field="lang", cache_dir=cache)
+    assert ds.build_info["records"]["reused"] == 0 and ds.classes == ["en"]
     assert [ds.decode(ds.document_tokens(i)) for i in range(3)] == [b"one", b"two", b"three"]
     assert load_stash(str(cache), entry.name) is not None and not _temporaries(cache)  # replaced in place
-    assert Consumer(str(p), documents="jsonl", cache_dir=cache).build_info["records"]["reused"] == 1
+    again = Consumer(str(p), documents="jsonl", class_field="lang", cache_dir=cache)
+    assert again.build_info["records"]["reused"] == 1
 
 
 def test_class_values_kept_as_codes():

@@ -102,6 +102,8 @@ def load_stash(root: str, key: str) -> tuple[Scanned, str] | None:
             if os.fstat(f.fileno()).st_size != meta["index_bytes"]:
                 return None
             for k, (dtype, count, at) in meta["layout"].items():  # each array read into its own buffer
+                if np.dtype(dtype).kind not in "biu":  # integers and booleans only
+                    return None
                 a = np.empty(int(count), dtype=np.dtype(dtype))
                 f.seek(int(at))
                 if f.readinto(a.view(np.uint8)) != a.nbytes:  # type: ignore[arg-type]
@@ -110,10 +112,15 @@ def load_stash(root: str, key: str) -> tuple[Scanned, str] | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     n = meta["documents"]
-    if not all(k in arrays and arrays[k].size == n for k in ("offset", "length", "record", "inplace")):
+    if not all(k in arrays and arrays[k].size == n for k in ("offset", "length", "record", "inplace")) or \
+            not all(arrays[k].size == n for k in ("json_offset", "json_length", "class_codes") if k in arrays):
         return None
     texts = {k: _strings(arrays[f"{k}_ends"], arrays[f"{k}_blob"]) if f"{k}_ends" in arrays else None
              for k in _TEXTS}
+    codes = arrays.get("class_codes")
+    if codes is not None and codes.size and (texts["class_names"] is None or
+                                             not 0 <= int(codes.min()) <= int(codes.max()) < len(texts["class_names"])):
+        return None
     scanned = Scanned(offset=arrays["offset"], length=arrays["length"], record=arrays["record"],
                       inplace=arrays["inplace"], names=texts["names"], json_offset=arrays.get("json_offset"),
                       json_length=arrays.get("json_length"), counts=meta["counts"],
