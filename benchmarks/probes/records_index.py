@@ -6,8 +6,16 @@
 - ``jsonl``: parse rate of the records (MB/s of JSONL, one core) for the parsers measured as candidates (the
   standard library's ``json``, msgspec's typed decoder line by line, pyarrow's JSON reader on one thread), for our
   scanner (msgspec on a chunk of lines at a time) and for the whole build to the first ``count(*)``;
-- ``memory``: peak RSS of a process that builds a dataset of ``--docs`` lines and of ``--docs`` JSON records
-  (measured in a child process each; the 10^7 figure is extrapolated linearly above the interpreter's baseline).
+- ``memory``: peak RSS of a fresh child process that builds a dataset of ``--memory-docs`` lines (and one of as
+  many JSON records, also with ``class_field="lang"``: two classes interleaved, so the documents are reordered)
+  into an empty cache directory, runs the first ``SELECT count(*) FROM documents`` and one ``ds.fetch``: measured,
+  not extrapolated. ``baseline_mib`` is the child's peak after doing the same with a
+  two-document file first (the fixed cost: imports, torch for the fetch's tensors, DuckDB's first statement);
+  ``bytes_per_doc`` what the documents add above it; ``peak_mib`` the whole process (the target: under 2 GiB at
+  10^7 documents).
+
+``--parts`` picks what runs (``ratio,jsonl,memory``); ``--memory-docs 10000000 --parts memory`` gives the 10^7
+figure alone.
 
 ``--kind jsonl`` measures only the JSONL scanner, on ``--docs`` realistic records (texts of 200-2000 bytes; one in
 20 holds an escape, ``\n``, ``\"``, ``\\`` or ``\t``, one in 20 non-ASCII text, U+2028 included): MB/s of the whole
@@ -44,22 +52,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed repetitions (best of)")
     parser.add_argument("--kind", choices=("all", "jsonl"), default="all",
                         help="all: every measure above; jsonl: the JSONL scanner against msgspec alone")
+    parser.add_argument("--memory-docs", type=int, default=None,
+                        help="documents of the peak-RSS measurement (default: --docs)")
+    parser.add_argument("--parts", default="ratio,jsonl,memory",
+                        help="comma-separated parts to run: ratio (lines build vs read+scan), jsonl (parse rates), "
+                             "memory (peak RSS)")
+
+
+_BLOCK = 1_000_000  # lines generated at a time (the writer's memory stays bounded at 10^7 lines)
 
 
 def _write_lines(path: Path, n: int) -> None:
+    """``n`` lines of 20..139 random letters, spaces and punctuation (a block of lines at a time)."""
     rng = np.random.default_rng(0)
-    lengths = rng.integers(20, 140, size=n)
     alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz     ,.", dtype=np.uint8)
-    body = alphabet[rng.integers(0, alphabet.size, size=int(lengths.sum()) + n)]
-    ends = np.cumsum(lengths + 1) - 1
-    body[ends] = 10
-    path.write_bytes(body[:int(ends[-1]) + 1].tobytes())
+    with open(path, "wb") as f:
+        for lo in range(0, n, _BLOCK):
+            lengths = rng.integers(20, 140, size=min(_BLOCK, n - lo))
+            body = alphabet[rng.integers(0, alphabet.size, size=int(lengths.sum()) + lengths.size).astype(np.uint8)]
+            body[np.cumsum(lengths + 1) - 1] = 10
+            f.write(body.tobytes())
 
 
 def _write_jsonl(path: Path, lines: Path) -> None:
-    with open(lines, "rb") as f, open(path, "w", encoding="utf-8") as out:
-        for i, line in enumerate(f):
-            out.write(json.dumps({"id": i, "text": line[:-1].decode(), "lang": "en" if i % 3 else "fr"}) + "\n")
+    """A JSON record per line of ``lines`` (``id``, ``text``: the line, ``lang``), as ``json.dumps`` writes them
+    (the lines need no escape)."""
+    with open(lines, "rb") as f, open(path, "wb") as out:
+        i = 0
+        while block := f.readlines(1 << 24):
+            out.write(b"".join(b'{"id": %d, "text": "%s", "lang": "%s"}\n' % (i + k, line[:-1], b"en" if (i + k) % 3
+                               else b"fr") for k, line in enumerate(block)))
+            i += len(block)
 
 
 def write_realistic_jsonl(path: Path, n: int) -> None:
@@ -194,54 +217,98 @@ def _parsers(path: Path) -> dict:
 
 
 _CHILD = """
-import sys, time
+import json, sys
 from consumer import Consumer
 from benchmarks.measure import peak_rss_mb
+extra = {"class_field": sys.argv[5]} if sys.argv[5] else {}
+tiny = Consumer(sys.argv[4], documents=sys.argv[2], cache_dir=False, seqlen=256, **extra)  # fixed cost: imports (torch
+tiny.sql("SELECT count(*) FROM documents")  # for ds.fetch's tensors), DuckDB's first statement
+tiny.fetch([0])
 base = peak_rss_mb()
-ds = Consumer(sys.argv[1], documents=sys.argv[2], cache_dir=sys.argv[3], seqlen=256)
+ds = Consumer(sys.argv[1], documents=sys.argv[2], cache_dir=sys.argv[3], seqlen=256, **extra)
+built = peak_rss_mb()
 ds.sql("SELECT count(*) FROM documents")
-print(base, peak_rss_mb(), len(ds.files))
+counted = peak_rss_mb()
+ds.fetch([0, len(ds) - 1])
+print(json.dumps([base, built, counted, peak_rss_mb(), len(ds.files)]))
 """
 
 
-def _rss(path: Path, kind: str, cache: Path) -> dict:
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(path), kind, str(cache)], capture_output=True, text=True,
-                         check=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
-    base, peak, n = out.stdout.split()
-    per_doc = (float(peak) - float(base)) * 1e6 / int(n)
-    return {"docs": int(n), "baseline_mb": round(float(base)), "peak_mb": round(float(peak)),
-            "bytes_per_doc": round(per_doc), "extrapolated_1e7_mb": round(float(base) + per_doc * 1e7 / 1e6)}
+def _rss(path: Path, kind: str, cache: Path, class_field: str = "") -> dict:
+    """Peak RSS (MiB) of a fresh process building ``path`` into the empty ``cache`` through the first count and one
+    fetch (see the module docstring)."""
+    tiny = cache.parent / f"tiny-{path.name}"
+    tiny.write_bytes(b'{"text": "a", "lang": "en"}\n{"text": "b", "lang": "fr"}\n' if kind == "jsonl" else b"a\nb\n")
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(path), kind, str(cache), str(tiny), class_field],
+                         capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    base, built, counted, peak, n = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"docs": int(n), "baseline_mib": round(base), "after_build_mib": round(built),
+            "after_count_mib": round(counted), "peak_mib": round(peak),
+            "bytes_per_doc": round((peak - base) * 2**20 / int(n)), "under_2_gib": bool(peak < 2048)}
+
+
+def _ratio(lines: Path, tmp: Path, repeat: int) -> dict:
+    """The lines build from nothing (and reused, and without a cache) against the read + newline scan floor,
+    interleaved: each round times the floor, a build into a fresh cache directory, the build again reusing that
+    index, and a build without a cache. Best of the rounds for each, and each round's own ratio."""
+    _first_count(lines, "lines", None)  # imports and DuckDB's first statement out of the timings
+    rounds = []
+    for k in range(repeat):
+        floor = best_of(lambda: _floor(lines), 1)
+        cold = _first_count(lines, "lines", tmp / f"cache{k}")
+        rounds.append((floor, cold, _first_count(lines, "lines", tmp / f"cache{k}"),
+                       _first_count(lines, "lines", None)))
+        shutil.rmtree(tmp / f"cache{k}", ignore_errors=True)
+    floor, cold, warm, memory_only = (min(r[i] for r in rounds) for i in range(4))
+    return {"lines_file_mb": round(lines.stat().st_size / 1e6, 1), "floor_read_scan_s": round(floor, 4),
+            "lines_first_count_s": round(cold, 4), "lines_ratio_to_floor": round(cold / floor, 2),
+            "lines_in_memory_s": round(memory_only, 4), "lines_in_memory_ratio": round(memory_only / floor, 2),
+            "lines_index_reused_s": round(warm, 4), "lines_reused_ratio": round(warm / floor, 2),
+            "lines_ratio_per_round": [round(r[1] / r[0], 2) for r in rounds]}
+
+
+def _jsonl_rates(jsonl: Path, repeat: int) -> dict:
+    jsonl_build = min(_first_count(jsonl, "jsonl", None) for _ in range(max(1, repeat - 1)))
+    mb = jsonl.stat().st_size / 1e6
+    return {"jsonl_file_mb": round(mb, 1), "jsonl_build_mb_s": round(mb / jsonl_build, 1),
+            "jsonl_scanner_mb_s": round(mb / _scanner(jsonl), 1), "jsonl_parsers_mb_s": _parsers(jsonl)}
+
+
+def _files(tmp: Path, n: int, jsonl: bool) -> tuple[Path, Path]:
+    lines, records = tmp / f"c{n}.txt", tmp / f"c{n}.jsonl"
+    if not lines.exists():
+        _write_lines(lines, n)
+    if jsonl and not records.exists():
+        _write_jsonl(records, lines)
+    return lines, records
 
 
 def run(args: argparse.Namespace) -> dict:
     """Measure (see the module docstring); ratios are taken within this run."""
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    unknown = parts - {"ratio", "jsonl", "memory"}
+    if unknown:
+        raise SystemExit(f"--parts: unknown part(s) {sorted(unknown)}; the parts are ratio, jsonl, memory")
     tmp = Path(tempfile.mkdtemp(prefix="records-probe-"))
+    out: dict = {"docs": args.docs, "load_average": [round(x, 2) for x in os.getloadavg()]}
     try:
         if args.kind == "jsonl":
             write_realistic_jsonl(tmp / "r.jsonl", args.docs)
             return _jsonl_kind(tmp / "r.jsonl", args.repeat)
-        lines = tmp / "c.txt"
-        _write_lines(lines, args.docs)
-        jsonl = tmp / "c.jsonl"
-        _write_jsonl(jsonl, lines)
-        floor = best_of(lambda: _floor(lines), args.repeat)
-        cold = []
-        for k in range(args.repeat):
-            cold.append(_first_count(lines, "lines", tmp / f"cache{k}"))
-        warm = _first_count(lines, "lines", tmp / "cache0")
-        memory_only = min(_first_count(lines, "lines", None) for _ in range(args.repeat))
-        jsonl_build = min(_first_count(jsonl, "jsonl", None) for _ in range(max(1, args.repeat - 1)))
-        mb = jsonl.stat().st_size / 1e6
-        return {
-            "docs": args.docs, "lines_file_mb": round(lines.stat().st_size / 1e6, 1), "jsonl_file_mb": round(mb, 1),
-            "floor_read_scan_s": round(floor, 4),
-            "lines_first_count_s": round(min(cold), 4), "lines_ratio_to_floor": round(min(cold) / floor, 2),
-            "lines_in_memory_s": round(memory_only, 4), "lines_in_memory_ratio": round(memory_only / floor, 2),
-            "lines_index_reused_s": round(warm, 4), "lines_reused_ratio": round(warm / floor, 2),
-            "jsonl_build_mb_s": round(mb / jsonl_build, 1), "jsonl_scanner_mb_s": round(mb / _scanner(jsonl), 1),
-            "jsonl_parsers_mb_s": _parsers(jsonl),
-            "rss_lines": _rss(lines, "lines", tmp / "rss-lines"), "rss_jsonl": _rss(jsonl, "jsonl", tmp / "rss-jsonl"),
-        }
+        if parts & {"ratio", "jsonl"}:
+            lines, jsonl = _files(tmp, args.docs, "jsonl" in parts)
+            if "ratio" in parts:
+                out.update(_ratio(lines, tmp, args.repeat))
+            if "jsonl" in parts:
+                out.update(_jsonl_rates(jsonl, args.repeat))
+        if "memory" in parts:
+            n = args.memory_docs or args.docs
+            lines, jsonl = _files(tmp, n, True)
+            out["memory_docs"] = n
+            out["rss_lines"] = _rss(lines, "lines", tmp / "rss-lines")
+            out["rss_jsonl"] = _rss(jsonl, "jsonl", tmp / "rss-jsonl")
+            out["rss_jsonl_class_field"] = _rss(jsonl, "jsonl", tmp / "rss-jsonl-class", "lang")
+        return out
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -9,6 +9,7 @@ record order (the same rule as files, which are ordered by class, then path).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import os
@@ -36,8 +37,8 @@ from ..sources.records.compressed import compression_of, decompressed_chunks
 from ..sources.records.container import SCAN_CHUNK, Container, StaleRawIndex
 from ..sources.records.names import RecordPaths
 from ..sources.records.remote import object_container
-from ..sources.records.scanned import DecodeSink, Scanned
-from ..sources.records.stash import load_stash, scan_into_stash, stash_key
+from ..sources.records.scanned import INT32_MAX, DecodeSink, Scanned
+from ..sources.records.stash import StashBatch, load_stash, stash_key
 from ..spec import Spec
 from ..storage import Storage
 from ..tokens.documents import DocumentTable, build_documents
@@ -127,30 +128,30 @@ def _fallback(run: Any, container: Container) -> Any:
 def index_containers(source: ByteSource, options: RecordOptions, root: str | None,
                      ) -> tuple[list[Scanned], list[Any], int]:
     """Every container's scan and decode cache (a file path under ``root``, or bytes in memory), and how many came
-    from their persistent entry (unchanged containers are not read again)."""
+    from their persistent entry (unchanged containers are not read again). The new entries are published together
+    when the scans end (one durability barrier: :class:`~consumer.sources.records.stash.StashBatch`)."""
     scan = SCANNERS[options.documents]
     scans: list[Scanned] = []
     decoded: list[Any] = []
     reused = 0
-    for i in range(len(source)):
-        container = _container(source, i, options.documents)
-        if root is None:
-            def in_memory(c: Container) -> tuple[Scanned, Any]:
-                sink = DecodeSink()
-                return scan(c, options, sink), sink.memory()
-            got_scan, got_decoded = _fallback(in_memory, container)
-            scans.append(got_scan)
-            decoded.append(got_decoded)
-            continue
-        ident, etag = _version(source, i)
-        key = stash_key(container.path, container.size, int(source.stamps[i]), ident, options, etag)
-        got = load_stash(root, key)
-        if got is not None:
-            reused += 1
-        else:
-            got = _fallback(lambda c, k=key: scan_into_stash(root, k, partial(scan, c, options)), container)
-        scans.append(got[0])
-        decoded.append(got[1])
+    with contextlib.nullcontext() if root is None else StashBatch(root) as batch:
+        for i in range(len(source)):
+            container = _container(source, i, options.documents)
+            if root is None or batch is None:
+                def in_memory(c: Container) -> tuple[Scanned, Any]:
+                    sink = DecodeSink()
+                    return scan(c, options, sink), sink.memory()
+                got = _fallback(in_memory, container)
+            else:
+                ident, etag = _version(source, i)
+                key = stash_key(container.path, container.size, int(source.stamps[i]), ident, options, etag)
+                got = load_stash(root, key)
+                if got is not None:
+                    reused += 1
+                else:
+                    got = _fallback(lambda c, k=key, b=batch: b.scan(k, partial(scan, c, options)), container)
+            scans.append(got[0])
+            decoded.append(got[1])
     return scans, decoded, reused
 
 
@@ -197,9 +198,23 @@ def index_on(engine: Engine, source: ByteSource, options: RecordOptions, root: s
     return scans, decoded, reused
 
 
-def _cat(parts: list[np.ndarray | None], dtype: Any = np.int64) -> np.ndarray:
+def _cat(parts: list[np.ndarray | None], dtype: Any = np.int32) -> np.ndarray:
+    """The parts one after another, in their common type (int32 when every part is: :func:`narrow`); one part is
+    taken as it is (no copy)."""
     got = [p for p in parts if p is not None]
-    return np.concatenate(got).astype(dtype, copy=False) if got else np.zeros(0, dtype=dtype)
+    if not got:
+        return np.zeros(0, dtype=dtype)
+    return got[0] if len(got) == 1 else np.concatenate(got)
+
+
+def _field_classes(scans: list[Scanned]) -> tuple[list[str], np.ndarray]:
+    """The class values of every container (``class_field``), sorted, and each document's class index into them
+    (int32): the containers' codes mapped through their distinct values, no string per document."""
+    names = sorted({v for s in scans for v in (s.class_names or [])})
+    where = {v: k for k, v in enumerate(names)}
+    parts = [np.array([where[v] for v in s.class_names or []], dtype=np.int32)[s.class_codes]
+             for s in scans if s.class_codes is not None and s.class_codes.size]
+    return names, np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
 
 
 def _corpus(names: list[str], paths: PathList, doc_class: np.ndarray, form: str) -> Corpus:
@@ -271,23 +286,22 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
     records_info = {"containers": len(scans), "reused": reused, "documents": sum(counts), "ignored_files": ignored,
                     **{k: sum(int(s.counts.get(k, 0)) for s in scans)
                        for k in sorted({k for s in scans for k in s.counts})}}
-    doc_container = np.repeat(np.arange(len(scans), dtype=np.int64), counts)
+    doc_container = np.repeat(np.arange(len(scans), dtype=np.int32 if len(scans) <= INT32_MAX else np.int64), counts)
     record = _cat([s.record for s in scans])
     if options.class_field:
-        values = np.array([v for s in scans for v in (s.classes or [])], dtype=str)
-        names_arr, doc_class = np.unique(values, return_inverse=True)
-        names = names_arr.tolist()
+        names, doc_class = _field_classes(scans)
     else:
-        doc_class = np.repeat(np.asarray(cls_list, dtype=np.int64), counts)
-        kept = np.unique(doc_class)
+        of_container = np.asarray(cls_list, dtype=np.int64)  # one class per container: found per container
+        kept = np.unique(of_container[np.asarray(counts, dtype=np.int64) > 0])
         names = [folder_classes[k] for k in kept.tolist()]
-        doc_class = np.searchsorted(kept, doc_class)
-    doc_class = doc_class.astype(np.int64)
+        doc_class = np.repeat(np.searchsorted(kept, of_container).astype(np.int32), counts)
+    doc_class = doc_class.astype(np.int32 if len(names) <= INT32_MAX else np.int64, copy=False)  # 4 B a document
     # class, then container, then record; already so with classes from folders (no permutation, no copies)
     order: Any = slice(None) if bool(np.all(doc_class[1:] >= doc_class[:-1])) else np.argsort(doc_class, kind="stable")
     members = [s.names for s in scans] if options.documents == "tar" else None
-    all_paths = RecordPaths((list(paths), doc_container, record, members))  # made when first needed
-    doc_paths = all_paths if isinstance(order, slice) else PathList.of(all_paths.take(order))
+    args = (list(paths), doc_container, record, members)
+    # made when first needed (in class order too: no path is made to count or fetch documents)
+    doc_paths: PathList = RecordPaths(args) if isinstance(order, slice) else RecordPaths((*args, order))
     lines = options.documents == "jsonl" and all(s.json_offset is not None for s in scans)
     json_off = _cat([s.json_offset for s in scans])[order] if lines else None
     json_len = _cat([s.json_length for s in scans])[order] if lines else None
@@ -300,7 +314,7 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
         records, dedupe = _dedupe(records, names, doc_class, storage, verbose)
         doc_class = doc_class[dedupe.pop("keep")]
         kept = np.unique(doc_class)
-        names, doc_class = [names[k] for k in kept.tolist()], np.searchsorted(kept, doc_class).astype(np.int64)
+        names, doc_class = [names[k] for k in kept.tolist()], np.searchsorted(kept, doc_class).astype(doc_class.dtype)
         doc_paths = records.paths
     del scans  # the per-container arrays: concatenated above, not kept twice at the peak
     if not len(records):

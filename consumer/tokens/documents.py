@@ -68,9 +68,9 @@ class DocumentTable:
 
     vocab: Vocab
     paths: Sequence[str]      # [D] a PathList (any other sequence of str given is packed into one)
-    doc_class: np.ndarray     # [D] class index
+    doc_class: np.ndarray     # [D] class index (int32 from a records build, else int64)
     doc_size: np.ndarray      # [D] bytes
-    doc_header: np.ndarray    # [D] index into headers
+    doc_header: np.ndarray    # [D] index into headers (int32)
     headers: list[str]        # [H] distinct normalised header texts
     header_ptr: np.ndarray    # [H+1]
     header_tok: np.ndarray    # [sum of header lengths]
@@ -141,16 +141,23 @@ class DocumentTable:
         return self.headers[int(self.doc_header[doc])]
 
 
+def _class_codes(doc_class: Any) -> np.ndarray:
+    """``doc_class`` as int32 when given so (a records build: 4 bytes a document), else as int64."""
+    a = np.asarray(doc_class)
+    return a if a.dtype == np.int32 else a.astype(np.int64, copy=False)
+
+
 def build_documents(paths: Sequence[str], doc_class, sizes, header_texts: list[str], vocab: Vocab,
                     with_header: bool, mtimes: np.ndarray | None = None,
                     source: ByteSource | None = None) -> DocumentTable:  # None: the local files named
     """Assemble a :class:`DocumentTable`: tokenise each distinct header once, point files at them."""
     headers = sorted(set(header_texts)) if with_header else [""]
     lookup = {h: i for i, h in enumerate(headers)}
-    doc_header = np.fromiter((lookup[h] for h in header_texts), dtype=np.int64, count=len(header_texts)) \
-        if with_header else np.zeros(len(paths), dtype=np.int64)
+    # int32 (few distinct headers); all zeros without headers: pages never written take no memory
+    doc_header = np.fromiter((lookup[h] for h in header_texts), dtype=np.int32, count=len(header_texts)) \
+        if with_header else np.zeros(len(paths), dtype=np.int32)
     header_ptr, header_tok = tokenise_headers(headers, vocab, with_header)
-    return DocumentTable(vocab=vocab, paths=PathList.of(paths), doc_class=np.asarray(doc_class, dtype=np.int64),
+    return DocumentTable(vocab=vocab, paths=PathList.of(paths), doc_class=_class_codes(doc_class),
                          doc_size=np.asarray(sizes, dtype=np.int64), doc_header=doc_header, headers=headers,
                          header_ptr=header_ptr, header_tok=header_tok, with_header=with_header,
                          doc_mtime=_NO_MTIMES if mtimes is None else np.asarray(mtimes, dtype=np.int64),

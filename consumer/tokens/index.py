@@ -74,9 +74,10 @@ class SampleIndex:
 
     @cached_property
     def _sample_tokens(self) -> np.ndarray:
+        # int32: a sample holds at most seqlen <= MAX_SEQLEN tokens (4 bytes a sample, not 8)
         if not self.seg_len.size:
-            return np.zeros(len(self), dtype=np.int64)
-        return np.add.reduceat(np.asarray(self.seg_len, dtype=np.int64), self.seg_ptr[:-1])
+            return np.zeros(len(self), dtype=np.int32)
+        return np.add.reduceat(np.asarray(self.seg_len, dtype=np.int64), self.seg_ptr[:-1]).astype(np.int32)
 
     @cached_property
     def _one_segment_each(self) -> bool:

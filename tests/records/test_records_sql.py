@@ -72,3 +72,20 @@ def test_documents_equals_files_in_files_mode(corpus_dir):
 def test_internal_tables_stay_sealed(jsonl_ds):
     with pytest.raises(QueryError, match="not allowed"):
         jsonl_ds.sql("SELECT * FROM consumer_containers")
+
+
+def test_container_class_when_its_documents_stay_in_container_order(tmp_path):
+    # class x: a#0; class y: a#1, b#0 -- the documents keep container order, and a holds two classes
+    a = tmp_path / "a.jsonl"
+    a.write_text('{"text": "one", "label": "x"}\n{"text": "two", "label": "y"}\n')
+    b = tmp_path / "b.jsonl"
+    b.write_text('{"text": "three", "label": "y"}\n')
+    ds = Consumer([str(a), str(b)], documents="jsonl", class_field="label", cache_dir=False, seqlen=8)
+    assert ds.sql("SELECT file_id FROM documents ORDER BY doc_id") == [(0,), (0,), (1,)]
+    assert ds.sql("SELECT file_id, class FROM files ORDER BY file_id") == [(0, None), (1, "y")]
+    folders = {"p": [b"1", b"2"], "q": [b"3"]}
+    for name, docs in folders.items():
+        (tmp_path / name).mkdir()
+        write_lines(tmp_path / name / "c.txt", docs)
+    by_folder = Consumer({k: [str(tmp_path / k / "c.txt")] for k in folders}, documents="lines", cache_dir=False)
+    assert by_folder.sql("SELECT class FROM files ORDER BY file_id") == [("p",), ("q",)]

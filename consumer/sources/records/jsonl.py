@@ -32,7 +32,7 @@ import numpy as np
 from ...errors import MissingDependencyError
 from .container import SCAN_CHUNK, Container, append_piece, indexed_lines
 from .options import RecordOptions
-from .scanned import BadRecords, DecodeSink, Scanned
+from .scanned import INT32_MAX, BadRecords, ClassTable, DecodeSink, Scanned
 
 __all__ = ["scan_jsonl", "record_decoder"]
 
@@ -214,7 +214,15 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
     one, many, take = record_decoder(options)
     decode, errors = one.decode, (msgspec.DecodeError, msgspec.ValidationError)
     bad = BadRecords(container.path, options.on_bad_record == "skip")
-    offs, lens, recs, jo, jl, classes = [], [], [], [], [], []
+    offs: list[np.ndarray] = []
+    lens: list[np.ndarray] = []
+    recs: list[np.ndarray] = []
+    jo: list[np.ndarray] = []
+    jl: list[np.ndarray] = []
+    table, codes = ClassTable(), []  # class values as int32 codes, a chunk at a time
+    # every offset, length and line number of a file under 2 GiB fits int32 (a decoded text is never longer than
+    # its JSON); a decompressed stream's size is not known: int64
+    kind = np.int32 if not container.compressed and container.size <= INT32_MAX else np.int64
     blank, line_no = 0, 0
     for work, base, starts, ends in _blocks(container) if container.lines is None else indexed_lines(container):
         got = _Chunk()
@@ -252,22 +260,25 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
                     got.classes.extend(labels)
         if got.texts or got.ascii:
             at, n = got.put(sink)
-            offs.append(at)
-            lens.append(n)
             line_starts, line_ends, numbers = got.lines()
-            recs.append(numbers)
             if container.compressed:  # the block's lines into the decode cache too, in one piece (the json column)
                 lo, hi = int(line_starts[0]) - base, int(line_ends[-1]) - base
                 shift = sink.put(work.data[1 + lo:1 + hi]) - (lo + base)
                 line_starts, line_ends = line_starts + shift, line_ends + shift
-            jo.append(line_starts)
-            jl.append(line_ends - line_starts)
-            classes.extend(got.classes)
+            for parts, a in ((offs, at), (lens, n), (recs, numbers), (jo, line_starts), (jl, line_ends - line_starts)):
+                parts.append(a.astype(kind, copy=False))  # 4 bytes a record while the container is scanned
+            if options.class_field:
+                codes.append(table.add(got.classes))
     def cat(xs: list[np.ndarray]) -> np.ndarray:
-        return np.concatenate(xs) if xs else np.zeros(0, np.int64)
+        got = np.concatenate(xs) if xs else np.zeros(0, kind)
+        xs.clear()  # the chunks' parts go as soon as they are joined
+        return got
 
     offset = cat(offs)
     return Scanned(offset=offset, length=cat(lens), record=cat(recs), inplace=np.zeros(offset.size, dtype=bool),
-                   classes=classes if options.class_field else None, json_offset=cat(jo), json_length=cat(jl),
+                   class_names=table.names if options.class_field else None,
+                   class_codes=(np.concatenate(codes) if codes else np.zeros(0, np.int32)) if options.class_field
+                   else None,
+                   json_offset=cat(jo), json_length=cat(jl),
                    counts={"blank_lines": blank, "skipped_records": bad.skipped,
                            "raw_index": int(container.lines is not None)})

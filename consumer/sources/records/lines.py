@@ -8,11 +8,13 @@ line, memory bounded by one chunk): only 0x0A ends a line. A line over :data:`MA
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .container import Container, indexed_lines
 from .options import RecordOptions
-from .scanned import BadRecords, DecodeSink, Scanned
+from .scanned import INT32_MAX, BadRecords, DecodeSink, Scanned
 
 __all__ = ["scan_lines"]
 
@@ -25,15 +27,17 @@ def _boundaries(container: Container, sink: DecodeSink | None) -> tuple[np.ndarr
         if not spans:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         return np.concatenate([a for a, _ in spans]), np.concatenate([b for _, b in spans])
+    # positions as int32 when the file is under 2 GiB (a decompressed stream's size is not known: int64)
+    kind: Any = np.int32 if not container.compressed and container.size <= INT32_MAX else np.int64
     starts, ends = [], []
     line_start, pos = 0, 0
     for piece in container.chunks():
         if sink is not None:
             sink.put(bytes(piece))
-        nl = np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10).astype(np.int64)
+        nl = np.flatnonzero(np.frombuffer(piece, dtype=np.uint8) == 10).astype(kind)
         if nl.size:
             nl += pos
-            s = np.empty(nl.size, dtype=np.int64)
+            s = np.empty(nl.size, dtype=kind)
             s[0] = line_start
             s[1:] = nl[:-1] + 1
             starts.append(s)
@@ -41,10 +45,10 @@ def _boundaries(container: Container, sink: DecodeSink | None) -> tuple[np.ndarr
             line_start = int(nl[-1]) + 1
         pos += len(piece)
     if line_start < pos:
-        starts.append(np.array([line_start], dtype=np.int64))
-        ends.append(np.array([pos], dtype=np.int64))
+        starts.append(np.array([line_start], dtype=kind))
+        ends.append(np.array([pos], dtype=kind))
     if not starts:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.zeros(0, kind), np.zeros(0, kind)
     return np.concatenate(starts), np.concatenate(ends)
 
 
@@ -55,7 +59,7 @@ def scan_lines(container: Container, options: RecordOptions, sink: DecodeSink) -
     # a line is a byte range of the container, or of its decompressed stream kept in the decode cache
     starts, ends = _boundaries(container, sink if container.compressed else None)
     lengths = ends - starts
-    record = np.arange(starts.size, dtype=np.int64)
+    record = np.arange(starts.size, dtype=starts.dtype)
     keep = lengths > 0
     empty = int(starts.size - np.count_nonzero(keep))
     long = np.flatnonzero(lengths > limits.MAX_RECORD_BYTES)
@@ -64,8 +68,10 @@ def scan_lines(container: Container, options: RecordOptions, sink: DecodeSink) -
         bad.bad(f"a line of {int(lengths[k])} bytes is longer than the limit of {limits.MAX_RECORD_BYTES} bytes",
                 f"line {k + 1}", int(starts[k]))
         keep[k] = False
-    return Scanned(offset=starts[keep], length=lengths[keep], record=record[keep],
-                   inplace=np.full(int(np.count_nonzero(keep)), not container.compressed, dtype=bool),
+    if not bool(keep.all()):  # else the arrays as they are (no copy)
+        starts, lengths, record = starts[keep], lengths[keep], record[keep]
+    return Scanned(offset=starts, length=lengths, record=record,
+                   inplace=np.full(starts.size, not container.compressed, dtype=bool),
                    counts={"empty_lines": empty, "skipped_records": bad.skipped,
                            "raw_index": int(container.lines is not None)})
 

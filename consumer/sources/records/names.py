@@ -56,7 +56,7 @@ def record_paths(containers: Sequence[str], doc_container: np.ndarray, records: 
             parts.append(blob)
             widths.append(np.diff(np.flatnonzero(blob == 0), prepend=-1))
         else:
-            blob, width = _numbered(os.fsencode(name) + b"#", records[lo:hi])
+            blob, width = _numbered(os.fsencode(name) + b"#", records[lo:hi].astype(np.int64))  # int32 is narrow
             parts.append(blob)
             widths.append(width)
     if not parts:
@@ -69,8 +69,9 @@ def record_paths(containers: Sequence[str], doc_container: np.ndarray, records: 
 
 class RecordPaths(PathList):
     """A :class:`~consumer.sources.paths.PathList` of document paths made on first use: its length is known at once,
-    slices stay lazy, and anything else builds the blob (:func:`record_paths` of ``args``) once for every slice of
-    it. Pickles as its arguments (small arrays), not as the blob."""
+    slices stay lazy, and anything else builds the blob (:func:`record_paths` of ``args[:4]``, taken in the order
+    ``args[4]`` when there is one: documents ordered by a class field) once for every slice of it. Pickles as its
+    arguments (small arrays), not as the blob."""
 
     __slots__ = ("_args", "_cell", "_n0", "_n1")
 
@@ -92,7 +93,10 @@ class RecordPaths(PathList):
             raise AttributeError(name)
         made = self._cell.get("paths")
         if made is None:
-            made = self._cell["paths"] = record_paths(*self._args)
+            made = record_paths(*self._args[:4])
+            if len(self._args) > 4 and self._args[4] is not None:  # the documents in another order
+                made = PathList.of(made.take(self._args[4]))
+            self._cell["paths"] = made
         PathList.__init__(self, made._blob, made._at, self._n0, self._n1)
         return object.__getattribute__(self, name)
 

@@ -15,7 +15,7 @@ import numpy as np
 from ...errors import FormatError
 from .container import Container
 from .options import RecordOptions
-from .scanned import BadRecords, DecodeSink, Scanned
+from .scanned import BadRecords, ClassTable, DecodeSink, Scanned
 
 __all__ = ["scan_parquet"]
 
@@ -66,11 +66,12 @@ def scan_parquet(container: Container, options: RecordOptions, sink: DecodeSink)
         if w not in names:
             raise FormatError(f"{path!r}: no column {full!r}; the file has the columns {names}")
     bad = BadRecords(path, options.on_bad_record == "skip")
-    offs, lens, recs, classes = [], [], [], []
+    offs, lens, recs = [], [], []
+    table, codes = ClassTable(), []  # class values as int32 codes, a row group at a time
     row0 = 0
     for g in range(pf.num_row_groups):
-        table = pf.read_row_group(g, columns=sorted(set(wanted)))
-        col = _texts(_column(table, field, path, names), path, field)
+        group = pf.read_row_group(g, columns=sorted(set(wanted)))
+        col = _texts(_column(group, field, path, names), path, field)
         n = len(col)
         valid = np.ones(n, dtype=bool)
         if col.null_count:
@@ -85,12 +86,14 @@ def scan_parquet(container: Container, options: RecordOptions, sink: DecodeSink)
         lens.append(np.diff(ptr)[valid])
         recs.append(np.arange(row0, row0 + n, dtype=np.int64)[valid])
         if options.class_field:
-            labels = _column(table, options.class_field, path, names).to_pylist()
+            labels = _column(group, options.class_field, path, names).to_pylist()
+            classes = []
             for k in np.flatnonzero(valid).tolist():
                 if labels[k] is None:
                     raise FormatError(f"{path!r}: row {row0 + k} (row group {g}): column {options.class_field!r} is "
                                       "null (no class)")
                 classes.append(str(labels[k]).lower() if isinstance(labels[k], bool) else str(labels[k]))
+            codes.append(table.add(classes))
         row0 += n
     container.check()
     def cat(xs: list[np.ndarray]) -> np.ndarray:
@@ -98,4 +101,7 @@ def scan_parquet(container: Container, options: RecordOptions, sink: DecodeSink)
 
     offset = cat(offs)
     return Scanned(offset=offset, length=cat(lens), record=cat(recs), inplace=np.zeros(offset.size, dtype=bool),
-                   classes=classes if options.class_field else None, counts={"skipped_records": bad.skipped})
+                   class_names=table.names if options.class_field else None,
+                   class_codes=(np.concatenate(codes) if codes else np.zeros(0, np.int32)) if options.class_field
+                   else None,
+                   counts={"skipped_records": bad.skipped})

@@ -12,7 +12,21 @@ import numpy as np
 
 from ...errors import FormatError
 
-__all__ = ["Scanned", "DecodeSink", "BadRecords"]
+__all__ = ["Scanned", "DecodeSink", "BadRecords", "ClassTable", "narrow", "INT32_MAX"]
+
+INT32_MAX = (1 << 31) - 1
+_NARROWED = ("offset", "length", "record", "json_offset", "json_length")
+
+
+def narrow(a: np.ndarray) -> np.ndarray:
+    """``a`` (integers) as int32 when every value fits (a copy), else as int64: a per-document array of a
+    container costs 4 bytes a document unless its values need more (offsets past 2 GiB, say)."""
+    a = np.asarray(a)
+    if a.dtype == np.int32:
+        return a
+    if a.size == 0 or (int(a.max()) <= INT32_MAX and int(a.min()) >= -INT32_MAX - 1):
+        return a.astype(np.int32)
+    return a.astype(np.int64, copy=False)
 
 
 class DecodeSink:
@@ -59,6 +73,36 @@ class DecodeSink:
         return np.frombuffer(data, dtype=np.uint8)
 
 
+class ClassTable:
+    """The distinct class values of one container in order of first appearance (``names``), and each document's
+    value as an int32 code into them (:meth:`add`): no Python string kept per document."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._code: dict[str, int] = {}
+
+    def add(self, values: list[str]) -> np.ndarray:
+        """The codes of ``values`` (new values are appended to ``names``)."""
+        if not values:
+            return np.zeros(0, dtype=np.int32)
+        import pyarrow as pa  # noqa: PLC0415  (the dictionary encoding in C; pyarrow is a core dependency)
+
+        try:
+            encoded = pa.array(values, type=pa.string()).dictionary_encode()
+            distinct: list[str] = encoded.dictionary.to_pylist()
+            local = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+        except (pa.ArrowException, UnicodeEncodeError):  # a value that is not Unicode text (a lone surrogate)
+            distinct = list(dict.fromkeys(values))
+            where = {v: k for k, v in enumerate(distinct)}
+            local = np.fromiter((where[v] for v in values), dtype=np.int32, count=len(values))
+        for v in distinct:
+            if v not in self._code:
+                self._code[v] = len(self.names)
+                self.names.append(v)
+        codes: np.ndarray = np.array([self._code[v] for v in distinct], dtype=np.int32)[local]
+        return codes
+
+
 @dataclass
 class BadRecords:
     """The bad-record policy of one scan: ``raise`` a FormatError (naming the container, the record and the
@@ -80,9 +124,11 @@ class BadRecords:
 class Scanned:
     """The documents of one container, in record order: ``offset``/``length`` (bytes; in the container when
     ``inplace``, else in the decode cache), ``record`` (line, row or member number, 0-based), ``names`` (tar member
-    names, else None), ``classes`` (class values as str when a class field is read, else None), ``json_offset``/
+    names, else None), ``classes`` (class values as str when a class field is read, else None: given so, kept as
+    ``class_names``, the distinct values, and ``class_codes``, int32 codes into them), ``json_offset``/
     ``json_length`` (jsonl: the record's line in the container, or in its decode cache when compressed), and counts
-    for ``build_info``."""
+    for ``build_info``. The integer arrays are int32 where their values fit, else int64 (:func:`narrow`, applied on
+    construction)."""
 
     offset: np.ndarray
     length: np.ndarray
@@ -93,6 +139,18 @@ class Scanned:
     json_offset: np.ndarray | None = None
     json_length: np.ndarray | None = None
     counts: dict[str, int] = field(default_factory=dict)
+    class_names: list[str] | None = None
+    class_codes: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        for name in _NARROWED:  # int32 where the values fit, else int64 (:func:`narrow`)
+            a = getattr(self, name)
+            if a is not None:
+                setattr(self, name, narrow(a))
+        if self.classes is not None:  # kept as codes (:class:`ClassTable`), not a string per document
+            table = ClassTable()
+            self.class_codes = table.add(self.classes)
+            self.class_names, self.classes = table.names, None
 
     def __len__(self) -> int:
         return int(self.offset.size)

@@ -26,12 +26,19 @@ __all__ = ["RecordFiles"]
 _MAGIC_HEAD = 1 << 20  # bytes of a document libmagic looks at
 
 
+def _ints(a: Any) -> np.ndarray:
+    """``a`` as int32 when it is so (values that fit, narrowed by the build), else as int64."""
+    got = np.asarray(a)
+    return got if got.dtype == np.int32 else got.astype(np.int64, copy=False)
+
+
 class RecordFiles(ByteSource):
     """Documents ``i`` = ``doc_length[i]`` bytes at ``doc_offset[i]`` of container ``doc_container[i]`` (of
     ``containers``, a source of the container files) when ``doc_inplace[i]``, else of that container's decode cache
     ``decoded[c]`` (a file path, or a uint8 array when kept in memory). ``json_offset``/``json_length``: each JSON
     record's line in its container, or in its decode cache for a compressed one (jsonl), else None; ``record``:
-    each document's line, row or member number."""
+    each document's line, row or member number. These integer arrays stay int32 when given so (values that fit: 4
+    bytes a document), else int64; ``sizes`` and ``stamps`` are int64 as in every source."""
 
     kind = "documents inside container files"
 
@@ -41,14 +48,15 @@ class RecordFiles(ByteSource):
                  json_length: np.ndarray | None = None, record: np.ndarray | None = None) -> None:
         self.containers = containers
         self.paths = paths if isinstance(paths, PathList) else PathList.of(list(paths))
-        self.doc_container = np.asarray(doc_container, dtype=np.int64)
-        self.doc_offset = np.asarray(doc_offset, dtype=np.int64)
+        self.doc_container = _ints(doc_container)
+        self.doc_offset = _ints(doc_offset)
         self.sizes = np.asarray(doc_length, dtype=np.int64)
         self.doc_inplace = np.asarray(doc_inplace, dtype=bool)
         self.stamps = containers.stamps[self.doc_container] if self.doc_container.size else np.zeros(0, np.int64)
         self.decoded = list(decoded)
-        self.json_offset, self.json_length = json_offset, json_length
-        self.record = np.zeros(self.sizes.size, np.int64) if record is None else np.asarray(record, dtype=np.int64)
+        self.json_offset = None if json_offset is None else _ints(json_offset)
+        self.json_length = None if json_length is None else _ints(json_length)
+        self.record = np.zeros(self.sizes.size, np.int32) if record is None else _ints(record)
         self._maps: dict[int, np.ndarray] = {}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -95,8 +103,8 @@ class RecordFiles(ByteSource):
         check_ranges(len(self.paths), ids, offsets, lengths, out, at, self.sizes)
         if not ids.size:
             return
-        cont, inplace = self.doc_container[ids], self.doc_inplace[ids]
-        start = self.doc_offset[ids] + offsets
+        cont, inplace = self.doc_container[ids].astype(np.int64), self.doc_inplace[ids]
+        start = self.doc_offset[ids] + offsets  # int64 (offsets is)
         if inplace.any():
             self.containers.read_ranges(cont[inplace], start[inplace], lengths[inplace], out, at[inplace])
         if not inplace.all():
@@ -126,12 +134,12 @@ class RecordFiles(ByteSource):
         if self.json_offset is None or self.json_length is None:
             return [b""] * len(ids)
         ids = np.asarray(ids, dtype=np.int64)
-        lens = self.json_length[ids]
+        lens = self.json_length[ids].astype(np.int64)
         at = np.zeros(ids.size, dtype=np.int64)
         if ids.size > 1:
             np.cumsum(lens[:-1], out=at[1:])
         out = np.empty(int(lens.sum()), dtype=np.uint8)
-        cont, start = self.doc_container[ids], self.json_offset[ids]
+        cont, start = self.doc_container[ids].astype(np.int64), self.json_offset[ids].astype(np.int64)
         cached = self.json_in_cache()[cont]
         if not cached.all():
             plain = ~cached
