@@ -20,7 +20,26 @@ from .probes import (
     remote,
 )
 from .sections import render_failed
-from .views import fetch, filesize, grid, limits, loader, scale, wins
+from .views import (
+    batch_order,
+    chunksums,
+    cluster,
+    cold_catalog,
+    cold_fetch,
+    corpus_report,
+    fetch,
+    filesize,
+    floors,
+    generic,
+    grid,
+    limits,
+    loader,
+    records,
+    scale,
+    small_batches,
+    sql_margin,
+    wins,
+)
 
 __all__ = ["render", "VIEWS"]
 
@@ -63,7 +82,19 @@ VIEWS = [("workloads", fetch.render_section, fetch.verdicts), ("limits", limits.
          ("coldstore", *_own(cold_store, "coldstore")), ("lance", *_own(lance_fetch, "lance")),
          ("content", *_own(content, "content")), ("cold", *_own(cold_build, "cold")),
          ("remote", *_own(remote, "remote")), ("gpu", *_own(gpu_feed, "gpu")), ("dask", *_own(dask, "dask")),
-         ("query", *_own(query_engine, "query"))]
+         ("query", *_own(query_engine, "query")),
+         # one or two probe runs each (benchmarks/suite_probe_runs.py); every heading renders, measured or not
+         ("coldcatalog", cold_catalog.render_section, cold_catalog.verdicts),
+         ("coldfetch", cold_fetch.render_section, cold_fetch.verdicts),
+         ("smallbatches", small_batches.render_section, small_batches.verdicts),
+         ("chunksums", chunksums.render_section, chunksums.verdicts),
+         ("contentfloor", floors.render_section, floors.verdicts),
+         ("records", records.render_section, records.verdicts),
+         ("recinterop", *generic.section("Records interoperability", "recinterop", "")),
+         ("corpusreport", corpus_report.render_section, corpus_report.verdicts),
+         ("batchorder", batch_order.render_section, batch_order.verdicts),
+         ("sqlmargin", sql_margin.render_section, sql_margin.verdicts),
+         ("clusterlisting", cluster.render_section, cluster.verdicts)]
 
 
 def _head(res: dict, command: str) -> list[str]:

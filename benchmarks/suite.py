@@ -48,6 +48,7 @@ from .naive import NaiveConcat, NaiveDiff
 from .peers import FRESH_PEERS, PEERS, PeerUnavailable, fresh_peer_version, peer_version, resolve_python, start_peer
 from .peers.storeio import read_store, save_plan
 from .suite_fetch import FetchSections
+from .suite_probe_runs import ProbeRunSections
 from .suite_probes import ProbeSections
 from .systems import (
     LocalSystem,
@@ -119,7 +120,7 @@ def _summary(per_rep: list[float]) -> dict:
     return {"reps": per_rep, "median": median(per_rep)}
 
 
-class Run(FetchSections, ProbeSections):
+class Run(FetchSections, ProbeSections, ProbeRunSections):
     """A benchmark run writing corpora under ``data`` and scratch files under ``work``."""
 
     def __init__(self, settings: Settings, work: str, data: str, peer_python: dict[str, str],
