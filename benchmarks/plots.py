@@ -128,14 +128,17 @@ def _build_vs_size(plt, res: dict, path: str) -> bool:
     return _save(plt, fig, path)
 
 
-def _bars(ax, labels: list[str], values: list[float], title: str, ylabel: str, line: float | None = None) -> None:
-    """One bar per label (ours highlighted), an optional reference line, log scale."""
-    colors = ["tab:blue" if lb.startswith("consumer") else "tab:gray" for lb in labels]
+def _bars(ax, labels: list[str], values: list[float], title: str, ylabel: str, line: float | None = None,
+          log: bool = False) -> None:
+    """One bar per label (ours highlighted), an optional dashed reference line (a target or a peer)."""
+    colors = ["tab:blue" if lb.startswith(("consumer", "loader")) else "tab:gray" for lb in labels]
     ax.bar(range(len(labels)), values, color=colors)
     ax.set_xticks(range(len(labels)), labels, rotation=40, ha="right", fontsize=8)
     if line is not None:
         ax.axhline(line, color="black", linestyle="--", linewidth=1)
-    ax.set_yscale("log")
+    if log:
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=0.5)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, axis="y", which="both", alpha=0.3)
@@ -150,7 +153,7 @@ def _cold_fetch(plt, res: dict, path: str) -> bool:
     _bars(axes[0][0], list(fetchers), [v["x_pread"] for v in fetchers.values()], "cold random fetch, × the pread floor",
           "time ÷ pread (same trial)", 1.3)
     _bars(axes[0][1], list(readers), [max(v["amplification"], 1e-3) for v in readers.values()],
-          "bytes read from the device per byte served", "read amplification", 2.0)
+          "bytes read from the device per byte served", "read amplification (log)", 2.0, log=True)
     return _save(plt, fig, path)
 
 

@@ -116,6 +116,9 @@ def _head(res: dict, command: str) -> list[str]:
         out[-1] += "  "
         out.append(f"Load average (1, 5, 15 min) at the start {env['load_average_at_start']}, at the end "
                    f"{env.get('load_average_at_end')}: the machine is shared, other jobs ran during the run.")
+    if res.get("section_s"):
+        out[-1] += "  "
+        out.append("Seconds per section: " + ", ".join(f"{k} {v:.0f}" for k, v in res["section_s"].items()) + ".")
     out.append("")
     rows = []
     peers = res.get("peers", {})

@@ -73,6 +73,10 @@ class ProbeRunSections:
     def _peer_ok(self, name: str) -> bool:
         return name in self.wanted and bool(self.results.get("peers", {}).get(name, {}).get("available"))
 
+    def peer_pythons(self) -> dict[str, str]:
+        """The interpreters of the peers this run passes to probes (by peer name)."""
+        return {"daft": resolve_python("daft", self.peer_python)} if self._peer_ok("daft") else {}
+
     def _extra_args(self, probe: str, argv: list[str]) -> list[str]:
         """Arguments that depend on the peers of this run."""
         if probe == "cold_catalog":
@@ -106,6 +110,8 @@ class ProbeRunSections:
                 continue
             command = "python -m benchmarks probe " + shlex.join([probe, *argv]).replace(ROOT + os.sep, "")
             command = command.replace(ROOT, ".")
+            for name, python in self.peer_pythons().items():  # an interpreter's path is this machine's
+                command = command.replace(python, f"$BENCH_PYTHON_{name.upper()}")
             self.log(f"{section}: {command}")
             load_avg = [round(x, 2) for x in os.getloadavg()]
             t0 = time.perf_counter()

@@ -35,7 +35,7 @@ def render_section(res: dict) -> list[str]:
         r = results(res, "coldcatalog", sub)
         if r is None:
             continue
-        rows.append([label] + [_seconds(r, k) for k, _ in SYSTEMS] +
+        rows.append([f"{r['files']:,}" if "files" in r else label] + [_seconds(r, k) for k, _ in SYSTEMS] +
                     [f"{fmt(r.get('consumer_nocache_vs_daft'))} / {fmt(r.get('consumer_cache_vs_daft'))}",
                      str(r.get("answers_agree"))])
     if not rows:
@@ -56,6 +56,7 @@ def verdicts(res: dict) -> list[dict]:
             why = (r.get("daft") or {}).get("error") or "Daft was not run (no Daft interpreter in this run)"
         else:
             why = "" if x <= 1.0 else "the `stat` system call per file and the imports; see the run's load average"
-        out.append(verdict(f"cold catalog to the first GROUP BY ≤ 1.0× Daft ({label} files, fresh processes)",
+        files = f"{r['files']:,}" if "files" in r else label
+        out.append(verdict(f"cold catalog to the first GROUP BY ≤ 1.0× Daft ({files} files, fresh processes)",
                            None if x is None else f"{fmt(x)}× Daft's time", x is not None and x <= 1.0, why))
     return out

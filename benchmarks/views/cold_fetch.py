@@ -22,7 +22,7 @@ _COLD = ("Each trial drops the store's own pages from the page cache (`posix_fad
          "kernel's read-ahead (tens of times the bytes served); the first touch of a chunk with sums is a `preadv` "
          "of just the batch's chunks, checked, then copied from the map whose pages it has just brought in, so at "
          "16 KiB chunks (the default for new stores) a row costs about its own bytes.")
-_WARM = ("The same 512-MB-class store as *Cold random fetch*, in the page cache, under 16 KiB sums (what new packs "
+_WARM = ("The store of *Cold random fetch*, in the page cache, under 16 KiB sums (what new packs "
          "write) and under 1 MiB sums (what stores packed before the cold-read work have): a fresh process per "
          "store and round, alternated; each fetches every batch once (chunks verified) then times every "
          "`fetch_numpy` call three more times; the figure is the median call of the best round.")
