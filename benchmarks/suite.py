@@ -27,6 +27,10 @@ Sections (each a method of :class:`Run`, each filling ``results[section]``):
 - ``gpu``: training a byte-level model from ``ds.dataloader`` (:mod:`benchmarks.probes.gpu_feed`); skipped with the
   reason when there is no CUDA device (quick mode runs its CPU smoke loop instead).
 
+- ``chunksums``, ``batchorder``, ``corpusreport``, ``coldfetch``, ``warmfetch``, ``smallbatches``, ``sqlmargin``,
+  ``records``, ``recinterop``, ``coldcatalog``, ``contentfloor``, ``floors``, ``clusterlisting``: one or two runs of a
+  registered probe each, full mode only by default (:mod:`benchmarks.suite_probe_runs`).
+
 A section that fails is retried once or skipped with its reason (:mod:`benchmarks.sections`).
 """
 
