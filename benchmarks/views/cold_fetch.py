@@ -28,21 +28,27 @@ _WARM = ("The store of *Cold random fetch*, in the page cache, under 16 KiB sums
          "`fetch_numpy` call three more times; the figure is the median call of the best round.")
 
 
+_SUBS = (("", "Concat rows on chunk boundaries"),
+         ("8000", "Rows of 8,000 tokens (most not on a chunk boundary: a row costs at most one chunk more)"))
+
+
 def _cold(res: dict) -> list[str]:
     out = head("Cold random fetch: a store evicted from the page cache", res, "coldfetch", _COLD)
-    r = results(res, "coldfetch")
-    if r is None:
-        return out
-    out += [f"Store: {fmt(r.get('store_bytes', 0) / 1e6)} MB of int32 tokens, concat rows of {r.get('seqlen')} "
-            f"tokens; {r.get('batches')} batches of {r.get('batch')} rows per process, {r.get('trials')} trials; "
-            f"every fetching reader returned the same rows: {r.get('same_rows')}.", ""]
-    rows = []
-    for label, e in (r.get("readers") or {}).items():
-        ms = fmt(e.get("ms_per_batch"))
-        if "first_batch_ms" in e:
-            ms += f" (first batch {fmt(e['first_batch_ms'])} ms)"
-        rows.append([label, ms, fmt(e.get("x_pread")), fmt(e.get("amplification"))])
-    return out + table(["reader", "ms per batch", "× `pread` floor", "bytes read per byte served"], rows) + [""]
+    for sub, caption in _SUBS:
+        r = results(res, "coldfetch", sub)
+        if r is None:
+            continue
+        out += [f"{caption}. Store: {fmt(r.get('store_bytes', 0) / 1e6)} MB of int32 tokens, rows of "
+                f"{r.get('seqlen')} tokens; {r.get('batches')} batches of {r.get('batch')} rows per process, "
+                f"{r.get('trials')} trials; every fetching reader returned the same rows: {r.get('same_rows')}.", ""]
+        rows = []
+        for label, e in (r.get("readers") or {}).items():
+            ms = fmt(e.get("ms_per_batch"))
+            if "first_batch_ms" in e:
+                ms += f" (first batch {fmt(e['first_batch_ms'])} ms)"
+            rows.append([label, ms, fmt(e.get("x_pread")), fmt(e.get("amplification"))])
+        out += table(["reader", "ms per batch", "× `pread` floor", "bytes read per byte served"], rows) + [""]
+    return out
 
 
 def _warm(res: dict) -> list[str]:
