@@ -4,6 +4,8 @@
 # - HF datasets, megatron-core, matplotlib: the [bench] extra, in that venv;
 # - gperc 0.7 and litdata: in that venv without their dependency pins (gperc pins Python < 3.10 packages;
 #   litdata requires torchvision, whose index build needs a CUDA torch), plus litdata's other requirements;
+# - Modalities 0.5.0 without its dependency pins (wandb, omegaconf, einops... are for training): its dataloader
+#   modules (PackedMemMapDatasetBase) import jq, sentencepiece and transformers, installed beside it;
 # - mosaicml-streaming: its own venv benchmarks/.venvs/mosaic (it pins numpy < 2.2 and transformers < 5),
 #   with torch 2.13.0 and filelock 3.29.0 (worker processes fail on a lock "inherited across fork" otherwise);
 # - Daft 0.7 and pylance (Lance): one venv benchmarks/.venvs/daft (Daft pins an older pyarrow than the project's),
@@ -16,6 +18,8 @@ py="${1:-$root/.venv/bin/python}"
 "$py" -m pip install -q -e "$root[bench]" "torch==2.13.0"
 "$py" -m pip install -q --no-deps "gperc==0.7" "litdata==0.2.76"
 "$py" -m pip install -q lightning-utilities boto3 requests tifffile obstore filelock "torch==2.13.0"
+"$py" -m pip install -q --no-deps "modalities==0.5.0"
+"$py" -m pip install -q jq sentencepiece "transformers>=5" "torch==2.13.0"
 venv="$here/.venvs/mosaic"
 if [ ! -x "$venv/bin/python" ]; then
     python3.11 -m venv "$venv"

@@ -29,13 +29,17 @@ SPECS: dict[str, list[tuple[str, str, list[str], list[str]]]] = {
                    ["--mib", "8", "--repeat", "1", "--batches", "10"])],
     "batchorder": [("", "batch_order", ["--samples", "1000000", "--batch-size", "32", "--repeat", "5"],
                     ["--samples", "20000", "--repeat", "1"])],
-    "corpusreport": [("", "report", ["--files", "100000", "--repeat", "7"], ["--files", "2000", "--repeat", "1"])],
+    "corpusreport": [("", "report", ["--files", "100000", "--records", "100000", "--repeat", "7"],
+                      ["--files", "2000", "--records", "1000", "--repeat", "1"])],
     "coldfetch": [("", "cold_fetch", ["--work", "{work}/coldfetch", "--store-mb", "512", "--trials", "3",
                                       "--chunks", "1024,64,16,0", "--readers", "pread,mmap,megatron,consumer,loader"],
                    ["--work", "{work}/coldfetch", "--store-mb", "16", "--trials", "1", "--batches", "4",
                     "--chunks", "1024,16", "--readers", "pread,mmap,consumer,loader"]),
                   ("8000", "cold_fetch", ["--work", "{work}/coldfetch", "--store-mb", "512", "--trials", "3",
                                           "--seqlen", "8000", "--chunks", "64,16", "--readers", "pread,mmap,consumer"],
+                   []),
+                  ("advise", "cold_fetch", ["--work", "{work}/coldfetch", "--store-mb", "512", "--trials", "2",
+                                            "--chunks", "16,0", "--readers", "pread,advise,again,again-advise"],
                    [])],
     "warmfetch": [("", "warm_fetch", ["--baseline", "{root}", "--prefix", "{work}/coldfetch/sums16k",
                                       "--baseline-prefix", "{work}/coldfetch/sums1024k", "--rounds", "3"],
@@ -45,9 +49,11 @@ SPECS: dict[str, list[tuple[str, str, list[str], list[str]]]] = {
                       ["--work", "{work}/smallbatches", "--rounds", "1", "--calls", "500"])],
     "sqlmargin": [("", "sql_timeout_margin", ["--repeat", "5"], ["--repeat", "1"])],
     "records": [("", "records_index", ["--docs", "1000000", "--repeat", "3"], ["--docs", "20000", "--repeat", "1"]),
-                ("jsonl", "records_index", ["--kind", "jsonl", "--docs", "200000", "--repeat", "3"],
+                ("jsonl", "records_index", ["--kind", "jsonl", "--docs", "300000", "--repeat", "3"],
                  ["--kind", "jsonl", "--docs", "5000", "--repeat", "1"])],
-    "recinterop": [("", "records_interop", [], [])],
+    "recinterop": [("", "records_interop", ["--docs", "100000"], ["--docs", "1000"])],
+    "recremote": [("", "records_remote", ["--docs", "50000", "--row-group", "5000"],
+                   ["--docs", "2000", "--row-group", "500"])],
     "coldcatalog": [("1e5", "cold_catalog", ["--files", "100000", "--data-root", "{data}"],
                      ["--files", "2000", "--data-root", "{data}"]),
                     ("1e6", "cold_catalog", ["--files", "1000000", "--data-root", "{data}"], [])],
@@ -167,6 +173,10 @@ class ProbeRunSections:
     def recinterop(self) -> None:
         """Records interoperability (when the probe is in this tree)."""
         self._run_spec("recinterop")
+
+    def recremote(self) -> None:
+        """Parquet and gzip containers over HTTP and S3: bytes requested per byte of the object."""
+        self._run_spec("recremote")
 
     def coldcatalog(self) -> None:
         """Cold catalog to the first GROUP BY at 10^5 and 10^6 files against Daft and DuckDB."""

@@ -101,7 +101,8 @@ class Consumer(SQLMethods, ModeMethods):
                     class_to_id: dict | None = None, seed: int = 4, long_files: str = "truncate",
                     sampling: Any = "consumer", verify: bool = False, **remote: Any) -> Consumer:
         """A store written by :meth:`pack`: the same tokens, memory-mapped; ``verify`` first reads all of it. A URL
-        prefix (index copied once, tokens read by ranges) takes ``storage_options``, ``cache_dir``, ``remote_cache``."""
+        prefix (index copied once, tokens read by ranges) takes ``storage_options``, ``cache_dir``, ``remote_cache``;
+        a local one ``readahead`` (None: off for a store bigger than memory, False: read only the rows fetched)."""
         return cls._from_built(build_packed(prefix, Spec(style=style, seqlen=seqlen, long_files=long_files,
                                                          sampling=sampling, class_to_id=class_to_id, seed=seed),
                                             Storage.from_kwargs(remote, "from_packed"), check_bool("verify", verify)))

@@ -90,38 +90,44 @@ class Storage:
     ``options``: fsspec ``storage_options`` for URLs (credentials, ``endpoint_url``, ...; empty for none);
     ``cache_dir``: the absolute cache directory (catalog, index cache, copies of remote stores' index files, the
     read-through cache), or None to keep everything in memory (``cache_dir=False``); ``remote_cache``: bytes of
-    the read-through cache of remote objects under ``cache_dir`` (None: no such cache). Make it with
-    :meth:`of`, which validates the user's arguments.
+    the read-through cache of remote objects under ``cache_dir`` (None: no such cache); ``readahead``: how a
+    local packed store is read (None: the kernel's read-ahead unless the store is bigger than the memory the page
+    cache can use; False: only the rows a batch wants; True: always read-ahead; see
+    :mod:`consumer.sources.page_cache`). Make it with :meth:`of`, which validates the user's arguments.
     """
 
     options: Mapping[str, Any] = field(default_factory=dict, repr=False)  # may hold credentials: never printed
     cache_dir: str | None = None
     remote_cache: int | None = None
     options_given: bool = False  # storage_options was passed (even as {}): only URLs take it
+    readahead: bool | None = None
 
     @classmethod
     def of(cls, storage_options: Mapping[str, Any] | None = None, cache_dir: Any = None,
-           remote_cache: Any = None) -> Storage:
+           remote_cache: Any = None, readahead: bool | None = None) -> Storage:
         """The validated settings: ``cache_dir`` a directory, None (the default place) or False (in memory);
         ``remote_cache`` an int or a size such as ``"20GB"`` (needs a cache directory); ``storage_options`` a
-        dict or None. InputError naming the argument and the value otherwise."""
+        dict or None; ``readahead`` None, True or False. InputError naming the argument and the value otherwise."""
         if storage_options is not None and not isinstance(storage_options, Mapping):
             raise InputError(f"storage_options must be a dict of fsspec options or None, got "
                              f"{short_repr(storage_options)}")
+        if readahead is not None and not isinstance(readahead, bool):
+            raise InputError(f"readahead must be None (decide by the store's size), True or False, got "
+                             f"{short_repr(readahead)}")
         root = check_cache_dir(cache_dir)
         size = None if remote_cache is None else parse_size(remote_cache, "remote_cache")
         if size is not None and root is None:
             raise InputError("remote_cache needs a cache_dir (it lives there); got cache_dir=False")
-        return cls(dict(storage_options or {}), root, size, storage_options is not None)
+        return cls(dict(storage_options or {}), root, size, storage_options is not None, readahead)
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any], what: str) -> Storage:
         """:meth:`of` from the keyword arguments a public function took (``storage_options``, ``cache_dir``,
-        ``remote_cache``; ``what`` names the function); InputError naming any other keyword."""
-        unknown = sorted(set(kwargs) - {"storage_options", "cache_dir", "remote_cache"})
+        ``remote_cache``, ``readahead``; ``what`` names the function); InputError naming any other keyword."""
+        unknown = sorted(set(kwargs) - {"storage_options", "cache_dir", "remote_cache", "readahead"})
         if unknown:
-            raise InputError(f"{what} got unexpected options {unknown}; a store at a URL takes storage_options, "
-                             "cache_dir and remote_cache")
+            raise InputError(f"{what} got unexpected options {unknown}; it takes storage_options, cache_dir and "
+                             "remote_cache (a store at a URL) and readahead (a local store)")
         return cls.of(**kwargs)
 
     @property

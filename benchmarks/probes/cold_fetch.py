@@ -10,7 +10,10 @@ batches of ``--batch`` random rows, timing each and counting the bytes it read f
 - ``pread``: ``os.pread`` of exactly each row's byte range, converted into an int64 batch (the I/O floor);
 - ``mmap``: slices of a ``numpy.memmap`` of the ``.bin``; ``megatron``: megatron-core's ``IndexedDataset`` reader;
 - ``consumer-<chunk>``: ``Consumer.from_packed(...).fetch(ids)`` on the store with sums of that chunk size (``0k``:
-  a store packed before chunk sums);
+  a store packed before chunk sums); ``advise-<chunk>``: the same opened with ``readahead=False`` (the setting a
+  store bigger than memory gets by default: each batch's ranges advised to the kernel, no read-ahead);
+- ``again-<chunk>`` / ``again-advise-<chunk>``: a second epoch in one process: the batches fetched once (every
+  chunk verified), the store's pages evicted in the child, then the same batches timed;
 - ``before-1024k`` (with ``--baseline DIR``): the ``consumer`` of another checkout on the 1 MiB-sums store;
 - ``loader-<chunk>``: ``ds.dataloader(batch, num_workers=--workers)`` over that store for the same number of batches
   (its own random rows; worker reads are counted once the workers are reaped).
@@ -131,7 +134,23 @@ def _fetcher(spec: dict) -> Any:
 
     from consumer import Consumer
 
-    ds = Consumer.from_packed(prefix, style="concat", seqlen=L)
+    readahead = False if reader.endswith("advise") else None
+    ds = Consumer.from_packed(prefix, style="concat", seqlen=L, readahead=readahead)
+    if reader.startswith("again"):  # a second epoch: every chunk verified once, then the pages evicted
+        import mmap
+
+        from benchmarks.measure import evict
+
+        for ids in spec["batches"]:
+            ds.fetch(np.asarray(ids, dtype=np.int64))
+        # pages mapped into this process survive posix_fadvise: unmap them from its page tables first (memory
+        # pressure on a store bigger than RAM reclaims mapped pages the same way)
+        base = ds._built.documents.source.tokens.tokens.array
+        while base is not None and not isinstance(base, mmap.mmap):
+            base = getattr(base, "_mmap", None) or getattr(base, "base", None)
+        if base is not None:
+            base.madvise(mmap.MADV_DONTNEED)
+        evict(str(p) for p in Path(prefix).parent.glob(Path(prefix).name + ".*"))
     return lambda ids: ds.fetch(ids)["input_array"]
 
 
@@ -200,7 +219,7 @@ def run(args: argparse.Namespace) -> dict:
     n = len(ds)
     readers: list[tuple[str, Path, str]] = []
     for name in str(args.readers).split(","):
-        if name in ("consumer", "loader"):
+        if name in ("consumer", "loader", "advise", "again", "again-advise"):
             readers += [(f"{name}-{kib}k", twins[kib], name) for kib in chunks]
         elif name:
             readers.append((name, base, name))

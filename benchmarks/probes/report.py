@@ -7,7 +7,9 @@ Measures, within one run:
   ``report_s / sql_s`` is the figure the report is held to (<= 3);
 - ``page_bytes`` and the page size extrapolated to 10^6 files from a page at ``--files / 10``;
 - the charts of the page drawn twice: hand-written SVG (:mod:`consumer.report.svg`) and matplotlib's SVG backend
-  (when matplotlib is installed): bytes and seconds of each.
+  (when matplotlib is installed): bytes and seconds of each;
+- ``records``: the same for a JSONL records dataset of ``--records`` documents in 16 shards (``class_field``), with
+  the per-container panel's statements (joins of ``documents`` and ``files``) also timed alone.
 
 Run: ``python benchmarks/probes/report.py --files 100000`` (or ``python -m benchmarks probe report``).
 """
@@ -35,6 +37,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--files", type=int, default=100_000, help="files of the corpus (default: %(default)s)")
     parser.add_argument("--classes", type=int, default=20, help="classes (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=5, help="timed repetitions, best kept (default: %(default)s)")
+    parser.add_argument("--records", type=int, default=100_000,
+                        help="documents of a JSONL records dataset also reported (0: none; default: %(default)s)")
+
+
+def _write_jsonl(root: str, n: int, classes: int, shards: int = 16, seed: int = 0) -> str:
+    """``shards`` JSONL files of ``n`` records in all: a ``text`` of 20 to ~2,000 bytes and a ``label``."""
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(500)]
+    os.makedirs(root, exist_ok=True)
+    per = -(-n // shards)
+    for k in range(shards):
+        lines = []
+        for i in range(k * per, min(n, (k + 1) * per)):
+            text = " ".join(words[j] for j in rng.integers(0, 500, int(rng.integers(5, 400))))
+            lines.append(f'{{"text": "{text}", "label": "c{i % classes:02d}"}}\n')
+        with open(os.path.join(root, f"shard{k:03d}.jsonl"), "w", encoding="ascii") as f:
+            f.write("".join(lines))
+    return root
+
+
+def _records(args: argparse.Namespace, tmp: str) -> dict[str, Any]:
+    """The report of a JSONL records dataset: page against its statements, and the per-container panel's own
+    statements (joins of ``documents`` and ``files``) timed alone."""
+    from consumer import Consumer
+    from consumer.report import render_report
+
+    out: dict[str, Any] = {"documents": args.records}
+    ds = Consumer(_write_jsonl(os.path.join(tmp, "jsonl"), args.records, args.classes), documents="jsonl",
+                  class_field="label", seqlen=1024, cache_dir=False)
+    html = render_report(ds)
+    parser = _Statements()
+    parser.feed(html)
+    found = parser.found
+    containers = [v for k, v in found.items() if "container" in k]
+    out["statements"], out["container_statements"] = len(found), len(containers)
+
+    def run_all(statements: list[str]) -> None:
+        for text in statements:
+            ds.sql(text, timeout=None)
+
+    out["sql_s"] = best_of(lambda: run_all(list(found.values())), args.repeat)
+    out["containers_sql_s"] = best_of(lambda: run_all(containers), args.repeat)
+    out["report_s"] = best_of(lambda: render_report(ds), args.repeat)
+    out["report_over_sql"] = out["report_s"] / out["sql_s"]
+    out["page_bytes"] = len(html.encode("utf-8"))
+    return out
 
 
 def _write_corpus(root: str, n: int, classes: int, seed: int = 0) -> str:
@@ -170,6 +218,8 @@ def run(args: argparse.Namespace) -> dict:
             out["svg_matplotlib_s"] = best_of(lambda: _matplotlib(data), max(1, args.repeat // 2))
             out["matplotlib_over_handwritten_bytes"] = out["svg_matplotlib_bytes"] / out["svg_handwritten_bytes"]
             out["matplotlib_over_handwritten_s"] = out["svg_matplotlib_s"] / out["svg_handwritten_s"]
+        if args.records:
+            out["records"] = _records(args, tmp)
     return out
 
 

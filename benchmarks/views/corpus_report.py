@@ -33,6 +33,13 @@ def render_section(res: dict) -> list[str]:
                    f"{fmt(1e3 * r['svg_handwritten_s'])} ms; with matplotlib's SVG backend "
                    f"{fmt(r['svg_matplotlib_bytes'] / 1e3)} KB ({fmt(r.get('matplotlib_over_handwritten_bytes'))}×) "
                    f"in {fmt(r['svg_matplotlib_s'], 3)} s.")
+    rec = r.get("records")
+    if isinstance(rec, dict):
+        out.append(f"A JSONL records dataset of {rec.get('documents', 0):,} documents in 16 shards (`class_field`): "
+                   f"{rec.get('statements')} statements in {fmt(1e3 * rec.get('sql_s', 0))} ms, the Containers "
+                   f"panel's {rec.get('container_statements')} joins {fmt(1e3 * rec.get('containers_sql_s', 0))} ms "
+                   f"of them; the page {fmt(1e3 * rec.get('report_s', 0))} ms ({fmt(rec.get('report_over_sql'))}× its "
+                   f"statements), {fmt(rec.get('page_bytes', 0) / 1e3)} KB.")
     return out + [""]
 
 

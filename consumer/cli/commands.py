@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..tokens.index import padding_share
 from .demo import DEMO_TYPES, demo, stdlib_corpus
 from .opening import _describe_all, _engine, _lazy_calls, _open
-from .output import _cell, _finish, _summary, _table, content_summary
+from .output import _cell, _finish, _summary, _table, _unit, content_summary
 from .records import raw_index
 from .store import inspect, merge, pack, verify
 
@@ -68,26 +68,28 @@ def info(args: argparse.Namespace) -> int:
         column, title = _types_column(ds)
         calls = _describe_all(ds, args, engine, content=not args.no_content, want=(column,))
     per = ds.get_dict()["per_class"]
+    unit = _unit(ds)  # the documents relation is files in files mode: one set of statements for both
     print(f"{ds!r}\n")
     rows = [(c, ds.class_to_id[c], per[c]["files"], _human(per[c]["bytes"]), per[c]["tokens"], per[c]["samples"])
             for c in ds.classes]
     rows.append(("(all)", "", len(ds.files), _human(sum(p["bytes"] for p in per.values())),
                  sum(p["tokens"] for p in per.values()), len(ds)))
-    print(_table(["class", "id", "files", "bytes", "tokens", "samples"], rows))
+    print(_table(["class", "id", unit, "bytes", "tokens", "samples"], rows))
     print(f"\nrows: {len(ds)} samples of {ds.seqlen} tokens, {padding_share(ds.index):.0%} of all row tokens are PAD")
-    types = ds.sql(f"SELECT {column}, count(*) AS files, sum(size) AS bytes FROM files GROUP BY {column} "
-                   f"ORDER BY files DESC, {column} LIMIT ?", (args.top,))
-    print(f"\ntop {title}\n" + _table([column, "files", "bytes"], [(m, n, _human(b)) for m, n, b in types]))
+    types = ds.sql(f"SELECT {column}, count(*) AS n, sum(size) AS bytes FROM documents GROUP BY {column} "
+                   f"ORDER BY n DESC, {column} LIMIT ?", (args.top,))
+    print(f"\ntop {title}\n" + _table([column, unit, "bytes"], [(m, n, _human(b)) for m, n, b in types]))
     skipped = _skipped_lines(ds.build_info)
     if skipped:
         print("\n" + "\n".join(skipped))
     sizes = np.sort(ds.documents.doc_size)
     q = [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1]
-    print("\nfile sizes\n" + _table(["min", "p10", "p25", "median", "p75", "p90", "p99", "max"],
+    print(f"\n{unit[:-1]} sizes\n" + _table(["min", "p10", "p25", "median", "p75", "p90", "p99", "max"],
                                      [tuple(_human(float(np.quantile(sizes, x))) for x in q)]))
     if not args.no_content:  # the content pass reads the files' bytes: a packed store has tokens instead
         print("\n" + ds.documents.source.choose(
-            files=lambda _: content_summary(ds.sql("SELECT class, entropy, printable FROM files"), ds.duplicates()),
+            files=lambda _: content_summary(ds.sql("SELECT class, entropy, printable FROM documents"),
+                                            ds.duplicates(), unit=unit),
             store=lambda _: f"content summary: skipped (the files are {ds.documents.source.kind}; entropy, "
                             "printable and duplicates read the files' bytes)"))
     _finish(ds, args, t0, calls)

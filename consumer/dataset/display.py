@@ -20,8 +20,9 @@ MAX_REPR_CLASSES = 6  # class names listed in repr(); more classes are shown as 
 def text_repr(ds: Any) -> str:
     """The concise ``repr`` of a dataset: the settings that shape a batch, classes, files and samples.
 
-    Non-default extras (``long_files``, Megatron sampling, the mode) appear only when set, e.g.
-    ``Consumer(style='diff', n_bytes=2, seqlen=512, classes=['cat', 'dog'], files=17, samples=17)``.
+    Non-default extras (``long_files``, Megatron sampling, ``documents``, the mode) appear only when set, e.g.
+    ``Consumer(style='diff', n_bytes=2, seqlen=512, classes=['cat', 'dog'], files=17, samples=17)``; a dataset of
+    documents inside container files counts them as ``records`` (``documents='jsonl', ..., records=2000``).
     """
     classes = list(ds.classes)
     shown = repr(classes) if len(classes) <= MAX_REPR_CLASSES else str(len(classes))
@@ -30,7 +31,10 @@ def text_repr(ds: Any) -> str:
         parts.append(f"long_files={ds.long_files!r}")
     if ds.spec.megatron:
         parts.append("sampling='megatron'")
-    parts += [f"classes={shown}", f"files={len(ds.files)}", f"samples={len(ds)}"]
+    kind = ds.spec.records.documents
+    if kind != "files":  # documents inside container files: one per record, line, row or member
+        parts.append(f"documents={kind!r}")
+    parts += [f"classes={shown}", f"{'files' if kind == 'files' else 'records'}={len(ds.files)}", f"samples={len(ds)}"]
     mode = ds.mode
     if mode is not None:
         parts.append(f"mode={mode!r}")

@@ -23,7 +23,7 @@ from ..catalog.catalog import CATALOG_NAME, Catalog
 from ..catalog.content import source_computer
 from ..catalog.duplicates import catalog_sha256s, dedupe_plan
 from ..catalog.headers import headers_from
-from ..errors import ConsumerError, ConsumerWarning, FileChangedError, InputError
+from ..errors import ConsumerError, ConsumerWarning, InputError
 from ..scale.engines import Engine
 from ..sources.base import ByteSource
 from ..sources.corpus import ClassFiles, Corpus, normalise
@@ -35,9 +35,9 @@ from ..sources.records import SCANNERS, RecordFiles, RecordOptions
 from ..sources.records.compressed import compression_of, decompressed_chunks
 from ..sources.records.container import SCAN_CHUNK, Container, StaleRawIndex
 from ..sources.records.names import RecordPaths
+from ..sources.records.remote import object_container
 from ..sources.records.scanned import DecodeSink, Scanned
 from ..sources.records.stash import load_stash, scan_into_stash, stash_key
-from ..sources.urls import normalise_etag
 from ..spec import Spec
 from ..storage import Storage
 from ..tokens.documents import DocumentTable, build_documents
@@ -46,26 +46,9 @@ from ..tokens.vocab import Vocab
 __all__ = ["build_records", "container_fps", "container_listing", "index_containers", "index_on"]
 
 
-def _remote_container(source: ObjectFiles, i: int, kind: str) -> Container:
-    """An object as a container: its bytes streamed once by range reads (each checked against the ETag and size
-    listed), and a HEAD comparing them again before and after the scan."""
-    path, size, etag = source.paths[i], int(source.sizes[i]), source.etags[i]
-    if compression_of(path) is not None or kind == "parquet":
-        raise InputError(f"documents={kind!r}: {path!r} is behind a URL; only uncompressed jsonl, lines and tar "
-                         "containers are read from URLs (copy it to a local folder)")
-
-    def check() -> None:
-        got_etag, got_size = source.reader.stat([path])[0]
-        if got_size != size or (etag is not None and got_etag is not None and normalise_etag(got_etag) != etag):
-            raise FileChangedError(f"{path!r} changed since it was listed (ETag {etag!r}, {size} bytes; now "
-                                   f"{got_etag!r}, {got_size} bytes); build the dataset again")
-
-    return Container(path=path, size=size, chunks=lambda: source.iter_chunks(i, SCAN_CHUNK), check=check)
-
-
 def _container(source: ByteSource, i: int, kind: str) -> Container:
     if isinstance(source, ObjectFiles):
-        return _remote_container(source, i, kind)
+        return object_container(source, i, kind)
     if not isinstance(source, LocalFiles):
         raise InputError(f"fps: containers must be local files or URLs, got {source.kind} ({source.paths[i]!r})")
     path = source.paths[i]
@@ -305,7 +288,7 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
     members = [s.names for s in scans] if options.documents == "tar" else None
     all_paths = RecordPaths((list(paths), doc_container, record, members))  # made when first needed
     doc_paths = all_paths if isinstance(order, slice) else PathList.of(all_paths.take(order))
-    lines = options.documents == "jsonl" and all(s.json_offset is not None for s in scans)  # none compressed
+    lines = options.documents == "jsonl" and all(s.json_offset is not None for s in scans)
     json_off = _cat([s.json_offset for s in scans])[order] if lines else None
     json_len = _cat([s.json_length for s in scans])[order] if lines else None
     records = RecordFiles(source, doc_paths, doc_container[order], _cat([s.offset for s in scans])[order],

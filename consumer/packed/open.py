@@ -17,6 +17,7 @@ from ..errors import FormatError
 from ..formats.chunksums import ChunkVerifier
 from ..sources.corpus import Corpus
 from ..sources.open import locate_store
+from ..sources.page_cache import wants_readahead
 from ..sources.paths import PathList
 from ..sources.store import StoreFiles, TokenData
 from ..sources.token_store import MappedTokens, RangedTokens, TokenStore
@@ -81,8 +82,10 @@ def _load_local(local: Any, storage: Storage) -> Store:
     paths, doc_class, doc_size, doc_header = read_table(files["table"], side)
     verifier = load_verifier(where, side, tokens.itemsize, int(tokens.size) * tokens.itemsize)
     data_file = str(files["bin" if "bin" in files else "pbin"])
+    readahead = wants_readahead(int(tokens.size) * tokens.itemsize, storage.readahead)
     return Store(where, side, fmt, Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header, lengths,
-                 np.asarray(starts, dtype=np.int64), MappedTokens(tokens, verifier, data_file, data_offset(fmt)))
+                 np.asarray(starts, dtype=np.int64),
+                 MappedTokens(tokens, verifier, data_file, data_offset(fmt), readahead=readahead))
 
 
 def _load_objects(url: str, storage: Storage) -> Store:

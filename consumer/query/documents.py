@@ -107,6 +107,8 @@ def record_relations(docs: DocumentTable, classes: list[str], class_ids: np.ndar
     # offset in the container: the document's bytes, or a JSON record's line; NULL for Parquet values
     offset = np.where(source.doc_inplace, source.doc_offset,
                       source.json_offset if source.json_offset is not None else -1)
+    if source.json_offset is not None:  # a compressed container's lines are in its decode cache: no offset
+        offset[source.json_in_cache()[doc_cont] & ~source.doc_inplace] = -1
     columns = {"container_id": pa.array(doc_cont), "record": pa.array(source.record),
                "offset": pa.array(offset, mask=offset < 0)}
     loader = None

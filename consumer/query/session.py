@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -255,7 +256,12 @@ class SQLSession:
         source = docs.source.bytes_for("duplicates() (the content pass)")
         sha = catalog_sha256s(self.catalog, docs.paths, docs.doc_size, docs.doc_mtime, verbose=self.verbose,
                               compute=source_computer(source))
-        return find_duplicates(docs.paths, [self.classes[c] for c in docs.doc_class.tolist()], sha, docs.doc_size)
+        # corpus order is file_id order (for documents inside containers "a.jsonl#9" comes before "a.jsonl#10",
+        # which a path order would reverse): group by ids written as sortable keys, then name the members
+        paths = docs.paths
+        keys = [f"{k:015d}" for k in range(len(paths))]
+        groups = find_duplicates(keys, [self.classes[c] for c in docs.doc_class.tolist()], sha, docs.doc_size)
+        return [replace(g, members=tuple(m._replace(path=paths[m.file_id]) for m in g.members)) for g in groups]
 
     def file_ids_where(self, condition: str, params: Params = ()) -> np.ndarray:
         """The sorted ``file_id`` values of the files matching an SQL condition on the ``files`` view."""

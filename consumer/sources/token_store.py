@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import FormatError
 from ..formats.chunksums import ChunkVerifier
 from ..formats.mmidx import copy_ranges
+from .page_cache import RowAdvice
 from .remote_tokens import RemoteTokens
 
 __all__ = ["TokenStore", "MappedTokens", "RangedTokens", "FileTokens", "TokenData"]
@@ -105,24 +106,37 @@ class TokenStore(ABC):
 
 
 class MappedTokens(TokenStore):
-    """A local store's tokens, memory-mapped: ``array`` (1-D, read-only)."""
+    """A local store's tokens, memory-mapped: ``array`` (1-D, read-only). ``readahead=False`` (a store bigger
+    than the page cache, see :mod:`consumer.sources.page_cache`) tells the kernel each batch's byte ranges before
+    copying them, so that a page fault never reads megabytes around a row; it needs ``data_file``."""
 
     def __init__(self, array: np.ndarray, verifier: ChunkVerifier | None = None, data_file: str | None = None,
-                 data_offset: int = 0) -> None:
+                 data_offset: int = 0, readahead: bool = True) -> None:
         self.array = array
         self.plain = array.view(np.ndarray)  # slicing an np.memmap subclass costs about a microsecond more
         self.dtype, self.size = np.dtype(array.dtype), int(array.size)
         self.verifier, self.data_file, self.data_offset = verifier, data_file, int(data_offset)
+        self.advice = None if readahead or data_file is None else RowAdvice(data_file, self.itemsize, data_offset)
+
+    @property
+    def readahead(self) -> bool:
+        """False when each batch's ranges are advised to the kernel first (no read-ahead around a row)."""
+        return getattr(self, "advice", None) is None  # a MappedTokens pickled before the setting: read-ahead
 
     def copy_ranges(self, out: np.ndarray, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray,
                     longest: int | None = None) -> None:
-        """See :meth:`TokenStore.copy_ranges`: one slice copy per range out of the memory map."""
+        """See :meth:`TokenStore.copy_ranges`: one slice copy per range out of the memory map (the ranges advised
+        to the kernel first when the store is read without read-ahead)."""
         self.check_ranges(src, cnt, longest)
+        advice = getattr(self, "advice", None)
+        if advice is not None:
+            advice.advise(src, cnt)
         copy_ranges(out, self.plain, src, cnt, dst)
 
-    def mapped(self) -> np.ndarray:
-        """The memory-mapped tokens as a plain array."""
-        return self.plain
+    def mapped(self) -> np.ndarray | None:
+        """The memory-mapped tokens as a plain array; None for a store read without read-ahead (its reads go
+        through :meth:`copy_ranges`, which advises the kernel of the ranges first)."""
+        return self.plain if self.readahead else None
 
     def read_as_stored(self, start: int, count: int) -> np.ndarray:
         """See :meth:`TokenStore.read_as_stored`: a slice of the memory map."""
@@ -138,7 +152,8 @@ class MappedTokens(TokenStore):
         return self.array
 
     def __repr__(self) -> str:
-        return f"MappedTokens({self.data_file!r}, dtype={self.dtype.name}, size={self.size})"
+        more = "" if self.readahead else ", readahead=False"
+        return f"MappedTokens({self.data_file!r}, dtype={self.dtype.name}, size={self.size}{more})"
 
 
 class RangedTokens(TokenStore):

@@ -114,6 +114,15 @@ class Faults:
         self.max_in_flight = 0
         self.gets = 0
         self.gets_by_path: dict[str, int] = {}
+        self.heads = 0
+        self.bytes_sent = 0                           # body bytes of every GET answered
+        self.largest = 0                              # the longest GET body
+
+    def sent(self, n: int) -> None:
+        """Count a GET body of ``n`` bytes."""
+        with self.lock:
+            self.bytes_sent += n
+            self.largest = max(self.largest, n)
 
     def take(self, table: dict, path: str):
         """Use one of the remaining faults of ``path`` in ``table``; returns its value or None."""
@@ -141,6 +150,8 @@ class _Handler(SimpleHTTPRequestHandler):
         pass
 
     def do_HEAD(self) -> None:
+        with self.faults.lock:
+            self.faults.heads += 1
         self._serve(head=True)
 
     def do_GET(self) -> None:
@@ -165,6 +176,7 @@ class _Handler(SimpleHTTPRequestHandler):
             if not head:
                 listing = self.list_directory(path)
                 if listing is not None:
+                    f.sent(len(listing.getvalue()))
                     self.copyfile(listing, self.wfile)
                     listing.close()
             return
@@ -215,6 +227,7 @@ class _Handler(SimpleHTTPRequestHandler):
         self.end_headers()
         if not head:
             self.wfile.write(body)
+            f.sent(len(body))
 
     def _empty(self, status: int, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
@@ -318,7 +331,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         for k, v in headers:
             if k.lower() not in ("content-length", "connection", "transfer-encoding", "server", "date"):
                 self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
+        upstream_length = next((v for k, v in headers if k.lower() == "content-length"), None)
+        # a HEAD answer has no body: its Content-Length is the object's, as upstream said
+        self.send_header("Content-Length", upstream_length if self.command == "HEAD" and upstream_length else
+                         str(len(data)))
         if self.command == "GET" and f.take(f.drop, key):
             self.send_header("Connection", "close")
             self.end_headers()
@@ -328,8 +344,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             return
         self.end_headers()
-        if self.command != "HEAD":
+        if self.command == "HEAD":
+            with f.lock:
+                f.heads += 1
+        else:
             self.wfile.write(data)
+            if self.command == "GET":
+                f.sent(len(data))
 
     do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
 

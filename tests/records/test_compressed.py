@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import json
 import lzma
 import os
 from pathlib import Path
@@ -108,3 +109,44 @@ def test_compressed_container_changed_is_not_served(tmp_path):
     os.utime(p, ns=(1, 3_000_000_000_000))
     with pytest.raises(FileChangedError):
         ds.document_tokens(0)
+
+
+_JSON_QUERY = ("SELECT record, json_extract_string(json, '$.lang') AS lang, json, \"offset\" IS NULL AS no_offset "
+               "FROM documents ORDER BY doc_id")
+
+
+@pytest.mark.parametrize("suffix", sorted(COMPRESS))
+def test_compressed_jsonl_has_the_json_column_of_the_plain_file(tmp_path, monkeypatch, suffix):
+    import consumer.dataset.records as building
+
+    monkeypatch.setattr(building, "SCAN_CHUNK", 1 << 12)  # decompressed pieces of 4 KiB: many chunks of lines
+    rows = [json.dumps({"id": i, "lang": ["en", "fr", "d\u00e9"][i % 3], "text": f"t{i} \u00e9\n\"\u2028" * (i % 40)},
+                       ensure_ascii=i % 2 == 0) for i in range(300)]
+    rows[7], rows[150] = "  \r", "{not json"  # a blank line and a bad record (skipped) on the line-by-line pass
+    plain = tmp_path / "c.jsonl"
+    plain.write_bytes(("\n".join(rows) + "\n").encode())
+    packed = _squeeze(plain, suffix)
+    common = dict(documents="jsonl", metadata=None, seqlen=64, on_bad_record="skip")
+    want = [tuple(r) for r in Consumer(str(plain), cache_dir=False, **common).sql(_JSON_QUERY)]
+    assert len(want) == 298 and not any(r[3] for r in want)  # the plain file's lines have offsets
+    assert [r[1] for r in want[:3]] == ["en", "fr", "d\u00e9"]
+    expected = [(r[0], r[1], r[2], True) for r in want]  # a compressed file's lines have no offset in it
+    for cache in (tmp_path / "c", tmp_path / "c", False):  # written, reused, in memory
+        ds = Consumer(str(packed), cache_dir=cache, **common)
+        assert [tuple(r) for r in ds.sql(_JSON_QUERY)] == expected
+        assert ds.sql("SELECT count(*) FROM documents WHERE json_extract_string(json, '$.lang') = 'fr'"
+                      )[0][0] == sum(r[1] == "fr" for r in want)
+        assert [json.loads(r[2])["text"].encode() for r in expected] == \
+            [ds.decode(ds.document_tokens(i)) for i in range(len(ds.files))]
+
+
+def test_plain_and_compressed_jsonl_in_one_dataset(tmp_path):
+    plain = write_jsonl(tmp_path / "a.jsonl", ["one", "caf\u00e9", ""], extra={"lang": "fr"})
+    packed = _squeeze(write_jsonl(tmp_path / "b.jsonl", ["two", "\u2028x"], extra={"lang": "en"}), ".gz")
+    ds = Consumer([str(plain), str(packed)], documents="jsonl", metadata=None, cache_dir=False, seqlen=64)
+    got = [tuple(r) for r in ds.sql("SELECT json_extract_string(json, '$.text'), json_extract_string(json, "
+                                    "'$.lang'), \"offset\" FROM documents ORDER BY doc_id")]
+    raw = plain.read_bytes()
+    starts = [0] + [k + 1 for k in range(len(raw) - 1) if raw[k] == 0x0A]  # the plain file's lines
+    assert got == [("one", "fr", starts[0]), ("caf\u00e9", "fr", starts[1]), ("", "fr", starts[2]),
+                   ("two", "en", None), ("\u2028x", "en", None)]

@@ -70,3 +70,20 @@ def test_dedupe_across_containers_and_classes(tmp_path):
     ds = Consumer(str(tmp_path / "d"), documents="lines", seqlen=8, cache_dir=False, dedupe="content")
     assert [f.rsplit("/", 2)[-2:] for f in ds.files] == [["a", "x.txt#0"], ["a", "x.txt#1"], ["b", "x.txt#1"]]
     assert ds.build_info["dedupe"]["cross_class_groups"] == 1
+
+
+def test_duplicates_of_records_list_members_in_record_order(tmp_path):
+    """Equal documents are grouped in corpus order: record 9 before record 10 (a path order would reverse them)."""
+    from consumer import Consumer
+
+    from .writers import write_lines
+
+    docs = [f"d{i}".encode() for i in range(12)]
+    docs[9] = docs[10] = docs[2] = b"same"
+    shard = write_lines(tmp_path / "a.txt", docs)
+    ds = Consumer([str(shard)], documents="lines", cache_dir=False)
+    (group,) = ds.duplicates()
+    assert [m.file_id for m in group.members] == [2, 9, 10]
+    assert [m.path for m in group.members] == [f"{shard}#{i}" for i in (2, 9, 10)]
+    kept = Consumer([str(shard)], documents="lines", cache_dir=False, dedupe="content")
+    assert len(kept.files) == 10 and kept.document_tokens(2).tolist() == ds.document_tokens(2).tolist()

@@ -75,7 +75,7 @@ def test_command_line(shards):
     cache = str(tmp.parent / f"{tmp.name}-cache")  # never inside the corpus folder
     out = _cli("index", "--documents", "jsonl", "--class-field", "label", "--cache-dir", cache,
                str(tmp / "*" / "*.jsonl"), cwd=tmp)
-    assert "classes=['p', 'q'], files=42" in out
+    assert "documents='jsonl', classes=['p', 'q'], records=42" in out and "42 documents in 2 containers" in out
     out = _cli("sql", "--documents", "jsonl", "--cache-dir", cache, str(tmp),
                "SELECT count(*) AS n FROM documents WHERE json_extract_string(json, '$.label') = 'q'", cwd=tmp)
     assert "12" in out.split("\n")[2]
@@ -86,3 +86,21 @@ def test_command_line(shards):
     entries = read_raw_index(a.with_suffix(".idx"))
     data = a.read_bytes()
     assert all(data[o:o + n].startswith(b"{") for o, n in entries.tolist())
+
+
+def test_info_counts_documents_and_types_each_documents_bytes(tmp_path, capsys):
+    from consumer.cli.main import main
+
+    shard = tmp_path / "a.jsonl"
+    shard.write_text("".join(f'{{"text": "same words", "label": "{"xy"[i % 2]}"}}\n' for i in range(20))
+                     + '{"text": "%PDF-1.4 not quite", "label": "x"}\n', encoding="utf-8")
+    assert main(["info", "--documents", "jsonl", "--class-field", "label", "--cache-dir", "off", str(shard)]) == 0
+    out, err = capsys.readouterr()
+    assert "documents='jsonl', classes=['x', 'y'], records=21" in out
+    assert "class  id  documents  bytes" in out and "\ndocument sizes\n" in out
+    mimes = out.split("top MIME types\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    assert [line.split()[:2] for line in mimes] == [["text/plain", "20"], ["application/pdf", "1"]]
+    dup = [line for line in out.splitlines() if line.startswith("  ") and "#" in line]
+    assert len(dup) == 1 and dup[0].count(f"{shard}#") == 6 and dup[0].endswith(", ... and 14 more")
+    assert f"{shard}#0 [x], {shard}#2 [x]" in dup[0]  # record order, not path order (#10 after #9)
+    assert "consumer: 21 documents in 1 container," in err

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from consumer import Consumer, FileChangedError, InputError
+from consumer import Consumer, FileChangedError
 
 from ..helpers.remote_servers import file_server, s3_with_files
 from .writers import write_jsonl, write_lines, write_tar
@@ -94,9 +94,3 @@ def test_object_changed_after_indexing_is_never_served(served, tmp_path, kind):
     finally:
         fs.pipe(key, original)
 
-
-def test_compressed_or_parquet_objects_are_refused(served, tmp_path):
-    so, fs, _ = served
-    fs.pipe("data/other/a.jsonl.gz", b"\x1f\x8b")
-    with pytest.raises(InputError, match=r"a\.jsonl\.gz.*behind a URL"):
-        Consumer(["s3://data/other/a.jsonl.gz"], documents="jsonl", storage_options=so, cache_dir=False)

@@ -113,3 +113,63 @@ def test_the_records_page_renders_in_the_browser(tmp_path):
     assert console == []
     std, ink = _ink(pixels)
     assert std > 20 and ink > 0.05, (std, ink)
+
+
+def test_parquet_with_a_class_column_counts_rows_as_documents(tmp_path):
+    from ..records.writers import write_parquet
+
+    (tmp_path / "d").mkdir()
+    docs = [f"row {i} <i>é</i> ".encode() * (1 + i % 5) for i in range(23)]
+    labels = ["pos" if i % 3 else "neg" for i in range(23)]
+    write_parquet(tmp_path / "d" / "a.parquet", docs[:15], row_group_size=4, binary=False, label=labels[:15])
+    write_parquet(tmp_path / "d" / "b.parquet", docs[15:], row_group_size=3, label=labels[15:])
+    ds = Consumer(str(tmp_path / "d"), documents="parquet", class_field="label", seqlen=24, cache_dir=False)
+    page = read_page(render_report(ds, content=True))
+    assert check_numbers(ds, page) > 80
+    assert PER_DOCUMENT | CONTAINERS <= _statements(page)
+    per_class = next(t for t in page.tables if t.query == "per_class")
+    assert [(r[0], r[1]) for r in per_class.rows] == [("neg", "8"), ("pos", "15")]
+    summary = dict(zip(*(lambda t: (t.header, t.rows[0]))(next(t for t in page.tables if t.query == "containers"))))
+    assert summary["containers"] == "2" and summary["documents"] == "23"
+    assert "parquet records inside container files" in page.section_text["containers"]
+    largest = next(t for t in page.tables if t.query == "largest")
+    assert largest.rows[0][0].endswith(("a.parquet#4", "a.parquet#9", "a.parquet#14"))  # a row of 5 repeats
+    assert page.settings["documents"] == "parquet"
+
+
+def test_tar_members_are_named_and_typed_by_their_own_bytes(tmp_path):
+    from ..records.writers import write_tar
+
+    (tmp_path / "d" / "img").mkdir(parents=True)
+    (tmp_path / "d" / "txt").mkdir()
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00" * 40
+    write_tar(tmp_path / "d" / "img" / "shard0.tar", [png, png + b"x"], names=["a.png", "b.png"])
+    write_tar(tmp_path / "d" / "txt" / "shard0.tar", [b"plain text here\n" * k for k in range(1, 6)],
+              names=[f"t{k}.txt" for k in range(5)])
+    ds = Consumer(str(tmp_path / "d"), documents="tar", seqlen=32, cache_dir=False)
+    page = read_page(render_report(ds, types=True))
+    assert check_numbers(ds, page) > 60
+    assert PER_DOCUMENT | CONTAINERS <= _statements(page)
+    per_class = next(t for t in page.tables if t.query == "per_class")
+    assert [(r[0], r[1]) for r in per_class.rows] == [("img", "2"), ("txt", "5")]
+    mimes = [tuple(r[:3]) for r in next(t for t in page.tables if t.query == "types_mime").rows]
+    assert mimes == [("img", "image/png", "2"), ("txt", "text/plain", "5")]  # libmagic on each member's bytes
+    largest = next(t for t in page.tables if t.query == "largest")
+    assert largest.rows[0][0].endswith("txt/shard0.tar/t4.txt")  # member names show as shard.tar/name
+    summary = dict(zip(*(lambda t: (t.header, t.rows[0]))(next(t for t in page.tables if t.query == "containers"))))
+    assert summary["containers"] == "2" and summary["documents"] == "7"
+
+
+def test_a_store_packed_from_records_reports_its_documents(tmp_path):
+    fps = _jsonl(tmp_path / "d")
+    records = Consumer(fps, documents="jsonl", class_field="label", seqlen=32, cache_dir=False)
+    records.pack(tmp_path / "store")
+    ds = Consumer.from_packed(tmp_path / "store", seqlen=32)
+    page = read_page(render_report(ds))
+    assert check_numbers(ds, page) > 50
+    overview = next(t for t in page.tables if t.query == "overview")
+    assert overview.rows[0][0] == "47" == str(len(ds.files)) == str(len(records.files))
+    per_class = next(t for t in page.tables if t.query == "per_class")
+    assert [(r[0], r[1]) for r in per_class.rows] == [("x", "20"), ("y", "15"), ("z", "12")]
+    assert [int(r[4]) for r in per_class.rows] == list(records.samples_per_class().values())
+    assert page.settings["files"] == "in a packed store"

@@ -1,7 +1,8 @@
 """Compressed containers (``.gz``, ``.zst``, ``.bz2``, ``.xz`` for lines, JSON records and tar): decompressed as a
-stream while indexing, in pieces of :data:`~consumer.sources.records.container.SCAN_CHUNK` bytes (zstd: what 4 KiB of
-input give, at most ~170 MB even for a pathological run-length stream), so memory is bounded by one piece and the
-decompressor's window. A compressed file cannot be read by range, so its documents are served from
+stream while indexing (a local file, or an object behind a URL as its one pass of range requests arrives), in
+pieces of :data:`~consumer.sources.records.container.SCAN_CHUNK` bytes (zstd: what 4 KiB of input give, at most
+~170 MB even for a pathological run-length stream), so memory is bounded by one piece and the decompressor's
+window. A compressed file cannot be read by range, so its documents are served from
 the container's decode cache (the decompressed stream for lines and tar, the decoded texts for JSON records).
 
 Every member of a concatenated gzip file, every stream of a multi-stream bzip2 or xz file and every frame of a zstd
@@ -13,13 +14,15 @@ decompression bomb (FormatError naming the file), and so is a damaged or truncat
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import lzma
 import zlib
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from ...errors import FormatError, MissingDependencyError
+from ...errors import ConsumerError, FormatError, MissingDependencyError
+from .container import ChunkStream
 
 __all__ = ["COMPRESSED_SUFFIXES", "MAX_EXPANSION", "MIN_EXPANSION_BYTES", "MAX_ZSTD_WINDOW", "compression_of",
            "expansion_limit", "decompressed_chunks"]
@@ -50,7 +53,7 @@ class _Truncated(Exception):
     """A compressed stream ended inside a frame."""
 
 
-def _zstd_pieces(raw: BinaryIO) -> Iterator[bytes]:
+def _zstd_pieces(raw: BinaryIO | ChunkStream) -> Iterator[bytes]:
     """Every frame of a zstd stream (skippable ones give nothing), a few KiB of input at a time; _Truncated when the
     file ends inside a frame (zstandard's stream reader would end quietly there)."""
     try:
@@ -73,7 +76,7 @@ def _zstd_pieces(raw: BinaryIO) -> Iterator[bytes]:
         raise _Truncated("the file ends inside a zstd frame")
 
 
-def _pieces(kind: str, raw: BinaryIO, chunk: int) -> Iterator[bytes]:
+def _pieces(kind: str, raw: Any, chunk: int) -> Iterator[bytes]:
     """The decompressed stream of ``raw`` in pieces (at most ``chunk`` bytes but for zstd's)."""
     if kind == ".zst":
         yield from _zstd_pieces(raw)
@@ -85,17 +88,21 @@ def _pieces(kind: str, raw: BinaryIO, chunk: int) -> Iterator[bytes]:
             yield piece
 
 
-def decompressed_chunks(path: str, local: str, compressed_size: int, chunk: int) -> Iterator[bytes]:
-    """The decompressed bytes of the container ``local`` (named ``path`` in errors) in pieces of at most ``chunk``
-    bytes (zstd: what a few KiB of input give), refusing a stream past :func:`expansion_limit`."""
+def decompressed_chunks(path: str, local: str | BinaryIO | ChunkStream, compressed_size: int,
+                        chunk: int) -> Iterator[bytes]:
+    """The decompressed bytes of the container ``local`` (a file path, or a binary stream such as an object's
+    range reads; named ``path`` in errors) in pieces of at most ``chunk`` bytes (zstd: what a few KiB of input
+    give), refusing a stream past :func:`expansion_limit` of ``compressed_size``."""
     kind = compression_of(path) or ""
     limit = expansion_limit(compressed_size)
     total = 0
-    with open(local, "rb") as raw:
+    with open(local, "rb") if isinstance(local, str) else contextlib.nullcontext(local) as raw:
         pieces = _pieces(kind, raw, chunk)
         while True:
             try:
                 piece = next(pieces, None)
+            except ConsumerError:  # the read under the stream failed (a changed object, the network): not damage
+                raise
             except (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError, _Truncated) as e:
                 raise FormatError(f"{path!r}: damaged {kind} stream after {total} decompressed bytes: {e}") from None
             except Exception as e:  # noqa: BLE001  (zstandard.ZstdError derives from Exception only)

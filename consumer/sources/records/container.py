@@ -23,7 +23,9 @@ class Container:
     pieces), ``check()`` (FileChangedError unless still the version listed), ``local`` (a path to open directly
     for Parquet and tar headers, or None), ``compressed`` (``chunks()`` gives the decompressed stream, which has no
     byte ranges in the file: documents go to the decode cache), ``lines`` (an ``[n, 2]`` array of the
-    ``(offset, length)`` of its lines from a raw index beside it, used instead of the newline scan, or None)."""
+    ``(offset, length)`` of its lines from a raw index beside it, used instead of the newline scan, or None),
+    ``ranged`` (for an object: a new seekable file reading it by checked range requests, which Parquet's footer
+    and row groups are read through; else None)."""
 
     path: str
     size: int
@@ -32,6 +34,7 @@ class Container:
     local: str | None = None
     compressed: bool = False
     lines: np.ndarray | None = None
+    ranged: Callable[[], Any] | None = None
 
 
 class StaleRawIndex(FormatError):
@@ -106,11 +109,11 @@ def line_spans(container: Container) -> Iterator[tuple[memoryview, int, np.ndarr
 
 
 class ChunkStream:
-    """A read-only, forward-only file object over ``container.chunks()`` (what :mod:`tarfile`'s stream mode
-    reads): the container's bytes in one pass, never seeking back."""
+    """A read-only, forward-only file object over ``pieces`` (e.g. ``container.chunks()``: what :mod:`tarfile`'s
+    stream mode and the decompressors read): the bytes in one pass, never seeking back."""
 
-    def __init__(self, container: Container) -> None:
-        self._pieces = container.chunks()
+    def __init__(self, pieces: Iterator[Any]) -> None:
+        self._pieces = pieces
         self._buf, self._pos = b"", 0  # the current piece and the next byte of it to give
 
     def read(self, n: int = -1) -> bytes:

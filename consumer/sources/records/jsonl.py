@@ -3,10 +3,17 @@
 document. Blank lines (only spaces, tabs, ``\\r``) are skipped and counted. Lines end at 0x0A only (U+2028, U+2029
 and NEL inside strings are text), and a ``\\r`` before the ``\\n`` is JSON whitespace.
 
-Parsing is msgspec's typed decoder (a struct holding only the wanted fields, so other fields are skipped in C:
-measured ~250 MB/s per core, against ~120 MB/s for the standard library's ``json`` and pyarrow's JSON reader on
-one thread; docs/benchmarks.md). The decoded text has no byte range in the container (escapes), so every document is
-written to the decode cache; the record's line is kept as a byte range (the SQL ``json`` column).
+Parsing is msgspec's typed decoder (a struct holding only the wanted fields, so other fields are skipped in C),
+one call per chunk of lines: the chunk's lines are joined into one JSON array in place (numpy writes the ``[``, the
+commas and the ``]`` over the newlines; blank lines become whitespace) and decoded at once, then the texts are
+encoded to UTF-8: as one string when all are ASCII, else each on its own (no block-wide string of the widest kind).
+Only a chunk holding a bad record (or an over-long line) is read again line by line, to name or skip the record.
+The whole scanner runs at several hundred MB/s per core on records of 200-2000 bytes
+(docs/benchmarks.md, ``python -m benchmarks probe records_index --kind jsonl``).
+
+The decoded text has no byte range in the container (escapes), so every document is written to the decode cache;
+the record's line is kept as a byte range (the SQL ``json`` column) of the container,
+or, in a compressed container (no byte ranges), of the decode cache, where each chunk's lines are written too.
 
 Bad records (invalid JSON, not an object, the field missing or not a string, a UTF-8 BOM, text that is not valid
 Unicode, a line over :data:`MAX_RECORD_BYTES`) raise a FormatError naming the file, the line and its byte offset,
@@ -134,16 +141,16 @@ class _Chunk:
         self.records: list[int] = []
         self.classes: list[str] = []
         self.arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # starts, ends, records (fast path)
-        self.blob: bytes | None = None  # the fast path's texts, one after another, and their byte lengths
-        self.lengths: np.ndarray | None = None
+        self.ascii: list[str] | None = None  # the fast path's texts when all are ASCII (encoded as one string)
 
     def put(self, sink: DecodeSink) -> tuple[np.ndarray, np.ndarray]:
-        """Write the texts to ``sink``: their offsets there and their byte lengths."""
-        if self.blob is None or self.lengths is None:
-            return sink.put_many(self.texts), np.fromiter(map(len, self.texts), dtype=np.int64, count=len(self.texts))
-        at = np.zeros(self.lengths.size, dtype=np.int64)
-        np.cumsum(self.lengths[:-1], out=at[1:])
-        return at + sink.put(self.blob), self.lengths
+        """Write the texts to ``sink`` (one write): their offsets there and their byte lengths."""
+        if self.ascii is None:
+            return sink.put_many(self.texts)
+        lens = np.fromiter(map(len, self.ascii), dtype=np.int64, count=len(self.ascii))  # characters = bytes
+        at = np.zeros(lens.size, dtype=np.int64)
+        np.cumsum(lens[:-1], out=at[1:])
+        return at + sink.put("".join(self.ascii).encode("ascii")), lens
 
     def lines(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Starts, ends and numbers of the documents' lines."""
@@ -153,38 +160,50 @@ class _Chunk:
                 np.array(self.records, dtype=np.int64))
 
 
+def _blank_lines(work: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Which lines of the block are blank (empty, or only spaces, tabs and ``\\r``): the empty ones by their length,
+    the others among the few lines that do not start with ``{`` (a record with leading whitespace, or a bad one)."""
+    blank: np.ndarray = np.asarray(ends == starts)
+    maybe = np.flatnonzero(~blank & (work[1 + np.minimum(starts, ends - 1)] != 0x7B))
+    for k in maybe.tolist():
+        blank[k] = not bytes(work.data[1 + int(starts[k]):1 + int(ends[k])]).strip(_BLANK)
+    return blank
+
+
 def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, first: int, many: Any, take: Any,
-          out: _Chunk) -> bool:
+          out: _Chunk) -> int | None:
     """Every line of the block in one call: the lines joined into one JSON array in place (``[`` before the first,
-    each newline turned into a comma, ``]`` after the last: one numpy step) and decoded at once. False (nothing
-    added) when a line is blank, too long or bad: the caller then reads the block line by line."""
+    a comma after each record but the last, every other newline a space, ``]`` after the last line: numpy steps)
+    and decoded at once. The number of blank lines (passed over), or None (nothing added) when a line is too long
+    or bad: the caller then reads the block line by line."""
     from . import options as limits  # noqa: PLC0415  (read at call time: tests lower the limit)
 
     lens = ends - starts
-    if not lens.size or int(lens.min()) == 0 or int(lens.max()) > limits.MAX_RECORD_BYTES:
-        return False
+    if not lens.size or int(lens.max()) > limits.MAX_RECORD_BYTES:
+        return None
+    blank = _blank_lines(work, starts, ends)
+    kept: Any = np.flatnonzero(~blank) if blank.any() else slice(None)  # the records' lines
     work[0] = 0x5B  # [
-    work[1 + ends[:-1]] = 0x2C  # each line's newline becomes a comma
+    if isinstance(kept, slice):
+        work[1 + ends[:-1]] = 0x2C  # each newline a comma
+    else:
+        work[1 + ends[:-1]] = 0x20  # newlines are whitespace, but the one after each record followed by another
+        work[1 + ends[kept[:-1]]] = 0x2C  # record: a comma
     last = 1 + int(ends[-1])
     work[last] = 0x5D  # ]
     try:
         texts, classes = take(many(work.data[:last + 1]))
-        joined = "".join(texts)
-        blob = joined.encode()  # one encode for the block (an unpaired surrogate fails here)
+        if all(map(str.isascii, texts)):  # O(1) a text, stops at the first other one
+            out.ascii = texts
+        else:
+            out.texts = list(map(str.encode, texts))  # one UTF-8 copy per text (an unpaired surrogate fails here)
     except Exception:  # noqa: BLE001  (msgspec's errors, a surrogate: the line-by-line pass names the line)
-        return False
-    chars = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    if len(blob) == len(joined):  # ASCII: bytes = characters
-        out.lengths = chars
-    else:  # each text's byte length: where its first character starts among the UTF-8 lead bytes
-        lead = np.flatnonzero((np.frombuffer(blob, dtype=np.uint8) & 0xC0) != 0x80)
-        bounds = np.append(lead, len(blob))[np.concatenate(([0], np.cumsum(chars)))]
-        out.lengths = np.diff(bounds)
-    out.blob = blob
-    out.arrays = (starts + base, ends + base, np.arange(first, first + lens.size, dtype=np.int64))
+        return None
+    numbers = np.arange(first, first + lens.size, dtype=np.int64)
+    out.arrays = (starts[kept] + base, ends[kept] + base, numbers[kept])
     if classes is not None:
         out.classes = classes
-    return True
+    return int(np.count_nonzero(blank))
 
 
 def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -> Scanned:
@@ -199,8 +218,10 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
     blank, line_no = 0, 0
     for work, base, starts, ends in _blocks(container) if container.lines is None else indexed_lines(container):
         got = _Chunk()
-        if _fast(work, base, starts, ends, line_no, many.decode, take, got):
+        blanks = _fast(work, base, starts, ends, line_no, many.decode, take, got)
+        if blanks is not None:
             line_no += starts.size
+            blank += blanks
         else:
             buf = work.data[1:]
             for a, b in zip(starts.tolist(), ends.tolist()):
@@ -229,12 +250,16 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
                 got.records.append(line_no - 1)
                 if labels is not None:
                     got.classes.extend(labels)
-        if got.texts or got.blob is not None:
+        if got.texts or got.ascii:
             at, n = got.put(sink)
             offs.append(at)
             lens.append(n)
             line_starts, line_ends, numbers = got.lines()
             recs.append(numbers)
+            if container.compressed:  # the block's lines into the decode cache too, in one piece (the json column)
+                lo, hi = int(line_starts[0]) - base, int(line_ends[-1]) - base
+                shift = sink.put(work.data[1 + lo:1 + hi]) - (lo + base)
+                line_starts, line_ends = line_starts + shift, line_ends + shift
             jo.append(line_starts)
             jl.append(line_ends - line_starts)
             classes.extend(got.classes)
@@ -242,9 +267,7 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
         return np.concatenate(xs) if xs else np.zeros(0, np.int64)
 
     offset = cat(offs)
-    lines = not container.compressed  # a compressed file's lines have no byte range in it (no json column)
     return Scanned(offset=offset, length=cat(lens), record=cat(recs), inplace=np.zeros(offset.size, dtype=bool),
-                   classes=classes if options.class_field else None, json_offset=cat(jo) if lines else None,
-                   json_length=cat(jl) if lines else None,
+                   classes=classes if options.class_field else None, json_offset=cat(jo), json_length=cat(jl),
                    counts={"blank_lines": blank, "skipped_records": bad.skipped,
                            "raw_index": int(container.lines is not None)})

@@ -1,6 +1,7 @@
 """``documents="parquet"``: each row of the column ``text_field`` (``string``, ``large_string``, ``binary``,
 ``large_binary`` or dictionary-encoded; a dotted path reaches into a struct column) is a document. The file is
-read one row group at a time (memory bounded by a row group); values have no byte range in the file (pages are
+read one row group at a time (memory bounded by a row group; an object behind a URL by range requests of its
+footer and of that row group's column chunks); values have no byte range in the file (pages are
 encoded and compressed), so they are written to the decode cache. A null is a bad record (FormatError naming file,
 row group and row; skipped and counted with ``on_bad_record="skip"``). A missing column is a FormatError listing
 the columns the file has."""
@@ -53,7 +54,10 @@ def scan_parquet(container: Container, options: RecordOptions, sink: DecodeSink)
     path, field = container.path, options.text_field
     container.check()
     try:
-        pf = pq.ParquetFile(container.local or path)
+        if container.ranged is not None:  # an object: footer and row groups by range requests, coalesced
+            pf = pq.ParquetFile(container.ranged(), pre_buffer=True)
+        else:
+            pf = pq.ParquetFile(container.local or path)
     except Exception as e:  # noqa: BLE001  (pyarrow raises ArrowInvalid, OSError, ...: all mean "not Parquet")
         raise FormatError(f"{path!r}: not a readable Parquet file: {e}") from None
     names = pf.schema_arrow.names

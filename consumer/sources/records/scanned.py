@@ -24,7 +24,7 @@ class DecodeSink:
         self.parts: list[bytes] = []
         self.size = 0
 
-    def put(self, data: bytes) -> int:
+    def put(self, data: bytes | memoryview) -> int:
         """Append ``data``; its offset in the decode cache."""
         at = self.size
         if self.f is not None:
@@ -34,14 +34,14 @@ class DecodeSink:
         self.size += len(data)
         return at
 
-    def put_many(self, pieces: list[bytes]) -> np.ndarray:
-        """Append every piece (one write); the offset of each."""
+    def put_many(self, pieces: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """Append every piece (one write); the offset and the byte length of each."""
         lens = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         at = np.zeros(len(pieces), dtype=np.int64)
         if len(pieces) > 1:
             np.cumsum(lens[:-1], out=at[1:])
         at += self.put(b"".join(pieces))
-        return at
+        return at, lens
 
     def reader(self) -> BinaryIO:
         """The bytes written so far, opened for reading (a new file object)."""
@@ -81,7 +81,8 @@ class Scanned:
     """The documents of one container, in record order: ``offset``/``length`` (bytes; in the container when
     ``inplace``, else in the decode cache), ``record`` (line, row or member number, 0-based), ``names`` (tar member
     names, else None), ``classes`` (class values as str when a class field is read, else None), ``json_offset``/
-    ``json_length`` (jsonl: the record's line in the container), and counts for ``build_info``."""
+    ``json_length`` (jsonl: the record's line in the container, or in its decode cache when compressed), and counts
+    for ``build_info``."""
 
     offset: np.ndarray
     length: np.ndarray

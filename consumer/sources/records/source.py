@@ -19,6 +19,7 @@ import numpy as np
 from ...errors import FileChangedError
 from ..base import ByteSource, Handoff, check_ranges
 from ..paths import PathList
+from .compressed import compression_of
 
 __all__ = ["RecordFiles"]
 
@@ -29,7 +30,8 @@ class RecordFiles(ByteSource):
     """Documents ``i`` = ``doc_length[i]`` bytes at ``doc_offset[i]`` of container ``doc_container[i]`` (of
     ``containers``, a source of the container files) when ``doc_inplace[i]``, else of that container's decode cache
     ``decoded[c]`` (a file path, or a uint8 array when kept in memory). ``json_offset``/``json_length``: each JSON
-    record's line in its container (jsonl), else None; ``record``: each document's line, row or member number."""
+    record's line in its container, or in its decode cache for a compressed one (jsonl), else None; ``record``:
+    each document's line, row or member number."""
 
     kind = "documents inside container files"
 
@@ -97,20 +99,30 @@ class RecordFiles(ByteSource):
         start = self.doc_offset[ids] + offsets
         if inplace.any():
             self.containers.read_ranges(cont[inplace], start[inplace], lengths[inplace], out, at[inplace])
-        if inplace.all():
-            return
-        rest = ~inplace
-        used = np.unique(cont[rest])
-        # each container still the version indexed: a byte of it (an object's ETag is checked on a response)
+        if not inplace.all():
+            rest = ~inplace
+            self._from_caches(cont[rest], start[rest], lengths[rest], out, at[rest])
+
+    def _from_caches(self, cont: np.ndarray, start: np.ndarray, lengths: np.ndarray, out: np.ndarray,
+                     at: np.ndarray) -> None:
+        """Ranges of the decode caches of containers ``cont`` into ``out``, after checking that each container is
+        still the version indexed (a byte of it is read: an object's ETag is checked on a response)."""
+        used = np.unique(cont)
         one = np.minimum(self.containers.sizes[used], 1)
         self.containers.read_ranges(used, np.zeros(used.size, dtype=np.int64), one, np.empty(used.size, np.uint8),
                                     np.cumsum(one) - one)
-        for c, lo, n, q in zip(cont[rest].tolist(), start[rest].tolist(), lengths[rest].tolist(), at[rest].tolist()):
+        for c, lo, n, q in zip(cont.tolist(), start.tolist(), lengths.tolist(), at.tolist()):
             out[q:q + n] = self._decoded(c)[lo:lo + n]
+
+    def json_in_cache(self) -> np.ndarray:
+        """For each container, whether its JSON records' lines are in its decode cache (a compressed container,
+        which has no byte ranges) rather than in the container itself."""
+        paths = self.containers.paths
+        return np.fromiter((compression_of(p) is not None for p in paths), dtype=bool, count=len(paths))
 
     def record_lines(self, ids: np.ndarray) -> list[bytes]:
         """The JSON record (its line, without the ``\\n``) of each document ``ids`` (jsonl only), read from the
-        containers with their version checks."""
+        containers (from their decode caches for compressed ones) with their version checks."""
         if self.json_offset is None or self.json_length is None:
             return [b""] * len(ids)
         ids = np.asarray(ids, dtype=np.int64)
@@ -119,7 +131,13 @@ class RecordFiles(ByteSource):
         if ids.size > 1:
             np.cumsum(lens[:-1], out=at[1:])
         out = np.empty(int(lens.sum()), dtype=np.uint8)
-        self.containers.read_ranges(self.doc_container[ids], self.json_offset[ids], lens, out, at)
+        cont, start = self.doc_container[ids], self.json_offset[ids]
+        cached = self.json_in_cache()[cont]
+        if not cached.all():
+            plain = ~cached
+            self.containers.read_ranges(cont[plain], start[plain], lens[plain], out, at[plain])
+        if cached.any():
+            self._from_caches(cont[cached], start[cached], lens[cached], out, at[cached])
         raw = out.tobytes()
         return [raw[a:a + n] for a, n in zip(at.tolist(), lens.tolist())]
 

@@ -24,7 +24,7 @@ from .scanned import DecodeSink, Scanned
 
 __all__ = ["STASH_VERSION", "stash_key", "load_stash", "scan_into_stash"]
 
-STASH_VERSION = 1
+STASH_VERSION = 2  # 2: compressed JSONL entries hold their lines (json_offset) in the decode cache
 _ARRAYS = ("offset", "length", "record", "inplace", "json_offset", "json_length")
 
 

@@ -27,7 +27,7 @@ def scan_tar(container: Container, options: RecordOptions, sink: DecodeSink) -> 
     source: Any = container.local or path  # members are byte ranges of the archive ...
     mode = "r:"
     if container.local is None and not container.compressed:  # an object: its headers read in one streamed pass
-        source, mode = ChunkStream(container), "r|"
+        source, mode = ChunkStream(container.chunks()), "r|"
     elif container.compressed:  # ... or of its decompressed stream, kept in the decode cache
         for piece in container.chunks():
             sink.put(bytes(piece))

@@ -1,0 +1,68 @@
+"""The JSONL scanner against a line-by-line reference (``json.loads`` per line) on generated containers: blank and
+whitespace-only lines anywhere (first, last, in runs, a whole chunk of them), records with leading whitespace and
+CRLF, escapes and non-ASCII text, bad records skipped, chunk boundaries anywhere. Texts, record numbers, the
+records' lines and the blank / skipped counts must be the reference's, in both the one-call-per-chunk path and
+the line-by-line one."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from consumer.sources.records import RecordOptions
+from consumer.sources.records.container import Container
+from consumer.sources.records.jsonl import scan_jsonl
+from consumer.sources.records.scanned import DecodeSink
+
+TEXT = st.text(st.sampled_from(["a", "b", " ", "\n", '"', "\\", "\t", "\u00e9", "\u4e2d", "\U0001f600", "\u2028",
+                                "\r"]), max_size=12)
+RECORD = st.builds(lambda t, ascii_only, lead, crlf: lead + json.dumps({"id": 1, "text": t}, ensure_ascii=ascii_only)
+                   + ("\r" if crlf else ""), TEXT, st.booleans(), st.sampled_from(["", " ", "\t", "\r "]),
+                   st.booleans())
+LINE = st.one_of(RECORD, RECORD, RECORD, st.sampled_from(["", " ", "\t", "\r", " \t\r ", "not json", "[1]",
+                                                           '{"text": 2}', '{"x": "a"}']))
+
+
+def _reference(lines: list[str]) -> tuple[list[bytes], list[int], list[int], int, int]:
+    texts, records, starts, blank, skipped, at = [], [], [], 0, 0, 0
+    for k, line in enumerate(lines):
+        raw = line.encode()
+        if not raw.strip(b" \t\r"):
+            blank += 1
+        else:
+            try:
+                obj = json.loads(raw)
+                ok = isinstance(obj, dict) and isinstance(obj.get("text"), str)
+            except ValueError:
+                ok = False
+            if ok:
+                texts.append(obj["text"].encode())
+                records.append(k)
+                starts.append(at)
+            else:
+                skipped += 1
+        at += len(raw) + 1
+    return texts, records, starts, blank, skipped
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(LINE, max_size=40), st.booleans(), st.lists(st.integers(0, 1 << 16), max_size=8))
+def test_scanner_matches_line_by_line_reference(lines, final_newline, cuts):
+    data = "\n".join(lines).encode() + (b"\n" if final_newline and lines else b"")
+    bounds = sorted({c % (len(data) + 1) for c in cuts})  # the container's chunks end anywhere
+    pieces = [data[a:b] for a, b in zip([0, *bounds], [*bounds, len(data)]) if b > a]
+    container = Container("mem.jsonl", len(data), lambda: iter(pieces), lambda: None)
+    sink = DecodeSink()
+    got = scan_jsonl(container, RecordOptions("jsonl", on_bad_record="skip"), sink)
+    if lines and not final_newline and lines[-1] == "":
+        lines = lines[:-1]  # nothing after the last newline: no line there
+    texts, records, starts, blank, skipped = _reference(lines)
+    blob = sink.memory()
+    assert [blob[o:o + n].tobytes() for o, n in zip(got.offset.tolist(), got.length.tolist())] == texts
+    assert got.record.tolist() == records
+    assert got.json_offset.tolist() == starts
+    assert [data[o:o + n] for o, n in zip(got.json_offset.tolist(), got.json_length.tolist())] == \
+        [lines[r].encode() for r in records]
+    assert (got.counts["blank_lines"], got.counts["skipped_records"]) == (blank, skipped)
