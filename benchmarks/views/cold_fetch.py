@@ -29,7 +29,11 @@ _WARM = ("The store of *Cold random fetch*, in the page cache, under 16 KiB sums
 
 
 _SUBS = (("", "Concat rows on chunk boundaries"),
-         ("8000", "Rows of 8,000 tokens (most not on a chunk boundary: a row costs at most one chunk more)"))
+         ("8000", "Rows of 8,000 tokens (most not on a chunk boundary: a row costs at most one chunk more)"),
+         ("advise", "No read-ahead and the second epoch: `advise-<C>k` opens the store with `readahead=False` (each "
+                    "batch's ranges advised with `POSIX_FADV_WILLNEED`, then copied from the map: the setting of a "
+                    "store bigger than memory); `again-<C>k` / `again-advise-<C>k` fetch the batches once (chunks "
+                    "verified), evict the store's pages in the process, then time the same batches"))
 
 
 def _cold(res: dict) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..markdown import fmt, table
-from .probe_doc import get, head, results, verdict
+from .probe_doc import head, results
 
 __all__ = ["render_section", "verdicts"]
 
@@ -41,15 +41,5 @@ def render_section(res: dict) -> list[str]:
 
 
 def verdicts(res: dict) -> list[dict]:
-    """A cold open reads each object about once (the unread Parquet column never); a warm open reads none of it."""
-    r = results(res, "recremote")
-    if r is None:
-        return []
-    amps = {f"{s} {n}": get(m, "cold", "amplification") for s in ("http", "s3") for n, m in (r.get(s) or {}).items()}
-    have = {k: v for k, v in amps.items() if v is not None}
-    worst = max(have.values()) if have else None
-    warm = [get(m, "warm", "amplification") for s in ("http", "s3") for m in (r.get(s) or {}).values()]
-    warm_max = max((w for w in warm if w is not None), default=None)
-    ok = worst is not None and worst <= 1.05 and warm_max is not None and warm_max < 0.01
-    return [verdict("containers behind URLs: a cold index reads each object at most 1.05× once, a warm open ~none",
-                    None if worst is None else f"cold ≤ {fmt(worst, 4)}×, warm ≤ {fmt(warm_max, 4)}×", ok)]
+    """No target of its own: the counts are read in the section."""
+    return []
