@@ -25,13 +25,13 @@ __all__ = ["SPECS", "FULL_ONLY", "ProbeRunSections"]
 
 # section -> [(sub, probe, full argv, quick argv)]; the order of SPECS is the order of the sections in a run
 SPECS: dict[str, list[tuple[str, str, list[str], list[str]]]] = {
-    "chunksums": [("", "chunksums", ["--mib", "256", "--repeat", "7", "--batches", "200"],
+    "chunksums": [("", "chunksums", ["--mib", "256", "--repeat", "5", "--batches", "200"],
                    ["--mib", "8", "--repeat", "1", "--batches", "10"])],
     "batchorder": [("", "batch_order", ["--samples", "1000000", "--batch-size", "32", "--repeat", "5"],
                     ["--samples", "20000", "--repeat", "1"])],
     "corpusreport": [("", "report", ["--files", "100000", "--records", "100000", "--repeat", "7"],
                       ["--files", "2000", "--records", "1000", "--repeat", "1"])],
-    "coldfetch": [("", "cold_fetch", ["--work", "{work}/coldfetch", "--store-mb", "512", "--trials", "3",
+    "coldfetch": [("", "cold_fetch", ["--work", "{work}/coldfetch", "--store-mb", "512", "--trials", "2",
                                       "--chunks", "1024,64,16,0", "--readers", "pread,mmap,megatron,consumer,loader"],
                    ["--work", "{work}/coldfetch", "--store-mb", "16", "--trials", "1", "--batches", "4",
                     "--chunks", "1024,16", "--readers", "pread,mmap,consumer,loader"]),
@@ -51,7 +51,7 @@ SPECS: dict[str, list[tuple[str, str, list[str], list[str]]]] = {
     "records": [("", "records_index", ["--docs", "1000000", "--repeat", "3"], ["--docs", "20000", "--repeat", "1"]),
                 ("jsonl", "records_index", ["--kind", "jsonl", "--docs", "300000", "--repeat", "3"],
                  ["--kind", "jsonl", "--docs", "5000", "--repeat", "1"])],
-    "recinterop": [("", "records_interop", ["--docs", "100000"], ["--docs", "1000"])],
+    "recinterop": [("", "records_interop", ["--docs", "50000"], ["--docs", "1000"])],
     "recremote": [("", "records_remote", ["--docs", "50000", "--row-group", "5000"],
                    ["--docs", "2000", "--row-group", "500"])],
     "coldcatalog": [("1e5", "cold_catalog", ["--files", "100000", "--data-root", "{data}"],
