@@ -16,11 +16,12 @@ import sys
 import time
 
 from .peers import FRESH_PEERS, PEERS, ROOT
+from .suite_probe_runs import FULL_ONLY, SPECS
 
 __all__ = ["main"]
 
 SECTIONS = ("workloads", "limits", "fetchpaths", "loader", "filesize", "grid", "scale", "catalog", "coldstore", "lance",
-            "content", "cold", "remote", "gpu", "dask", "query")
+            "content", "cold", "remote", "gpu", "dask", "query", *SPECS)
 
 
 def _peer_python(values: list[str]) -> dict[str, str]:
@@ -79,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--peer-python", action="append", default=[], metavar="NAME=PATH",
                    help="interpreter of one peer (repeatable); see benchmarks/peers/__init__.py")
     r.add_argument("--peers", default="all", help="all, none, or a comma list of " + ",".join([*PEERS, *FRESH_PEERS]))
-    r.add_argument("--sections", default=",".join(SECTIONS), help="comma list of " + ",".join(SECTIONS))
+    r.add_argument("--sections", default=None, help="comma list of " + ",".join(SECTIONS) + " (default: all; "
+                   "--quick leaves out " + ",".join(FULL_ONLY) + ")")
     r.add_argument("--retry-pause", type=float, default=5.0,
                    help="seconds before a failed section is tried again (once)")
     rep = sub.add_parser("report", help="re-render the report from a saved results JSON")
@@ -97,14 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     from .sections import run_sections
     from .suite import FULL, QUICK, Run
 
-    sections = [s for s in args.sections.split(",") if s]
+    default = [s for s in SECTIONS if args.full or s not in FULL_ONLY]
+    sections = default if args.sections is None else [s for s in args.sections.split(",") if s]
     bad = [s for s in sections if s not in SECTIONS]
     if bad:
         raise SystemExit(f"--sections expects a comma list of {SECTIONS}, got {args.sections!r}")
     shown = ["python -m benchmarks run", "--quick" if args.quick else "--full"]
     if args.peers != "all":
         shown.append(f"--peers {args.peers}")
-    if args.sections != ",".join(SECTIONS):
+    if args.sections is not None and sections != default:
         shown.append(f"--sections {args.sections}")
     command = " ".join(shown)
     t0 = time.perf_counter()

@@ -128,6 +128,49 @@ def _build_vs_size(plt, res: dict, path: str) -> bool:
     return _save(plt, fig, path)
 
 
+def _bars(ax, labels: list[str], values: list[float], title: str, ylabel: str, line: float | None = None,
+          log: bool = False) -> None:
+    """One bar per label (ours highlighted), an optional dashed reference line (a target or a peer)."""
+    colors = ["tab:blue" if lb.startswith(("consumer", "loader")) else "tab:gray" for lb in labels]
+    ax.bar(range(len(labels)), values, color=colors)
+    ax.set_xticks(range(len(labels)), labels, rotation=40, ha="right", fontsize=8)
+    if line is not None:
+        ax.axhline(line, color="black", linestyle="--", linewidth=1)
+    if log:
+        ax.set_yscale("log")
+        ax.set_ylim(bottom=0.5)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+
+
+def _cold_fetch(plt, res: dict, path: str) -> bool:
+    readers = (((res.get("coldfetch") or {}).get("runs") or {}).get("") or {}).get("results", {}).get("readers")
+    if not readers:
+        return False
+    fetchers = {k: v for k, v in readers.items() if v.get("x_pread") is not None}
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), squeeze=False)
+    _bars(axes[0][0], list(fetchers), [v["x_pread"] for v in fetchers.values()], "cold random fetch, × the pread floor",
+          "time ÷ pread (same trial)", 1.3)
+    _bars(axes[0][1], list(readers), [max(v["amplification"], 1e-3) for v in readers.values()],
+          "bytes read from the device per byte served", "read amplification (log)", 2.0, log=True)
+    return _save(plt, fig, path)
+
+
+def _catalog(plt, res: dict, path: str) -> bool:
+    runs = (res.get("coldcatalog") or {}).get("runs") or {}
+    sizes = {sub: d["results"] for sub, d in runs.items() if isinstance(d.get("results"), dict)}
+    if not sizes:
+        return False
+    fig, axes = plt.subplots(1, len(sizes), figsize=(5 * len(sizes), 4.2), squeeze=False)
+    for ax, (sub, r) in zip(axes[0], sizes.items(), strict=True):
+        got = {k: r[k]["seconds"] for k in ("consumer_nocache", "consumer_cache", "daft", "duckdb")
+               if isinstance(r.get(k), dict) and "seconds" in r[k]}
+        _bars(ax, list(got), list(got.values()), f"cold catalog to the first GROUP BY, {r.get('files', sub):,} files",
+              "seconds (fresh process)", got.get("daft"))
+    return _save(plt, fig, path)
+
+
 def make_plots(res: dict, img_dir: str, rel_prefix: str) -> tuple[list[str], str]:
     """Write the PNGs into ``img_dir``; return their paths as ``rel_prefix/<name>`` and a note."""
     try:
@@ -137,7 +180,8 @@ def make_plots(res: dict, img_dir: str, rel_prefix: str) -> tuple[list[str], str
     os.makedirs(img_dir, exist_ok=True)
     written = []
     for name, fn in (("fetch_vs_batch.png", _fetch_vs_batch), ("fetch_vs_filesize.png", _fetch_vs_filesize),
-                     ("loader_vs_workers.png", _loader_vs_workers), ("build_vs_size.png", _build_vs_size)):
+                     ("loader_vs_workers.png", _loader_vs_workers), ("build_vs_size.png", _build_vs_size),
+                     ("cold_fetch.png", _cold_fetch), ("catalog_vs_daft.png", _catalog)):
         if fn(plt, res, os.path.join(img_dir, name)):
             written.append(f"{rel_prefix}/{name}" if rel_prefix else name)
     return written, ""

@@ -20,7 +20,27 @@ from .probes import (
     remote,
 )
 from .sections import render_failed
-from .views import fetch, filesize, grid, limits, loader, scale, wins
+from .views import (
+    batch_order,
+    chunksums,
+    cluster,
+    cold_catalog,
+    cold_fetch,
+    corpus_report,
+    fetch,
+    filesize,
+    floors,
+    grid,
+    limits,
+    loader,
+    records,
+    records_interop,
+    records_remote,
+    scale,
+    small_batches,
+    sql_margin,
+    wins,
+)
 
 __all__ = ["render", "VIEWS"]
 
@@ -63,7 +83,20 @@ VIEWS = [("workloads", fetch.render_section, fetch.verdicts), ("limits", limits.
          ("coldstore", *_own(cold_store, "coldstore")), ("lance", *_own(lance_fetch, "lance")),
          ("content", *_own(content, "content")), ("cold", *_own(cold_build, "cold")),
          ("remote", *_own(remote, "remote")), ("gpu", *_own(gpu_feed, "gpu")), ("dask", *_own(dask, "dask")),
-         ("query", *_own(query_engine, "query"))]
+         ("query", *_own(query_engine, "query")),
+         # one or two probe runs each (benchmarks/suite_probe_runs.py); every heading renders, measured or not
+         ("coldcatalog", cold_catalog.render_section, cold_catalog.verdicts),
+         ("coldfetch", cold_fetch.render_section, cold_fetch.verdicts),
+         ("smallbatches", small_batches.render_section, small_batches.verdicts),
+         ("chunksums", chunksums.render_section, chunksums.verdicts),
+         ("contentfloor", floors.render_section, floors.verdicts),
+         ("records", records.render_section, records.verdicts),
+         ("recinterop", records_interop.render_section, records_interop.verdicts),
+         ("recremote", records_remote.render_section, records_remote.verdicts),
+         ("corpusreport", corpus_report.render_section, corpus_report.verdicts),
+         ("batchorder", batch_order.render_section, batch_order.verdicts),
+         ("sqlmargin", sql_margin.render_section, sql_margin.verdicts),
+         ("clusterlisting", cluster.render_section, cluster.verdicts)]
 
 
 def _head(res: dict, command: str) -> list[str]:
@@ -85,6 +118,9 @@ def _head(res: dict, command: str) -> list[str]:
         out[-1] += "  "
         out.append(f"Load average (1, 5, 15 min) at the start {env['load_average_at_start']}, at the end "
                    f"{env.get('load_average_at_end')}: the machine is shared, other jobs ran during the run.")
+    if res.get("section_s"):
+        out[-1] += "  "
+        out.append("Seconds per section: " + ", ".join(f"{k} {v:.0f}" for k, v in res["section_s"].items()) + ".")
     out.append("")
     rows = []
     peers = res.get("peers", {})

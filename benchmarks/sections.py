@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 
 __all__ = ["DEPENDS", "RESULT_KEYS", "run_sections", "render_failed"]
 
-DEPENDS = {"limits": "workloads", "loader": "workloads"}  # section -> the section whose outputs it reads
+# section -> the section whose outputs it reads
+DEPENDS = {"limits": "workloads", "loader": "workloads", "warmfetch": "coldfetch"}
 RESULT_KEYS = {"workloads": ("workloads", "notes"), "scale": ("scale", "scale_table")}  # default: (name,)
 
 

@@ -27,6 +27,10 @@ Sections (each a method of :class:`Run`, each filling ``results[section]``):
 - ``gpu``: training a byte-level model from ``ds.dataloader`` (:mod:`benchmarks.probes.gpu_feed`); skipped with the
   reason when there is no CUDA device (quick mode runs its CPU smoke loop instead).
 
+- ``chunksums``, ``batchorder``, ``corpusreport``, ``coldfetch``, ``warmfetch``, ``smallbatches``, ``sqlmargin``,
+  ``records``, ``recinterop``, ``coldcatalog``, ``contentfloor``, ``floors``, ``clusterlisting``: one or two runs of a
+  registered probe each, full mode only by default (:mod:`benchmarks.suite_probe_runs`).
+
 A section that fails is retried once or skipped with its reason (:mod:`benchmarks.sections`).
 """
 
@@ -48,6 +52,7 @@ from .naive import NaiveConcat, NaiveDiff
 from .peers import FRESH_PEERS, PEERS, PeerUnavailable, fresh_peer_version, peer_version, resolve_python, start_peer
 from .peers.storeio import read_store, save_plan
 from .suite_fetch import FetchSections
+from .suite_probe_runs import ProbeRunSections
 from .suite_probes import ProbeSections
 from .systems import (
     LocalSystem,
@@ -119,7 +124,7 @@ def _summary(per_rep: list[float]) -> dict:
     return {"reps": per_rep, "median": median(per_rep)}
 
 
-class Run(FetchSections, ProbeSections):
+class Run(FetchSections, ProbeSections, ProbeRunSections):
     """A benchmark run writing corpora under ``data`` and scratch files under ``work``."""
 
     def __init__(self, settings: Settings, work: str, data: str, peer_python: dict[str, str],

@@ -168,7 +168,8 @@ def run(args: argparse.Namespace) -> dict:
         Consumer(paths, cache_dir=False, n_bytes=2, metadata=None).pack(prefix)
         _without_sums(prefix, bare)
         out: dict = {"store_mib": os.path.getsize(f"{prefix}.bin") / 2**20, "files": len(paths),
-                     "chunk_mib": DEFAULT_CHUNK_BYTES >> 20, "build_s": time.perf_counter() - t,
+                     "chunk_mib": DEFAULT_CHUNK_BYTES >> 20,
+                     "chunk_kib": DEFAULT_CHUNK_BYTES >> 10, "build_s": time.perf_counter() - t,
                      "algorithms_gbps": _algorithms(256 << 20, args.repeat),
                      "first_touch": _first_touch(prefix, bare, args.seqlen, args.repeat), "after_first_touch": []}
         for keep_one, label in ((False, "every chunk verified"), (True, "all but one chunk verified (map lookups)")):

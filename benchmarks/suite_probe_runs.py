@@ -1,0 +1,195 @@
+"""Suite sections that are one or two runs of a registered probe, at the sizes of ``docs/benchmarks.md``.
+
+Each section of :data:`SPECS` runs its probes through the registry (:func:`benchmarks.registry.run_probe`: the
+probe's own ``run(args)``, the same measurement as ``python -m benchmarks probe NAME ARGS``) and stores, per run,
+``results[section]["runs"][sub] = {"probe", "command", "load_average", "duration_s", "results"}`` (or ``"error"``
+for a run that failed while another run of the section succeeded). The views in :mod:`benchmarks.views` render
+these documents; a key a probe does not (or no longer) write renders as "not measured in this run".
+
+Argument templates name ``{work}`` (the run's scratch folder), ``{data}`` (its corpora) and ``{root}`` (this
+checkout); the command shown in the report replaces the checkout's path by ``.``. Quick arguments are tiny and
+used only when a quick run names the section (``--quick --sections chunksums``): the default quick run skips
+these sections (:data:`FULL_ONLY`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from typing import Any
+
+from .peers import ROOT, resolve_python
+
+__all__ = ["SPECS", "FULL_ONLY", "ProbeRunSections"]
+
+# section -> [(sub, probe, full argv, quick argv)]; the order of SPECS is the order of the sections in a run
+SPECS: dict[str, list[tuple[str, str, list[str], list[str]]]] = {
+    "chunksums": [("", "chunksums", ["--mib", "256", "--repeat", "5", "--batches", "200"],
+                   ["--mib", "8", "--repeat", "1", "--batches", "10"])],
+    "batchorder": [("", "batch_order", ["--samples", "1000000", "--batch-size", "32", "--repeat", "5"],
+                    ["--samples", "20000", "--repeat", "1"])],
+    "corpusreport": [("", "report", ["--files", "100000", "--records", "100000", "--repeat", "7"],
+                      ["--files", "2000", "--records", "1000", "--repeat", "1"])],
+    "coldfetch": [("", "cold_fetch", ["--work", "{work}/coldfetch", "--store-mb", "512", "--trials", "2",
+                                      "--chunks", "1024,64,16,0", "--readers", "pread,mmap,megatron,consumer,loader"],
+                   ["--work", "{work}/coldfetch", "--store-mb", "16", "--trials", "1", "--batches", "4",
+                    "--chunks", "1024,16", "--readers", "pread,mmap,consumer,loader"]),
+                  ("8000", "cold_fetch", ["--work", "{work}/coldfetch", "--store-mb", "512", "--trials", "3",
+                                          "--seqlen", "8000", "--chunks", "64,16", "--readers", "pread,mmap,consumer"],
+                   []),
+                  ("advise", "cold_fetch", ["--work", "{work}/coldfetch", "--store-mb", "512", "--trials", "2",
+                                            "--chunks", "16,0", "--readers", "pread,advise,again,again-advise"],
+                   [])],
+    "warmfetch": [("", "warm_fetch", ["--baseline", "{root}", "--prefix", "{work}/coldfetch/sums16k",
+                                      "--baseline-prefix", "{work}/coldfetch/sums1024k", "--rounds", "3"],
+                   ["--baseline", "{root}", "--prefix", "{work}/coldfetch/sums16k", "--baseline-prefix",
+                    "{work}/coldfetch/sums1024k", "--rounds", "1", "--rows", "200", "--sizes", "1,20"])],
+    "smallbatches": [("", "small_batches", ["--work", "{work}/smallbatches", "--rounds", "5", "--calls", "20000"],
+                      ["--work", "{work}/smallbatches", "--rounds", "1", "--calls", "500"])],
+    "sqlmargin": [("", "sql_timeout_margin", ["--repeat", "5"], ["--repeat", "1"])],
+    "records": [("", "records_index", ["--docs", "1000000", "--repeat", "3"], ["--docs", "20000", "--repeat", "1"]),
+                ("jsonl", "records_index", ["--kind", "jsonl", "--docs", "300000", "--repeat", "3"],
+                 ["--kind", "jsonl", "--docs", "5000", "--repeat", "1"])],
+    "recinterop": [("", "records_interop", ["--docs", "50000"], ["--docs", "1000"])],
+    "recremote": [("", "records_remote", ["--docs", "50000", "--row-group", "5000"],
+                   ["--docs", "2000", "--row-group", "500"])],
+    "coldcatalog": [("1e5", "cold_catalog", ["--files", "100000", "--data-root", "{data}"],
+                     ["--files", "2000", "--data-root", "{data}"]),
+                    ("1e6", "cold_catalog", ["--files", "1000000", "--data-root", "{data}"], [])],
+    "contentfloor": [("", "content_floor", ["--mib", "256", "--repeat", "5"], ["--mib", "16", "--repeat", "1"])],
+    "floors": [("raw_row", "raw_row_floor", ["--files", "2000", "--repeat", "5", "--data-root", "{data}"],
+                ["--files", "200", "--rows", "200", "--repeat", "1", "--data-root", "{data}"]),
+               ("libmagic", "libmagic_floor", ["--files", "5000", "--data-root", "{data}"],
+                ["--files", "200", "--probe", "100", "--data-root", "{data}"])],
+    "clusterlisting": [("", "cluster_listing", ["--files", "100000", "--reps", "2"],
+                        ["--files", "2000", "--reps", "1"])],
+}
+FULL_ONLY = tuple(SPECS)  # the default quick run leaves these out (see the module docstring)
+
+
+class ProbeRunSections:
+    """Suite sections of :data:`SPECS` (a mixin of :class:`benchmarks.suite.Run`)."""
+
+    s: Any
+    work: str
+    data: str
+    peer_python: dict[str, str]
+    wanted: list[str]
+    results: dict
+    log: Any
+
+    def _peer_ok(self, name: str) -> bool:
+        return name in self.wanted and bool(self.results.get("peers", {}).get(name, {}).get("available"))
+
+    def peer_pythons(self) -> dict[str, str]:
+        """The interpreters of the peers this run passes to probes (by peer name)."""
+        return {"daft": resolve_python("daft", self.peer_python)} if self._peer_ok("daft") else {}
+
+    def _extra_args(self, probe: str, argv: list[str]) -> list[str]:
+        """Arguments that depend on the peers of this run."""
+        if probe == "cold_catalog":
+            if self._peer_ok("daft"):
+                return ["--daft-python", resolve_python("daft", self.peer_python)]
+            return ["--skip", "daft"]
+        readers = argv[argv.index("--readers") + 1].split(",") if "--readers" in argv else []
+        if probe == "cold_fetch" and "megatron" in readers and not self._peer_ok("megatron"):
+            return ["--readers", ",".join(r for r in readers if r != "megatron")]
+        return []
+
+    def _run_spec(self, section: str) -> None:
+        """Every probe run of ``section`` (see the module docstring)."""
+        from .registry import discover, load, parser_for, run_probe
+
+        quick = self.s.mode != "full"
+        runs: dict[str, dict] = {}
+        errors: list[BaseException] = []
+        for sub, probe, full_argv, quick_argv in SPECS[section]:
+            template = quick_argv if quick else full_argv
+            if quick and not template and sub:
+                continue  # a full-only size of this section
+            if probe not in discover():
+                runs[sub] = {"probe": probe, "absent": f"probe {probe!r} is not in this tree"}
+                continue
+            argv = [a.format(work=self.work, data=self.data, root=ROOT) for a in template]
+            argv += self._extra_args(probe, argv)
+            unknown = parser_for(load(probe)).parse_known_args(argv)[1]
+            if unknown:  # the probe changed under this spec: say so rather than guess
+                runs[sub] = {"probe": probe, "absent": f"probe {probe!r} has no option {unknown[0]!r}"}
+                continue
+            command = "python -m benchmarks probe " + shlex.join([probe, *argv]).replace(ROOT + os.sep, "")
+            command = command.replace(ROOT, ".")
+            for name, python in self.peer_pythons().items():  # an interpreter's path is this machine's
+                command = command.replace(python, f"$BENCH_PYTHON_{name.upper()}")
+            self.log(f"{section}: {command}")
+            load_avg = [round(x, 2) for x in os.getloadavg()]
+            t0 = time.perf_counter()
+            try:
+                doc = run_probe(probe, argv)
+            except Exception as exc:  # noqa: BLE001  (one run of several: the others still count)
+                if len(SPECS[section]) == 1:
+                    raise
+                errors.append(exc)
+                runs[sub] = {"probe": probe, "command": command, "error": f"{type(exc).__name__}: {exc}"[:500]}
+                continue
+            runs[sub] = {"probe": probe, "command": command, "load_average": load_avg,
+                         "duration_s": time.perf_counter() - t0, "results": doc["results"]}
+        if errors and len(errors) == len([r for r in runs.values() if "absent" not in r]):
+            raise errors[0]
+        self.results[section] = {"runs": runs}
+
+    def chunksums(self) -> None:
+        """Chunk checksums of packed stores: algorithms, first touch, fetch overhead after it."""
+        self._run_spec("chunksums")
+
+    def batchorder(self) -> None:
+        """An epoch plan's batches against a bare permutation."""
+        self._run_spec("batchorder")
+
+    def corpusreport(self) -> None:
+        """The corpus report of 10^5 files against its own statements."""
+        self._run_spec("corpusreport")
+
+    def coldfetch(self) -> None:
+        """Cold random fetch per checksum chunk size against the pread floor, mmap and megatron-core."""
+        self._run_spec("coldfetch")
+
+    def warmfetch(self) -> None:
+        """Warm random fetch on the 16 KiB-sums store against the 1 MiB-sums store (coldfetch's stores)."""
+        self._run_spec("warmfetch")
+
+    def smallbatches(self) -> None:
+        """One row per call through the public API against megatron-core's get."""
+        self._run_spec("smallbatches")
+
+    def sqlmargin(self) -> None:
+        """Seconds a DuckDB statement runs past its timeout."""
+        self._run_spec("sqlmargin")
+
+    def records(self) -> None:
+        """Documents inside containers: lines index, JSONL parse rate, peak RSS."""
+        self._run_spec("records")
+
+    def recinterop(self) -> None:
+        """Records interoperability (when the probe is in this tree)."""
+        self._run_spec("recinterop")
+
+    def recremote(self) -> None:
+        """Parquet and gzip containers over HTTP and S3: bytes requested per byte of the object."""
+        self._run_spec("recremote")
+
+    def coldcatalog(self) -> None:
+        """Cold catalog to the first GROUP BY at 10^5 and 10^6 files against Daft and DuckDB."""
+        self._run_spec("coldcatalog")
+
+    def contentfloor(self) -> None:
+        """The content pass on a large file against its floor."""
+        self._run_spec("contentfloor")
+
+    def floors(self) -> None:
+        """A raw one-file row against a naive read; the cold build with headers against libmagic alone."""
+        self._run_spec("floors")
+
+    def clusterlisting(self) -> None:
+        """Listing a local folder on Dask workers against the local scan."""
+        self._run_spec("clusterlisting")
