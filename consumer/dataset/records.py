@@ -42,7 +42,6 @@ from ..spec import Spec
 from ..storage import Storage
 from ..tokens.documents import DocumentTable, build_documents
 from ..tokens.vocab import Vocab
-from .index_pool import local_engine
 
 __all__ = ["build_records", "container_fps", "container_listing", "index_containers", "index_on"]
 
@@ -283,12 +282,8 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
         raise InputError(f"documents={options.documents!r}: containers must be local files or objects behind "
                          f"URLs, got {source.kind} (e.g. {paths[0]!r})")
     source.check_readable()
-    if engine is None:
-        with local_engine(source) as engine_here:  # a pool of processes for a large local corpus, else None
-            scans, decoded, reused = index_containers(source, options, storage.cache_dir) if engine_here is None \
-                else index_on(engine_here, source, options, storage.cache_dir)
-    else:
-        scans, decoded, reused = index_on(engine, source, options, storage.cache_dir)
+    scans, decoded, reused = index_containers(source, options, storage.cache_dir) if engine is None else \
+        index_on(engine, source, options, storage.cache_dir)
     counts = [len(s) for s in scans]
     records_info = {"containers": len(scans), "reused": reused, "documents": sum(counts), "ignored_files": ignored,
                     **{k: sum(int(s.counts.get(k, 0)) for s in scans)
