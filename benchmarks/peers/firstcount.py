@@ -8,8 +8,11 @@ the record count) and ``count``. Systems:
   ``ds.sql("SELECT count(*) FROM documents")`` (every record parsed: its text is a document);
 - ``consumer_cached``: the same with an empty persistent cache dir (``cache_dir=CACHE``: the per-container
   indexes are written, as a first build does by default);
-- ``daft``: ``daft.read_json(GLOB).count_rows()``;
-- ``duckdb``: ``SELECT count(*) FROM read_json_auto(GLOB)``.
+- ``consumer_pool``: ``consumer`` with ``engine=ProcessPoolExecutor(cores)`` (the containers indexed by worker
+  processes, the opt-in parallel build);
+- ``daft``: ``daft.read_json(GLOB).count_rows()``; ``daft_text``: the count and the sum of the texts' lengths
+  (every record's text parsed, as consumer's index does);
+- ``duckdb``: ``SELECT count(*) FROM read_json_auto(GLOB)``; ``duckdb_text``: ``count(*), sum(length(text))``.
 """
 
 from __future__ import annotations
@@ -21,14 +24,21 @@ import time
 from collections.abc import Callable
 
 
-def _consumer(glob: str, cache: str | bool = False) -> Callable[[], int]:
+def _consumer(glob: str, cache: str | bool = False, pool: bool = False) -> Callable[[], int]:
+    from concurrent.futures import ProcessPoolExecutor
+
     from consumer import Consumer
 
     def count() -> int:
-        ds = Consumer(os.path.dirname(glob), documents="jsonl", metadata=None, cache_dir=cache)
+        engine = ProcessPoolExecutor(len(os.sched_getaffinity(0))) if pool else None
+        ds = Consumer(os.path.dirname(glob), documents="jsonl", metadata=None, cache_dir=cache, engine=engine)
         return int(ds.sql("SELECT count(*) FROM documents")[0][0])
 
     return count
+
+
+def _consumer_pool(glob: str) -> Callable[[], int]:
+    return _consumer(glob, pool=True)
 
 
 def _consumer_cached(glob: str) -> Callable[[], int]:
@@ -46,6 +56,17 @@ def _daft(glob: str) -> Callable[[], int]:
     return count
 
 
+def _daft_text(glob: str) -> Callable[[], int]:
+    import daft
+    from daft import col
+
+    def count() -> int:
+        d = daft.read_json(glob).agg(col("text").count().alias("n"), col("text").length().sum().alias("chars"))
+        return int(d.to_pydict()["n"][0])
+
+    return count
+
+
 def _duckdb(glob: str) -> Callable[[], int]:
     import duckdb
 
@@ -57,7 +78,19 @@ def _duckdb(glob: str) -> Callable[[], int]:
     return count
 
 
-SYSTEMS = {"consumer": _consumer, "consumer_cached": _consumer_cached, "daft": _daft, "duckdb": _duckdb}
+def _duckdb_text(glob: str) -> Callable[[], int]:
+    import duckdb
+
+    conn = duckdb.connect()
+
+    def count() -> int:
+        return int(conn.execute(f"SELECT count(*), sum(length(text)) FROM read_json_auto('{glob}')").fetchall()[0][0])
+
+    return count
+
+
+SYSTEMS = {"consumer": _consumer, "consumer_cached": _consumer_cached, "consumer_pool": _consumer_pool, "daft": _daft,
+           "daft_text": _daft_text, "duckdb": _duckdb, "duckdb_text": _duckdb_text}
 
 
 def measure(system: str, glob: str) -> dict:

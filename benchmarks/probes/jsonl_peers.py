@@ -8,9 +8,10 @@ imported, import timed apart) to the number of records:
 
 - ``consumer``: ``Consumer(folder, documents="jsonl", metadata=None, cache_dir=False)`` +
   ``ds.sql("SELECT count(*) FROM documents")``; ``consumer_cached``: the same writing its per-container indexes
-  to an empty cache dir (what a first build does by default);
-- ``daft``: ``daft.read_json(glob).count_rows()`` (Daft's own venv, ``BENCH_PYTHON_DAFT``);
-- ``duckdb``: ``SELECT count(*) FROM read_json_auto(glob)``.
+  to an empty cache dir (what a first build does by default); ``consumer_pool``: ``engine=ProcessPoolExecutor(cores)``;
+- ``daft``: ``daft.read_json(glob).count_rows()`` (Daft's own venv, ``BENCH_PYTHON_DAFT``); ``daft_text``: the count
+  and the sum of the texts' lengths (every text parsed, as consumer's index must);
+- ``duckdb``: ``SELECT count(*) FROM read_json_auto(glob)``; ``duckdb_text``: ``count(*), sum(length(text))``.
 
 Every count must equal ``--records``. ``x_consumer`` > 1: consumer is faster.
 
@@ -32,7 +33,7 @@ from ..peers import ROOT, resolve_python
 
 NAME = "jsonl_peers"
 DESCRIPTION = "a folder of JSONL shards to the first count(*): consumer documents='jsonl' vs Daft read_json, DuckDB"
-SYSTEMS = ("consumer", "consumer_cached", "daft", "duckdb")
+SYSTEMS = ("consumer", "consumer_cached", "consumer_pool", "daft", "daft_text", "duckdb", "duckdb_text")
 _WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at which but have an "
           "they you were her she there been one all we their has would when if so no will more its about what "
           "naïve café données über 東京 «quoted» \"quote\" line\nbreak tab\there").split(" ")
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> dict:
     if bad:
         raise SystemExit(f"--systems expects a comma list of {SYSTEMS}, got {args.systems!r}")
     given = dict(v.partition("=")[::2] for v in args.peer_python)
-    pythons = {s: resolve_python(s, given) if s == "daft" else sys.executable for s in systems}
+    pythons = {s: resolve_python("daft", given) if s.startswith("daft") else sys.executable for s in systems}
     glob = make_shards(args.data, args.records, args.shards, args.text_median)
     folder = os.path.dirname(glob)
     total = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
