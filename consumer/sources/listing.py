@@ -300,14 +300,14 @@ def scan_directory(root: str, on_bad_file: str = "raise", walker: Walker | None 
     itself is listed here."""
     check_bad_file_mode(on_bad_file)
     state = _Walk(on_bad_file == "skip", root)
+    if walker is not None and not _has_folders(root):  # one flat folder: walked on the walker, nothing kept here
+        return _listing(state, [DEFAULT_CLASS], list(walker([root], on_bad_file)))
     try:
         with os.scandir(root) as it:
             top = sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
     except OSError as error:
         raise InputError(f"fps: cannot list the directory {root!r}: {error.strerror}") from None
     subdirs = [e for e in top if _entry_is_dir(e)]
-    if not subdirs and walker is not None:  # one flat folder: its walk (the same files) on the walker too
-        return _listing(state, [DEFAULT_CLASS], list(walker([root], on_bad_file)))
     if not subdirs:  # its own walk state: the root's bad entries are the part's (counted once, at the merge)
         flat = _Walk(state.skip, root)
         for e in top:
@@ -326,6 +326,16 @@ def scan_directory(root: str, on_bad_file: str = "raise", walker: Walker | None 
             "move the files into a class folder or pass an explicit list")
     parts = list((walker or _walk_here)([d.path for d in subdirs], on_bad_file))
     return _listing(state, [d.name for d in subdirs], parts)
+
+
+def _has_folders(root: str) -> bool:
+    """Whether ``root`` holds a (non-hidden) folder: one pass over its entries that keeps none of them (a flat
+    folder of 10^6 files is listed here without holding its entries)."""
+    try:
+        with os.scandir(root) as it:
+            return any(e.name[0] != "." and _entry_is_dir(e) for e in it)
+    except OSError as error:
+        raise InputError(f"fps: cannot list the directory {root!r}: {error.strerror}") from None
 
 
 def _resolves(e: os.DirEntry[str]) -> bool:
