@@ -231,6 +231,7 @@ class _Walk:
             else:
                 keyed.append((e.name, e))
         keyed.sort(key=_first)
+        del entries  # the entries of other slices are dropped with it
         if parts > 1:
             keyed = keyed[len(keyed) * part // parts:len(keyed) * (part + 1) // parts]
         run: list[os.DirEntry[str]] = []
