@@ -1,13 +1,16 @@
-"""The listing of a local folder by a cluster build against the local scan, in one run.
+"""The listing of a local folder by a cluster build against the local scan: wall, the client's CPU and peak memory.
 
-``files`` small files (64 B) in ``classes`` class folders (two levels deep). Timed: the local
-:func:`~consumer.sources.listing.scan_directory`, and the same scan with each class folder walked on a Dask
-``LocalCluster`` (127.0.0.1, worker processes, one thread each) of 1 and 2 workers, best of ``reps``,
-interleaved. Reported per configuration: wall seconds, the client's CPU seconds (what the client itself does:
-list the root, merge the parts) and the ratio to the local scan. Every cluster listing is checked equal to the
-local one first. On a machine with fewer cores than workers + client the walls cannot show scaling.
+``files`` small files (64 B) in one of two layouts: ``nested`` (``classes`` class folders of 50 sub-folders each)
+or ``flat`` (one folder of files: the class ``"null"``, which a cluster listing cuts into slices of its sorted
+entries). Each listing runs in a **fresh process** (the client): the local
+:func:`~consumer.sources.listing.scan_directory`, or the same scan walked on a Dask ``LocalCluster`` (127.0.0.1,
+worker processes of one thread; the scheduler lives in this parent process, not in the client) of 1 and 2
+workers. Per configuration: best wall and client CPU seconds over ``reps`` interleaved rounds, and the client's
+peak resident memory (``VmHWM``) above what it held before the scan (imports, the connected ``Client``). Every
+cluster listing is checked equal to the local one (a digest of paths, sizes, stamps and identities) first. On a
+machine with fewer cores than workers + client the walls cannot show scaling; the client's CPU and memory can.
 
-    python -m benchmarks.probes.cluster_listing --files 100000
+    python -m benchmarks probe cluster_listing --files 100000 --layouts nested,flat
 """
 
 from __future__ import annotations
@@ -15,68 +18,110 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-import time
 from typing import Any
 
-import numpy as np
-
 NAME = "cluster_listing"
-DESCRIPTION = "listing a local folder on 1-2 Dask workers against the local scan"
+DESCRIPTION = "listing a local folder on 1-2 Dask workers against the local scan: wall, client CPU and peak RSS"
+
+_CHILD = r"""
+import hashlib, json, resource, sys, time
+from benchmarks.measure import peak_rss_mb
+from consumer.sources.listing import scan_directory
+root, where = sys.argv[1], sys.argv[2]
+walker = None
+if where != "local":
+    import distributed
+    from consumer.scale.engines import DaskEngine
+    from consumer.scale.scan import walker_on
+    client = distributed.Client(where)
+    walker = walker_on(DaskEngine(client))
+base = peak_rss_mb()
+t0 = time.perf_counter(); r0 = resource.getrusage(resource.RUSAGE_SELF)
+listing = scan_directory(root, "raise", walker)
+wall = time.perf_counter() - t0
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+h = hashlib.sha256(listing.paths.packed().tobytes())
+for a in (listing.paths.offsets(), listing.sizes, listing.stamps, listing.ident):
+    h.update(a.tobytes())
+h.update(json.dumps([(c.name, len(c.paths)) for c in listing.corpus.classes]).encode())
+print(json.dumps({"wall_s": wall, "cpu_s": (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime),
+                  "peak_rss_mb": peak_rss_mb(), "rss_before_mb": base, "files": len(listing.sizes),
+                  "digest": h.hexdigest()}))
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--files``, ``--classes``, ``--reps``."""
+    """``--files``, ``--classes``, ``--layouts``, ``--workers``, ``--reps``."""
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--classes", type=int, default=20)
-    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--layouts", default="nested,flat", help="comma-separated: nested, flat")
+    parser.add_argument("--workers", default="1,2", help="comma-separated cluster sizes")
+    parser.add_argument("--reps", type=int, default=2)
 
 
-def _corpus(root: str, files: int, classes: int) -> None:
+def _corpus(root: str, files: int, classes: int, layout: str) -> None:
+    made: set[str] = set()
     for i in range(files):
-        d = os.path.join(root, f"c{i % classes:03d}", f"d{(i // classes) % 50:02d}")
-        os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, f"f{i:08d}.txt"), "wb") as f:
-            f.write(b"x" * 64)
+        d = root if layout == "flat" else os.path.join(root, f"c{i % classes:03d}", f"d{(i // classes) % 50:02d}")
+        if d not in made:
+            os.makedirs(d, exist_ok=True)
+            made.add(d)
+        fd = os.open(os.path.join(d, f"f{i:08d}.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, b"x" * 64)
+        os.close(fd)
 
 
-def _timed(fn: Any) -> tuple[float, float, Any]:
-    w, c = time.perf_counter(), time.process_time()
-    out = fn()
-    return time.perf_counter() - w, time.process_time() - c, out
+def _layout(root: str, where: dict[str, str], reps: int) -> dict[str, Any]:
+    from benchmarks.children import child_json  # noqa: PLC0415
+
+    for name, addr in where.items():  # warm-up: workers import consumer once; the equality check
+        if name != "local":
+            child_json(["-c", _CHILD, root, addr])
+    runs: dict[str, list[dict]] = {name: [] for name in where}
+    for _ in range(reps):
+        for name, addr in where.items():
+            got = child_json(["-c", _CHILD, root, addr])
+            if "error" in got:
+                raise RuntimeError(f"{name}: {got['error']}")
+            runs[name].append(got)
+    digest = runs["local"][0]["digest"]
+    if any(r["digest"] != digest for rs in runs.values() for r in rs):
+        raise RuntimeError("a cluster listing differs from the local scan")
+    local_wall = min(r["wall_s"] for r in runs["local"])
+    local_cpu = min(r["cpu_s"] for r in runs["local"])
+    local_mem = max(r["peak_rss_mb"] - r["rss_before_mb"] for r in runs["local"])
+    out: dict[str, Any] = {"files": runs["local"][0]["files"]}
+    for name, rs in runs.items():
+        wall, cpu = min(r["wall_s"] for r in rs), min(r["cpu_s"] for r in rs)
+        mem = max(r["peak_rss_mb"] - r["rss_before_mb"] for r in rs)
+        out[name] = {"wall_s": round(wall, 3), "client_cpu_s": round(cpu, 3), "client_peak_rss_above_start_mb":
+                     round(mem, 1), "client_peak_rss_mb": round(max(r["peak_rss_mb"] for r in rs), 1),
+                     "wall_vs_local": round(wall / local_wall, 2), "cpu_vs_local": round(cpu / local_cpu, 2),
+                     "mem_vs_local": round(mem / local_mem, 2) if local_mem > 0 else None}
+    return out
 
 
 def run(args: argparse.Namespace) -> dict:
-    """Best wall and client CPU seconds of the local scan and of 1 and 2 workers."""
+    """Per layout: best wall, client CPU and client peak memory of the local scan and of each cluster size."""
     import distributed  # noqa: PLC0415
 
-    from consumer.scale.engines import DaskEngine  # noqa: PLC0415
-    from consumer.scale.scan import walker_on  # noqa: PLC0415
-    from consumer.sources.listing import scan_directory  # noqa: PLC0415
-
-    out: dict[str, Any] = {"files": args.files, "classes": args.classes}
-    with tempfile.TemporaryDirectory() as tmp:
-        _corpus(tmp, args.files, args.classes)
-        best: dict[str, list[float]] = {}
-        ref = scan_directory(tmp)
-        for workers in (1, 2):
-            cluster = distributed.LocalCluster(host="127.0.0.1", n_workers=workers, threads_per_worker=1,
-                                               processes=True, dashboard_address=None)
-            client = distributed.Client(cluster)
-            walker = walker_on(DaskEngine(client))
-            got = scan_directory(tmp, "raise", walker)  # warm-up and the equality check
-            if list(got.paths) != list(ref.paths) or not np.array_equal(got.ident, ref.ident):
-                raise RuntimeError("the cluster listing differs from the local scan")
-            for _ in range(args.reps):
-                for name, fn in (("local", lambda: scan_directory(tmp)),
-                                 (f"{workers} workers", lambda w=walker: scan_directory(tmp, "raise", w))):
-                    wall, cpu, _ = _timed(fn)
-                    b = best.setdefault(name, [float("inf"), float("inf")])
-                    best[name] = [min(b[0], wall), min(b[1], cpu)]
-            client.close()
-            cluster.close()
-    local = best["local"][0]
-    out["results"] = {k: {"wall_s": round(w, 3), "client_cpu_s": round(c, 3), "vs_local": round(w / local, 2)}
-                      for k, (w, c) in best.items()}
+    sizes = [int(w) for w in args.workers.split(",") if w]
+    out: dict[str, Any] = {"files": args.files, "classes": args.classes, "reps": args.reps,
+                           "load_avg": os.getloadavg()[0]}
+    clusters = [distributed.LocalCluster(host="127.0.0.1", n_workers=n, threads_per_worker=1, processes=True,
+                                         dashboard_address=None, worker_dashboard_address=None) for n in sizes]
+    try:
+        where = {"local": "local", **{f"{n} workers": c.scheduler_address for n, c in zip(sizes, clusters)}}
+        for layout in [x for x in args.layouts.split(",") if x]:
+            if layout not in ("nested", "flat"):
+                raise ValueError(f"--layouts: unknown layout {layout!r} (nested, flat)")
+            with tempfile.TemporaryDirectory() as tmp:
+                _corpus(tmp, args.files, args.classes, layout)
+                out[layout] = _layout(tmp, where, args.reps)
+    finally:
+        for c in clusters:
+            c.close()
+    out["load_avg_end"] = os.getloadavg()[0]
     return out
 
 

@@ -25,23 +25,39 @@ from ..util.progress import progress_bar
 from .engines import COSTS, Engine, plan_tasks
 from .tasks import check_readable_task, content_task, describe_task, stat_task, walk_task
 
-__all__ = ["walker_on", "stat_on", "check_readable", "describer", "content_computer", "complete_catalog"]
+__all__ = ["MAX_WALK_SLICES", "walk_slices", "walker_on", "stat_on", "check_readable", "describer",
+           "content_computer", "complete_catalog"]
+
+MAX_WALK_SLICES = 8
 
 
 def _slices(paths: Sequence[str], bounds: list[tuple[int, int]]) -> list[list[str]]:
     return [list(paths[a:b]) for a, b in bounds]
 
 
-def walker_on(engine: Engine) -> Callable[[list[str], str], Iterator[WalkPart]]:
-    """A ``walker(folders, on_bad_file)`` for :func:`~consumer.sources.listing.scan_directory` that walks each class
-    folder on ``engine`` (one task per folder), yielding the parts in folder order: the client lists the root and
-    merges the parts (arrays); every per-file ``stat`` runs on the workers. A bad file raises as locally (the
-    first in walk order: parts are taken in order)."""
+def walker_on(engine: Engine) -> Callable[[list[str], str], Iterator[list[WalkPart]]]:
+    """A ``walker(folders, on_bad_file)`` for :func:`~consumer.sources.listing.scan_directory` that walks the class
+    folders (or a flat root) on ``engine``, yielding per folder its parts in walk order: the client lists the root
+    and merges the parts (arrays); every per-file ``stat`` runs on the workers. A folder is cut into
+    :func:`walk_slices` tasks (contiguous runs of its sorted entries, each task listing the folder again: the
+    listing of one directory cannot be split, the ``stat`` of its entries and its sub-folders can). A bad file
+    raises as locally (the first in walk order: parts are taken in order)."""
 
-    def walker(folders: list[str], on_bad_file: str) -> Iterator[WalkPart]:
-        return engine.map(walk_task, [(f, on_bad_file) for f in folders], label="walk")
+    def walker(folders: list[str], on_bad_file: str) -> Iterator[list[WalkPart]]:
+        k = walk_slices(len(folders), engine.slots)
+        parts = engine.map(walk_task, [(f, on_bad_file, j, k) for f in folders for j in range(k)], label="walk")
+        for _ in folders:
+            yield [next(parts) for _ in range(k)]
 
     return walker
+
+
+def walk_slices(folders: int, slots: int) -> int:
+    """Tasks per folder of a cluster listing: ``slots // folders`` (so a flat folder or a few large classes use
+    every worker thread), at least 1 and at most :data:`MAX_WALK_SLICES`. Each extra slice of a flat folder costs
+    one more listing of its names (~30 % of its walk, measured: ``docs/scale-out.md``), so a slice per thread is
+    the most that pays; with ``folders >= slots`` a folder is one task."""
+    return max(1, min(MAX_WALK_SLICES, slots // max(1, folders)))
 
 
 def stat_on(engine: Engine) -> Callable[..., tuple[np.ndarray, np.ndarray]]:

@@ -21,10 +21,11 @@ from ..sources.listing import WalkPart, walk_part
 __all__ = ["walk_task", "stat_task", "check_readable_task", "describe_task", "content_task"]
 
 
-def walk_task(folder: str, on_bad_file: str) -> WalkPart:
-    """Every file below one class folder (:func:`~consumer.sources.listing.walk_part`, the local scan's walk):
-    paths (one blob and offsets), sizes, stamps, ``(device, inode)`` and the bad files it left out."""
-    return walk_part(folder, on_bad_file)
+def walk_task(folder: str, on_bad_file: str, part: int = 0, parts: int = 1) -> WalkPart:
+    """The files below one class folder, or below the ``part``-th of ``parts`` runs of its sorted entries
+    (:func:`~consumer.sources.listing.walk_part`, the local scan's walk): paths (one blob and offsets), sizes,
+    stamps, ``(device, inode)`` and the bad files it left out."""
+    return walk_part(folder, on_bad_file, part, parts)
 
 
 def stat_task(paths: list[str], classes: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -206,14 +206,17 @@ class _Walk:
         for e in entries:
             self.file(e)
 
-    def walk(self, folder: str) -> None:
+    def walk(self, folder: str, part: int = 0, parts: int = 1) -> None:
         """Every file below ``folder`` (hidden entries skipped; symlinks to folders are not followed), in path
-        order: a folder ``b`` sorts as ``b/``, so its files come where their paths sort."""
+        order: a folder ``b`` sorts as ``b/``, so its files come where their paths sort. ``part`` of ``parts``:
+        only that contiguous run of ``folder``'s sorted entries (and what is below them); the parts in order are
+        the whole walk, and an unreadable ``folder`` is refused by part 0 only."""
         try:
             with os.scandir(folder) as it:
                 entries = [e for e in it if e.name[0] != "."]
         except OSError as error:
-            self.refuse(folder, "unreadable", f"cannot list the directory: {error.strerror}")
+            if part == 0:
+                self.refuse(folder, "unreadable", f"cannot list the directory: {error.strerror}")
             return
         keyed = []
         for e in entries:
@@ -228,6 +231,9 @@ class _Walk:
             else:
                 keyed.append((e.name, e))
         keyed.sort(key=_first)
+        del entries  # the entries of other slices are dropped with it
+        if parts > 1:
+            keyed = keyed[len(keyed) * part // parts:len(keyed) * (part + 1) // parts]
         run: list[os.DirEntry[str]] = []
         for key, e in keyed:
             if key[-1] == "/":
@@ -268,38 +274,46 @@ def local_directory(fps: object) -> str | None:
     return root if os.path.isdir(root) else None
 
 
-def walk_part(folder: str, on_bad_file: str = "raise") -> WalkPart:
+def walk_part(folder: str, on_bad_file: str = "raise", part: int = 0, parts: int = 1) -> WalkPart:
     """Every file below the class folder ``folder`` (the walk of :func:`scan_directory`), as arrays: what a worker
-    of a cluster build runs on one class folder."""
+    of a cluster build runs. ``part`` of ``parts``: the files below the ``part``-th of ``parts`` contiguous runs of
+    the folder's sorted entries (each part lists the folder itself again: a directory's listing cannot be split,
+    its entries' ``stat`` and sub-folders can); the parts in order are the whole walk."""
+    if not 0 <= part < parts:
+        raise InputError(f"part must be in [0, parts={parts}), got {part!r}")
     state = _Walk(check_bad_file_mode(on_bad_file) == "skip", folder)
-    state.walk(folder)
+    state.walk(folder, part, parts)
     return state.part()
 
 
-Walker = Callable[[list[str], str], Iterable[WalkPart]]
+Walker = Callable[[list[str], str], Iterable[list[WalkPart]]]
 
 
-def _walk_here(folders: list[str], on_bad_file: str) -> Iterator[WalkPart]:
-    return (walk_part(f, on_bad_file) for f in folders)
+def _walk_here(folders: list[str], on_bad_file: str) -> Iterator[list[WalkPart]]:
+    return ([walk_part(f, on_bad_file)] for f in folders)
 
 
 def scan_directory(root: str, on_bad_file: str = "raise", walker: Walker | None = None) -> Listing:
     """The corpus of the directory ``root`` (absolute, normalised) with every file's stat (see the module
     docstring): sub-folders are classes; a folder without sub-folders is the one class ``"null"``. ``walker``
-    walks the class folders (``walker(folders, on_bad_file)``: one :class:`WalkPart` per folder, in order; e.g.
-    on a cluster's workers); None: here, one after the other. The root itself is listed here."""
+    walks the class folders (``walker(folders, on_bad_file)``: per folder, in order, its :class:`WalkPart` s in
+    walk order; e.g. on a cluster's workers, a flat root included); None: here, one after the other. The root
+    itself is listed here."""
     check_bad_file_mode(on_bad_file)
     state = _Walk(on_bad_file == "skip", root)
+    if walker is not None and not _has_folders(root):  # one flat folder: walked on the walker, nothing kept here
+        return _listing(state, [DEFAULT_CLASS], list(walker([root], on_bad_file)))
     try:
         with os.scandir(root) as it:
             top = sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
     except OSError as error:
         raise InputError(f"fps: cannot list the directory {root!r}: {error.strerror}") from None
     subdirs = [e for e in top if _entry_is_dir(e)]
-    if not subdirs:
+    if not subdirs:  # its own walk state: the root's bad entries are the part's (counted once, at the merge)
+        flat = _Walk(state.skip, root)
         for e in top:
-            state.file(e)
-        return _listing(state, [DEFAULT_CLASS], [state.part()])
+            flat.file(e)
+        return _listing(state, [DEFAULT_CLASS], [[flat.part()]])
     loose = []
     for e in top:
         if not _entry_is_dir(e):
@@ -313,6 +327,16 @@ def scan_directory(root: str, on_bad_file: str = "raise", walker: Walker | None 
             "move the files into a class folder or pass an explicit list")
     parts = list((walker or _walk_here)([d.path for d in subdirs], on_bad_file))
     return _listing(state, [d.name for d in subdirs], parts)
+
+
+def _has_folders(root: str) -> bool:
+    """Whether ``root`` holds a (non-hidden) folder: one pass over its entries that keeps none of them (a flat
+    folder of 10^6 files is listed here without holding its entries)."""
+    try:
+        with os.scandir(root) as it:
+            return any(e.name[0] != "." and _entry_is_dir(e) for e in it)
+    except OSError as error:
+        raise InputError(f"fps: cannot list the directory {root!r}: {error.strerror}") from None
 
 
 def _resolves(e: os.DirEntry[str]) -> bool:
@@ -345,13 +369,14 @@ def _join(lists: list[PathList]) -> PathList:
     return PathList(np.concatenate(blobs)[:-1], np.concatenate(ats))
 
 
-def _listing(state: _Walk, names: list[str], parts: list[WalkPart]) -> Listing:
+def _listing(state: _Walk, names: list[str], per_class: list[list[WalkPart]]) -> Listing:
     """The class folders' parts (and the root's bad entries, in ``state``) merged: arrays in walk order, aliases
     within a class dropped (first path kept), the same file across classes refused (or, when skipping, left out:
     see :func:`~consumer.sources.aliases.cross_class`)."""
+    parts = [p for folder in per_class for p in folder]
     for part in parts:
         state.bad.merge(part.bad)
-    counts = [len(p.sizes) for p in parts]
+    counts = [sum(len(p.sizes) for p in folder) for folder in per_class]
     cls = np.repeat(np.arange(len(names), dtype=np.int64), counts)
     all_paths = _join([p.paths for p in parts])
     sizes = np.concatenate([np.zeros(0, dtype=np.int64), *(p.sizes for p in parts)])

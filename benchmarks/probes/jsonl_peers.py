@@ -1,0 +1,126 @@
+"""A folder of JSONL shards from nothing to the first record count: consumer against Daft and DuckDB.
+
+Corpus: ``--records`` records in ``--shards`` ``.jsonl`` files (generated once under ``--data``, reused), each
+``{"id": int, "text": str, "source": str}`` with a ``text`` of realistic length (log-normal, median
+``--text-median`` characters, a few non-ASCII characters, quotes and newlines that JSON escapes). Per system and
+repetition a **fresh process** (:mod:`benchmarks.peers.firstcount`), systems interleaved, from nothing (library
+imported, import timed apart) to the number of records:
+
+- ``consumer``: ``Consumer(folder, documents="jsonl", metadata=None, cache_dir=False)`` +
+  ``ds.sql("SELECT count(*) FROM documents")``; ``consumer_cached``: the same writing its per-container indexes
+  to an empty cache dir (what a first build does by default); ``consumer_pool``: ``engine=ProcessPoolExecutor(cores)``;
+- ``daft``: ``daft.read_json(glob).count_rows()`` (Daft's own venv, ``BENCH_PYTHON_DAFT``); ``daft_text``: the count
+  and the sum of the texts' lengths (every text parsed, as consumer's index must);
+- ``duckdb``: ``SELECT count(*) FROM read_json_auto(glob)``; ``duckdb_text``: ``count(*), sum(length(text))``.
+
+Every count must equal ``--records``. ``x_consumer`` > 1: consumer is faster.
+
+    python -m benchmarks probe jsonl_peers --records 1000000 --shards 64 --reps 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from ..measure import median
+from ..peers import ROOT, resolve_python
+
+NAME = "jsonl_peers"
+DESCRIPTION = "a folder of JSONL shards to the first count(*): consumer documents='jsonl' vs Daft read_json, DuckDB"
+SYSTEMS = ("consumer", "consumer_cached", "consumer_pool", "daft", "daft_text", "duckdb", "duckdb_text")
+_WORDS = ("the of and to in is that for it as was with be by on not he this are or his from at which but have an "
+          "they you were her she there been one all we their has would when if so no will more its about what "
+          "naïve café données über 東京 «quoted» \"quote\" line\nbreak tab\there").split(" ")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's options."""
+    parser.add_argument("--records", type=int, default=1_000_000, help="records in all (default 10^6)")
+    parser.add_argument("--shards", type=int, default=64, help="JSONL files (default 64)")
+    parser.add_argument("--text-median", type=int, default=400, help="median text length in characters")
+    parser.add_argument("--reps", type=int, default=3, help="fresh processes per system (interleaved)")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of " + ",".join(SYSTEMS))
+    parser.add_argument("--data", default=os.path.join(ROOT, "benchmarks", ".data"), help="generated corpora")
+    parser.add_argument("--peer-python", action="append", default=[], metavar="NAME=PATH",
+                        help="interpreter of daft (default: BENCH_PYTHON_DAFT, benchmarks/.venvs/daft or this one)")
+
+
+def make_shards(data: str, records: int, shards: int, median_chars: int) -> str:
+    """The folder of ``shards`` JSONL files under ``data`` (generated once; reused): its glob."""
+    root = os.path.join(data, f"jsonl-peers-{records}-{shards}-{median_chars}")
+    glob = os.path.join(root, "shards", "*.jsonl")
+    if os.path.exists(os.path.join(root, ".complete")):
+        return glob
+    os.makedirs(os.path.join(root, "shards"), exist_ok=True)
+    rng = np.random.default_rng(7)
+    pool = " ".join(rng.choice(_WORDS, size=2_000_000))
+    lengths = np.minimum(rng.lognormal(np.log(median_chars), 0.8, size=records).astype(np.int64) + 1,
+                         len(pool) // 2)
+    starts = rng.integers(0, len(pool) - lengths, dtype=np.int64)
+    bounds = np.linspace(0, records, shards + 1).astype(np.int64)
+    for s in range(shards):
+        with open(os.path.join(root, "shards", f"part-{s:05d}.jsonl"), "w", encoding="utf-8") as f:
+            f.writelines(json.dumps({"id": i, "text": pool[starts[i]:starts[i] + lengths[i]], "source": f"s{s}"},
+                                    ensure_ascii=False) + "\n" for i in range(int(bounds[s]), int(bounds[s + 1])))
+    open(os.path.join(root, ".complete"), "w").close()
+    return glob
+
+
+def _child(python: str, system: str, glob: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONWARNINGS="ignore")
+    out = subprocess.run([python, "-m", "benchmarks.peers.firstcount", system, glob],
+                         capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    lines = [ln for ln in out.stdout.strip().splitlines() if ln.startswith("{")]
+    if lines:
+        return json.loads(lines[-1])
+    tail = [ln for ln in out.stderr.strip().splitlines() if ln.startswith(("Fatal", "Traceback")) or "Error" in ln]
+    return {"error": (tail[-1] if tail else f"exit status {out.returncode}")[:300]}
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Every system, ``--reps`` fresh processes each (interleaved): median first count, × consumer."""
+    systems = [s for s in args.systems.split(",") if s]
+    bad = [s for s in systems if s not in SYSTEMS]
+    if bad:
+        raise SystemExit(f"--systems expects a comma list of {SYSTEMS}, got {args.systems!r}")
+    given = dict(v.partition("=")[::2] for v in args.peer_python)
+    pythons = {s: resolve_python("daft", given) if s.startswith("daft") else sys.executable for s in systems}
+    glob = make_shards(args.data, args.records, args.shards, args.text_median)
+    folder = os.path.dirname(glob)
+    total = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+    runs: dict[str, list[dict]] = {s: [] for s in systems}
+    absent: dict[str, str] = {}
+    load = [os.getloadavg()[0]]
+    for rep in range(args.reps):
+        for s in systems:
+            if s in absent:
+                continue
+            r = _child(pythons[s], s, glob)
+            if "error" in r or r["count"] != args.records:
+                absent[s] = r.get("error", f"counted {r.get('count')} records, not {args.records}")
+                continue
+            runs[s].append(r)
+            print(f"jsonl_peers rep {rep} {s}: first count {r['first_count_s']:.2f} s", file=sys.stderr, flush=True)
+        load.append(os.getloadavg()[0])
+    out: dict[str, dict] = {}
+    for s, rs in runs.items():
+        if rs:
+            out[s] = {"first_count_s": median(r["first_count_s"] for r in rs),
+                      "runs_s": [r["first_count_s"] for r in rs], "import_s": median(r["import_s"] for r in rs)}
+    ours = out.get("consumer")
+    for row in out.values():
+        row["x_consumer"] = round(row["first_count_s"] / ours["first_count_s"], 2) if ours else None
+    daft = out.get("daft_text") or out.get("daft")
+    target = None if not (ours and daft) else {
+        "consumer_over_daft": round(ours["first_count_s"] / daft["first_count_s"], 2),
+        "daft_system": "daft_text" if "daft_text" in out else "daft",
+        "met": ours["first_count_s"] <= daft["first_count_s"]}  # #27: not slower than Daft's read_json
+    return {"target": target, "records": args.records, "shards": args.shards, "bytes": total,
+            "text_median": args.text_median, "reps": args.reps, "systems": out, "absent": absent,
+            "pythons": pythons, "load_avg": load}
