@@ -69,7 +69,7 @@ def test_one_row_calls_give_the_general_paths_rows_and_errors(store, data):
     ds = Consumer.from_packed(store, style="concat", seqlen=48)
     n = len(ds)
     ds[0]  # a general fetch of one row arms the plan
-    assert ds._fetcher._one is not None and ds._fetcher._one.armed
+    assert ds._fetcher.one_row.armed
     calls = data.draw(st.lists(st.tuples(st.sampled_from(FORMS), st.integers(-n - 2, n + 2)), min_size=1,
                                max_size=20))
     for form, i in calls:
@@ -82,7 +82,7 @@ def test_one_row_calls_give_the_general_paths_rows_and_errors(store, data):
 def test_other_queries_and_dtypes_keep_the_general_path(store):
     ds = Consumer.from_packed(store, style="concat", seqlen=48)
     ds[1]
-    assert ds._fetcher._one.armed
+    assert ds._fetcher.one_row.armed
     got32 = ds.fetch([3], out_dtype=np.int32)["input_array"]
     assert got32.dtype.is_signed and str(got32.dtype) == "torch.int32"
     ds.set_mlm_mode(mask_frequency=0.3)
@@ -116,7 +116,7 @@ def test_a_store_changed_in_place_is_served_as_the_general_path_serves_it(tmp_pa
     n = len(fast)
     for i in range(n):  # warm both: every chunk verified, the plan armed
         fast[i], ref[i, None]
-    assert fast._fetcher._one.armed
+    assert fast._fetcher.one_row.armed
     start = fast._fetcher._rows.packed.start
     target = n // 2
     time.sleep(0.05)  # a later change stamp than the packing's
@@ -129,13 +129,13 @@ def test_a_store_changed_in_place_is_served_as_the_general_path_serves_it(tmp_pa
         assert got[:2] == ("error", "FormatError") and f"sample {target}" in got[2]
     else:
         assert got[0] == "ok" and int(got[1]["input_array"][0, 3]) == 65
-    assert fast._fetcher._one.armed == (value == 65)  # re-armed by the general path only on a clean store
+    assert fast._fetcher.one_row.armed == (value == 65)  # re-armed by the general path only on a clean store
 
 
 def test_a_budget_set_after_the_plan_was_armed_is_applied(store, monkeypatch):
     ds = Consumer.from_packed(store, style="concat", seqlen=48)
     ds[2]
-    assert ds._fetcher._one.armed
+    assert ds._fetcher.one_row.armed
     monkeypatch.setenv("CONSUMER_MAX_BATCH_BYTES", "100")  # under one row of 48 tokens
     with pytest.raises(InputError, match="over the fetch budget of 100 bytes"):
         ds[2]
