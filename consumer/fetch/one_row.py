@@ -71,7 +71,7 @@ class OneRow:
         self.fd = -1  # -1: the general path compares no stamp either
         # the data file's struct stat as bytes at arming (None: os.fstat's mtime/ctime compared instead)
         self.stat = StatSnapshot(-1)
-        self.stat_call, self.stat_buffer = self.stat.call, self.stat.buffer  # read per call: no attribute chain
+        self.stat_call, self.stat_local = self.stat.call, self.stat.local  # read per call: short attribute chains
         self.snapshot: bytes | None = None
         self.verifier: Any = None  # chunk sums: those of the row's chunks checked before it is served
         self.mtime = self.ctime = -1
@@ -114,7 +114,7 @@ class OneRow:
         self.tokens, self.pad = packed.tokens, packed.pad
         self.fd = packed._fd
         self.stat, self.snapshot = StatSnapshot(self.fd), None
-        self.stat_call, self.stat_buffer = self.stat.call, self.stat.buffer
+        self.stat_call, self.stat_local = self.stat.call, self.stat.local
         self.itemsize = size = int(packed.tokens.itemsize)
         L, T = self.seqlen, int(packed.tokens.size) if packed.local else 0
         # a store shorter than one row has no row of seqlen tokens: no window is read
@@ -145,7 +145,7 @@ class OneRow:
         # written since: the general path re-checks the store and re-arms this plan if it is still clean
         snapshot = self.snapshot
         if snapshot is not None:
-            buffer = self.stat_buffer
+            buffer = self.stat_local.buffer  # this thread's own
             if self.stat_call(self.fd, buffer) or buffer.raw != snapshot:
                 self.limit = 0
                 return None

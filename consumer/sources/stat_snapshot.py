@@ -21,6 +21,7 @@ import ctypes
 import functools
 import os
 import sys
+import threading
 from typing import Any
 
 __all__ = ["StatSnapshot", "BUFFER_BYTES"]
@@ -39,26 +40,34 @@ def _libc_fstat() -> Any:
     return fn
 
 
-class StatSnapshot:
-    """The ``struct stat`` of one open file descriptor as bytes: :meth:`take` keeps one, ``changed()`` compares.
+class _Buffer(threading.local):
+    """A ``struct stat`` buffer per thread: two threads never fill the same buffer (with the GIL released during
+    the call, a slower thread's older result could land over a newer one just before it is compared)."""
 
-    The hot use is inlined by callers: ``call(fd, buffer) or buffer.raw != snapshot`` is True when the file
-    changed (or ``fstat`` failed)."""
+    def __init__(self) -> None:
+        self.buffer = ctypes.create_string_buffer(BUFFER_BYTES)
+
+
+class StatSnapshot:
+    """The ``struct stat`` of one open file descriptor as bytes: :meth:`take` keeps one, :meth:`changed` compares.
+
+    The hot use is inlined by callers: ``buffer = snap.local.buffer; snap.call(fd, buffer) or buffer.raw !=
+    snapshot`` is True when the file changed (or ``fstat`` failed); ``local.buffer`` is the calling thread's own."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.buffer = ctypes.create_string_buffer(BUFFER_BYTES)
         self.call: Any = _libc_fstat() if fd >= 0 else None
+        self.local = _Buffer()
 
     def take(self) -> bytes | None:
         """A snapshot of the file's ``struct stat`` now (None: not to be had here; compare ``os.fstat`` results)."""
         call = self.call
         if call is None:
             return None
-        ctypes.memset(self.buffer, 0, BUFFER_BYTES)
-        if call(self.fd, self.buffer):
+        buffer = ctypes.create_string_buffer(BUFFER_BYTES)  # its own: zeroed, no other thread writes it
+        if call(self.fd, buffer):
             return None
-        raw = self.buffer.raw
+        raw = buffer.raw
         st = os.fstat(self.fd)
         order = sys.byteorder
         # the buffer is a struct stat of this file: its inode and size are in it as 8-byte ints
@@ -68,4 +77,5 @@ class StatSnapshot:
 
     def changed(self, snapshot: bytes) -> bool:
         """Anything about the file differs from ``snapshot`` (or ``fstat`` failed)."""
-        return bool(self.call(self.fd, self.buffer)) or self.buffer.raw != snapshot
+        buffer = self.local.buffer
+        return bool(self.call(self.fd, buffer)) or buffer.raw != snapshot

@@ -204,6 +204,25 @@ def test_a_store_replaced_after_arming_is_served_as_the_general_path_serves_it(t
         Consumer.from_packed(prefix, style="concat", seqlen=48)[target]
 
 
+def test_threads_each_see_a_change_made_after_arming(tmp_path, monkeypatch):
+    """Rows fetched from several threads at once are the general path's; after a damaging write every thread's next
+    call is refused (each thread fills its own ``struct stat`` buffer)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    prefix, fast, ref = _warm_pair(tmp_path, "snapshot", monkeypatch)
+    n = len(fast)
+    want = {i: np.asarray(_general(ref, i)["input_array"]) for i in range(n)}
+    with ThreadPoolExecutor(4) as pool:
+        for got in pool.map(lambda i: (i, np.asarray(fast[i % n]["input_array"])), range(8 * n)):
+            np.testing.assert_array_equal(got[1], want[got[0] % n])
+        assert fast._fetcher.one_row.armed
+        target = n // 2
+        time.sleep(0.05)
+        _write_token(prefix, int(fast._fetcher._rows.packed.start[target]) + 3, 70000)
+        outcomes = list(pool.map(lambda _: _outcome(fast.__getitem__, target), range(16)))
+    assert all(o[:2] == ("error", "FormatError") and f"sample {target}" in o[2] for o in outcomes), outcomes
+
+
 def test_a_budget_set_after_the_plan_was_armed_is_applied(store, monkeypatch):
     ds = Consumer.from_packed(store, style="concat", seqlen=48)
     ds[2]
