@@ -166,9 +166,9 @@ class Consumer(SQLMethods, ModeMethods):
     def fetch_numpy(self, sample_ids: np.ndarray, query: Any = None, *, epoch: int = 0, width: int | None = None,
                     out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
         """:meth:`fetch` as numpy (``width`` narrows rows; ``out_dtype=numpy.int32`` halves the bytes written)."""
-        if not self._padding.pending and (one := self._fetcher.one_numpy(sample_ids, query, self._mask, width,
-                                                                         out_dtype)):
-            return one  # one plain row of a warm store (fetch/one_row.py)
+        if type(sample_ids) is np.ndarray and sample_ids.size == 1 and width is None and not self._padding.pending \
+                and (one := self._fetcher.one_row.row(sample_ids, query, self._mask, out_dtype, False)):
+            return one  # one plain row of a warm store (fetch/one_row.py), as numpy
         self._padding.once()  # rows are made here: the padding warning, if any, is said now (once)
         return self._fetcher.fetch(sample_ids, query, mask=self._mask, epoch=epoch, width=width, out_dtype=out_dtype)
 

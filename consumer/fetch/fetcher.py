@@ -74,17 +74,9 @@ class Fetcher:
         # store range, the clean-sample marks and the store stamp; for files, a few rows with Python ints
         self._rows: _StoreRows | _FileRows | None = None
         # one plain row of a warm store (an int in [0, n), a list of one, a 1-element int64 array) of the default
-        # query: ``one_row.row(key, query, mask, out_dtype)`` is the tensor, or None (use :meth:`fetch`); armed by
-        # a general fetch of one row (fetch/one_row.py)
+        # query: ``one_row.row(key, query, mask, out_dtype)`` is the tensor (numpy with ``tensor=False``), or None
+        # (use :meth:`fetch`, which gives the same result); armed by a general fetch of one row (fetch/one_row.py)
         self.one_row = OneRow(len(index))
-
-    def one_numpy(self, key: object, query: object, mask: MaskConfig, width: int | None,
-                  out_dtype: object) -> dict[str, np.ndarray] | None:
-        """:meth:`fetch`'s result for a 1-element int64 ``ndarray`` of the default query from a warm local store
-        (:attr:`one_row`, as numpy); None: use :meth:`fetch`, which gives the same result."""
-        if type(key) is not np.ndarray or width is not None:
-            return None
-        return self.one_row.row(key, query, mask, out_dtype, False)
 
     def fetch(self, sample_ids: np.ndarray, query: object = None, *, mask: MaskConfig, epoch: int = 0,
               width: int | None = None, out_dtype: npt.DTypeLike = np.int64) -> dict[str, np.ndarray]:
