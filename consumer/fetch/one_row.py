@@ -47,6 +47,7 @@ _BUDGET_ENV = "CONSUMER_MAX_BATCH_BYTES"
 _ENV_DATA = getattr(os.environ, "_data", None)
 _ENV_KEY: object = os.environ.encodekey(_BUDGET_ENV) if hasattr(os.environ, "encodekey") else _BUDGET_ENV
 _fstat = os.fstat
+_NDARRAY = np.ndarray
 _NP_INT64 = np.int64  # the one out_dtype this plan serves (compared by identity, as the general path's fast test)
 
 
@@ -134,7 +135,7 @@ class OneRow:
             i = key[0]
             if type(i) is not int:
                 return None
-        elif kind is np.ndarray:
+        elif kind is _NDARRAY:
             if key.shape != (1,) or key.dtype is not _INT64:
                 return None
             i = key.item()
