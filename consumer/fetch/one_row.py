@@ -65,7 +65,9 @@ class OneRow:
         self.n = n
         self.limit = 0  # n while armed: ids in [0, limit) are served; 0: none is
         self.packed: PackedRows | None = None
-        self.start = self.length = np.zeros(0, dtype=np.int64)
+        # each sample's store position (-1: not one range) and token count as memoryviews (``ndarray.data``), whose
+        # items are Python ints: cheaper to read than with ndarray.item
+        self.start = self.length = np.zeros(0, dtype=np.int64).data
         self.tokens = np.zeros(0, dtype=np.int32)
         self.windows = np.zeros((0, 0), dtype=np.int32)  # [T - L + 1, L] read-only view: row s is tokens[s:s + L]
         self.seqlen = self.pad = self.itemsize = 0
@@ -111,7 +113,9 @@ class OneRow:
     def _bind(self, packed: PackedRows) -> None:
         """Take what a call reads from the store's :class:`PackedRows`."""
         self.packed = packed
-        self.start, self.length, self.seqlen = packed.start, packed.length, packed.seqlen
+        self.start = np.ascontiguousarray(packed.start, dtype=np.int64).data
+        self.length = np.ascontiguousarray(packed.length, dtype=np.int64).data
+        self.seqlen = packed.seqlen
         self.tokens, self.pad = packed.tokens, packed.pad
         self.fd = packed._fd
         self.stat, self.snapshot = StatSnapshot(self.fd), None
@@ -157,10 +161,10 @@ class OneRow:
                 return None
         if _ENV_KEY in self.env:  # the general path applies the budget
             return None
-        s = self.start.item(i)
+        s = self.start[i]
         if s < 0:
             return None
-        n, L = self.length.item(i), self.seqlen
+        n, L = self.length[i], self.seqlen
         verifier = self.verifier
         if verifier is not None:  # a FormatError on a mismatch, as the general path's, before a byte is served
             if verifier.complete:  # for good (a changed file disarms this plan; arm() looks again)
