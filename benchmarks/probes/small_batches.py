@@ -3,8 +3,9 @@
 A warm packed store (concat rows of ``--seqlen`` tokens, int32) is read one row per call, in one process, the
 readers interleaved round by round on the same random ids: ``ds[i]``, ``ds.fetch([i])`` with a list,
 ``ds.fetch(np.array([i]))``, ``ds.fetch_numpy``, and megatron-core's ``IndexedDataset.get`` of the same tokens
-copied into a preallocated int64 row (its reader hands out a view of its memory map; a trainer needs int64). The
-result is microseconds per call (the median call of the best round) and each reader's ratio to megatron's.
+copied into a preallocated int64 row (its reader hands out a view of its memory map; a trainer needs int64), and
+``np.array([i])`` alone (the array calls make their argument inside the timed call). The result is microseconds per
+call (the median call of the best round) and each reader's ratio to megatron's.
 Run: ``python -m benchmarks.probes.small_batches``.
 """
 
@@ -80,6 +81,7 @@ def run(args: argparse.Namespace) -> dict:
         "ds.fetch([i]) list": lambda i: ds.fetch([i]),
         "ds.fetch(array) numpy": lambda i: ds.fetch(np.array([i])),
         "ds.fetch_numpy(array)": lambda i: ds.fetch_numpy(np.array([i])),
+        "np.array([i]) alone": lambda i: np.array([i]),  # what the two array calls spend making their argument
     }
     try:
         from megatron.core.datasets.indexed_dataset import IndexedDataset

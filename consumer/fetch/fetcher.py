@@ -9,7 +9,6 @@ and holds no open resources.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -74,16 +73,10 @@ class Fetcher:
         # how rows are read (the dataset's reading strategy), made on first use: for a packed store each sample's
         # store range, the clean-sample marks and the store stamp; for files, a few rows with Python ints
         self._rows: _StoreRows | _FileRows | None = None
-        self._one: OneRow | None = None  # one plain row of a warm store, armed by a general fetch of one row
-
-    def one(self, key: object, query: object, mask: MaskConfig, out_dtype: object = np.int64) -> dict[str, Any] | None:
-        """``{"input_array": tensor}`` of a one-row ``key`` (an int in ``[0, n)``, a list of one, a 1-element int64
-        array) of the default query, from a warm local store (:mod:`~consumer.fetch.one_row`); None: use
-        :meth:`fetch`, which gives the same result."""
-        plan = self._one
-        if plan is None or query is not None or out_dtype is not np.int64 or mask.add_cls:
-            return None
-        return plan.row(key)
+        # one plain row of a warm store (an int in [0, n), a list of one, a 1-element int64 array) of the default
+        # query: ``one_row.row(key, query, mask, out_dtype)`` is the tensor (numpy with ``tensor=False``), or None
+        # (use :meth:`fetch`, which gives the same result); armed by a general fetch of one row (fetch/one_row.py)
+        self.one_row = OneRow(len(index))
 
     def fetch(self, sample_ids: np.ndarray, query: object = None, *, mask: MaskConfig, epoch: int = 0,
               width: int | None = None, out_dtype: npt.DTypeLike = np.int64) -> dict[str, np.ndarray]:
@@ -120,8 +113,8 @@ class Fetcher:
         if not masking and not self.crop:  # a store: one range per row; files: a few rows with Python ints
             tokens = reading.lean(sample_ids, width, width_, dtype)
             if tokens is not None and rows == 1 and width is None and need <= _DEFAULT_BUDGET and \
-                    isinstance(reading, _StoreRows) and (self._one is None or not self._one.armed):
-                self._arm(reading.packed)
+                    isinstance(reading, _StoreRows) and not self.one_row.armed:
+                self.one_row.arm(reading.packed)
         shift = None
         if tokens is None:
             if self.crop:
@@ -143,12 +136,6 @@ class Fetcher:
             sample_class_ids=self.class_ids[self.index.sample_class[sample_ids]] if "class" in cols else _NONE,
             file_id=self.index.seg_doc[first_seg].astype(np.int64) if "file_id" in cols else _NONE,
             offset=self.index.seg_start[first_seg] + (0 if shift is None else shift) if "offset" in cols else _NONE)
-
-    def _arm(self, packed: PackedRows) -> None:
-        """Arm the one-row plan if the store is warm now (see :class:`OneRow`)."""
-        if self._one is None:
-            self._one = OneRow(packed, len(self.index))
-        self._one.arm()
 
     def _reading(self) -> _StoreRows | _FileRows:
         """How this dataset's rows are read, as its source chooses."""
