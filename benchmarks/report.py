@@ -31,6 +31,7 @@ from .views import (
     filesize,
     floors,
     grid,
+    jsonl_peers,
     limits,
     loader,
     records,
@@ -86,6 +87,7 @@ VIEWS = [("workloads", fetch.render_section, fetch.verdicts), ("limits", limits.
          ("query", *_own(query_engine, "query")),
          # one or two probe runs each (benchmarks/suite_probe_runs.py); every heading renders, measured or not
          ("coldcatalog", cold_catalog.render_section, cold_catalog.verdicts),
+         ("jsonlpeers", jsonl_peers.render_section, jsonl_peers.verdicts),
          ("coldfetch", cold_fetch.render_section, cold_fetch.verdicts),
          ("smallbatches", small_batches.render_section, small_batches.verdicts),
          ("chunksums", chunksums.render_section, chunksums.verdicts),

@@ -60,6 +60,9 @@ SPECS: dict[str, list[tuple[str, str, list[str], list[str]]]] = {
     "coldcatalog": [("1e5", "cold_catalog", ["--files", "100000", "--data-root", "{data}"],
                      ["--files", "2000", "--data-root", "{data}"]),
                     ("1e6", "cold_catalog", ["--files", "1000000", "--data-root", "{data}"], [])],
+    "jsonlpeers": [("", "jsonl_peers", ["--records", "1000000", "--shards", "64", "--reps", "2",
+                                        "--data", "{data}/jsonl_peers"],
+                    ["--records", "5000", "--shards", "4", "--reps", "1", "--data", "{data}/jsonl_peers"])],
     "contentfloor": [("", "content_floor", ["--mib", "256", "--repeat", "5"], ["--mib", "16", "--repeat", "1"])],
     "floors": [("raw_row", "raw_row_floor", ["--files", "2000", "--repeat", "5", "--data-root", "{data}"],
                 ["--files", "200", "--rows", "200", "--repeat", "1", "--data-root", "{data}"]),
@@ -95,6 +98,10 @@ class ProbeRunSections:
             if self._peer_ok("daft"):
                 return ["--daft-python", resolve_python("daft", self.peer_python)]
             return ["--skip", "daft"]
+        if probe == "jsonl_peers":
+            if self._peer_ok("daft"):
+                return ["--peer-python", f"daft={resolve_python('daft', self.peer_python)}"]
+            return ["--systems", "consumer,consumer_cached,consumer_pool,duckdb,duckdb_text"]
         readers = argv[argv.index("--readers") + 1].split(",") if "--readers" in argv else []
         if probe == "cold_fetch" and "megatron" in readers and not self._peer_ok("megatron"):
             return ["--readers", ",".join(r for r in readers if r != "megatron")]
@@ -184,6 +191,10 @@ class ProbeRunSections:
     def coldcatalog(self) -> None:
         """Cold catalog to the first GROUP BY at 10^5 and 10^6 files against Daft and DuckDB."""
         self._run_spec("coldcatalog")
+
+    def jsonlpeers(self) -> None:
+        """A folder of JSONL shards to the first count: consumer against Daft's and DuckDB's JSON readers."""
+        self._run_spec("jsonlpeers")
 
     def contentfloor(self) -> None:
         """The content pass on a large file against its floor."""

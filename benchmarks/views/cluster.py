@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from ..markdown import fmt, table
-from .probe_doc import get, head, results
+from .probe_doc import head, results
 
 __all__ = ["render_section", "verdicts"]
 
-_INTRO = ("Small files in class folders two levels deep; the local `scan_directory` against the same scan with each "
-          "class folder walked on a `LocalCluster` of 1 and 2 worker processes; best of interleaved repetitions, each "
-          "cluster listing checked equal to the local one first. Two workers plus the client on 2 cores cannot show "
-          "real scaling: what carries to a real cluster is the client's share of the CPU (listing the root, joining "
-          "the parts), the per-file `stat` having moved to the workers.")
+_INTRO = ("Small files in class folders two levels deep (`nested`) and in one flat folder (`flat`); the local "
+          "`scan_directory` against the same listing on a `LocalCluster` of 1 and 2 worker processes, each listing in "
+          "a fresh client process and checked equal to the local one. With an engine, each class folder is walked "
+          "in slices (contiguous runs of its sorted entries) on the workers, a flat root too, and the client only "
+          "joins the parts. Two workers plus the client on 2 cores cannot show real scaling: what carries to a real "
+          "cluster is the client's share of the CPU and of the memory, the per-file `stat` having moved to the "
+          "workers. Reading one directory itself cannot be split, so a flat folder's slices each read it again.")
 
 
 def render_section(res: dict) -> list[str]:
@@ -20,12 +22,17 @@ def render_section(res: dict) -> list[str]:
     r = results(res, "clusterlisting")
     if r is None:
         return out
-    per = r.get("results") or {}
-    local_cpu = get(per, "local", "client_cpu_s")
-    rows = [[k, fmt(v.get("wall_s"), 3), fmt(v.get("vs_local")),
-             fmt(v["client_cpu_s"] / local_cpu) if local_cpu and "client_cpu_s" in v else "—"] for k, v in per.items()]
-    out += [f"{r.get('files', 0):,} files in {r.get('classes')} class folders.", ""]
-    return out + table(["configuration", "wall s", "wall / local", "client CPU / local scan's CPU"], rows) + [""]
+    rows = []
+    for layout in ("nested", "flat"):
+        per = r.get(layout) or {}
+        for k, v in per.items():
+            if isinstance(v, dict):
+                rows.append([layout, k, fmt(v.get("wall_s"), 3), fmt(v.get("wall_vs_local")),
+                             fmt(v.get("cpu_vs_local")), fmt(v.get("client_peak_rss_above_start_mb")),
+                             fmt(v.get("mem_vs_local"))])
+    out += [f"{r.get('files', 0):,} files, {r.get('classes')} class folders (nested).", ""]
+    return out + table(["layout", "configuration", "wall s", "wall / local", "client CPU / local",
+                        "client peak RSS above start MB", "client memory / local"], rows) + [""]
 
 
 def verdicts(res: dict) -> list[dict]:

@@ -1,0 +1,42 @@
+"""*A folder of JSONL shards to the first count* (suite section ``jsonlpeers``, probe ``jsonl_peers``) and its
+target (#27: indexing JSONL shards is not slower than Daft's ``read_json`` to the first count)."""
+
+from __future__ import annotations
+
+from ..markdown import fmt, table
+from .probe_doc import get, head, results, verdict
+
+__all__ = ["render_section", "verdicts"]
+
+_INTRO = ("A folder of JSONL shards (`{\"text\", ...}` records, realistic text lengths), each system in fresh "
+          "processes, interleaved, median: from nothing to the first count of records. `consumer`: "
+          "`Consumer(folder, documents=\"jsonl\", metadata=None, cache_dir=False)` then `SELECT count(*) FROM "
+          "documents` (the whole document index: every text's byte range or decoded bytes, ready to serve); "
+          "`consumer_cached`: the same writing the persistent index; `consumer_pool`: the containers indexed on a "
+          "`ProcessPoolExecutor` (`engine=`); Daft: `read_json(glob).count()`, and with the sum of text lengths "
+          "(every text parsed); DuckDB: `read_json` count, and with the sum of text lengths.")
+
+
+def render_section(res: dict) -> list[str]:
+    """The report's lines of this section."""
+    out = head("A folder of JSONL shards to the first count, against Daft and DuckDB", res, "jsonlpeers", _INTRO)
+    r = results(res, "jsonlpeers")
+    if r is None:
+        return out
+    out += [f"{r.get('records', 0):,} records in {r.get('shards')} shards ({fmt((r.get('bytes') or 0) / 1e6)} MB), "
+            f"{r.get('reps')} fresh processes per system.", ""]
+    rows = [[name, fmt(m.get("first_count_s"), 2), fmt(m.get("x_consumer")), fmt(m.get("import_s"), 2)]
+            for name, m in (r.get("systems") or {}).items()]
+    rows += [[name, "not measured", why, ""] for name, why in (r.get("absent") or {}).items()]
+    return out + table(["system", "first count s", "× consumer", "import s"], rows) + [""]
+
+
+def verdicts(res: dict) -> list[dict]:
+    """consumer ≤ 1.0× Daft's time to the first count."""
+    r = results(res, "jsonlpeers")
+    if r is None:
+        return []
+    x = get(r, "target", "consumer_over_daft")
+    shown = None if x is None else f"{fmt(x)}× Daft's time ({get(r, 'target', 'daft_system')})"
+    return [verdict("a folder of JSONL shards to the first count ≤ 1.0× Daft's `read_json`", shown,
+                    x is not None and x <= 1.0)]
