@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 import weakref
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -67,6 +68,9 @@ _TAIL = struct.Struct("<I")
 _FEW = 16  # check_ranges: up to this many ranges, plain ints; more, numpy (measured crossover)
 _SPAN = 8  # check_ranges: ranges over up to this many chunks are looked up in one gather
 _READERS = 8  # threads reading the runs of chunks of one first touch at once (cold reads wait on the device)
+# a read of a run that took longer than this waited on the device (a page-cache hit of 16 KiB takes a few µs, a
+# random read of an SSD or a network file system 50 µs and more): the runs left go to the reader threads
+_CACHED_READ_S = 30e-6
 _READ_BYTES = 1 << 24  # bytes per read of sums_of_file (16 MiB, a multiple of every chunk size up to it)
 
 
@@ -379,10 +383,7 @@ class ChunkVerifier:
             if self._fd < 0:  # opened here, before any reader thread needs it
                 self._fd = os.open(str(self.local_file), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
                 weakref.finalize(self, os.close, self._fd)
-            if len(runs) > 1:  # the runs in flight at once: a device serves several random reads in the time of one
-                blocks = list(self._pool().map(self._pread, [lo for _, _, lo, _ in runs], [hi for *_, hi in runs]))
-            else:
-                blocks = [self._pread(lo, hi) for _, _, lo, hi in runs]
+            blocks = self._pread_runs(runs)
         else:
             cnt = np.array([(hi - lo) // w for _, _, lo, hi in runs], dtype=np.int64)
             dst = np.cumsum(cnt) - cnt
@@ -394,6 +395,22 @@ class ChunkVerifier:
             for k in range(i, j):
                 at = (chunks[k] - chunks[i]) * size
                 yield chunks[k], block[at:at + min(size, hi - lo - at)]
+
+    def _pread_runs(self, runs: list[tuple[int, int, int, int]]) -> list[np.ndarray]:
+        """The bytes of each run, read one after another while the reads come from the page cache (a hot store's
+        first touch: no thread hand-off, which would cost more than the read), the rest all in flight at once on
+        the reader threads as soon as one read waited on the device (a cold store: a device serves several random
+        reads in the time of one)."""
+        blocks: list[np.ndarray] = []
+        clock = time.perf_counter
+        for k, (_, _, lo, hi) in enumerate(runs):
+            t = clock()
+            blocks.append(self._pread(lo, hi))
+            if clock() - t > _CACHED_READ_S and k + 2 < len(runs):
+                rest = runs[k + 1:]
+                blocks += self._pool().map(self._pread, [r[2] for r in rest], [r[3] for r in rest])
+                break
+        return blocks
 
     def _pool(self) -> ThreadPoolExecutor:
         """This process's reader threads (made on first use; a forked child makes its own, the parent's threads

@@ -173,3 +173,19 @@ def test_loader_workers_read_cold_chunks_and_refuse_a_damaged_one(stores, tmp_pa
     with pytest.raises(FormatError, match=r"chunk 1 \(bytes 16384\.\.32768 of .*\): crc32c expected"):
         for _ in damaged.dataloader(len(damaged), num_workers=1, shuffle=False):
             pass
+
+
+@pytest.mark.parametrize("cached_read_s", [0.0, 1.0])
+def test_runs_read_serially_or_on_threads_give_the_same_rows(stores, monkeypatch, cached_read_s) -> None:
+    """A first touch reads the runs one after another while reads come from the page cache, and hands the rest to
+    the reader threads once one waited on the device: both ways verify the same chunks and serve the same rows."""
+    from consumer.formats import chunksums
+
+    want = _rows(stores["16k"], np.arange(len(Consumer.from_packed(stores["16k"], **KW))))
+    monkeypatch.setattr(chunksums, "_CACHED_READ_S", cached_read_s)  # 0: every read counts as slow
+    ds = Consumer.from_packed(stores["16k"], **KW)
+    ids = np.random.default_rng(3).permutation(len(ds))[:40]
+    _evict(stores["16k"])
+    assert np.array_equal(ds.fetch_numpy(ids)["input_array"], want[ids])
+    verifier = ds.documents.source.tokens.verifier
+    assert verifier.verified > 1 and (verifier._threads is not None) == (cached_read_s == 0.0)
