@@ -29,14 +29,25 @@ def render_section(res: dict) -> list[str]:
     return out + table(["call", "µs per call", "× megatron"], rows) + [""]
 
 
+_ARRAY = "np.array([i]) alone"
+
+
 def verdicts(res: dict) -> list[dict]:
-    """``ds[i]`` ≤ 1.5× megatron-core's get."""
+    """``ds[i]``, ``ds.fetch([i])`` and ``ds.fetch(array)`` each ≤ 1.5× megatron-core's get (#27: a list costs
+    what an array costs, the fixed path ≤ 1.5× Megatron's)."""
     r = results(res, "smallbatches")
     if r is None:
         return []
-    x = get(r, "x_megatron", "ds[i]")
-    why = "" if x is None else "megatron's `get` hands out a view; ours checks the file (`fstat`) and builds a tensor"
-    return [verdict("small batches: `ds[i]` ≤ 1.5× megatron-core's `get` (one row)",
-                    None if x is None else f"{fmt(x)}× ({fmt(get(r, 'us_per_call', 'ds[i]'))} µs vs "
-                    f"{fmt(get(r, 'us_per_call', _MEGATRON))} µs)", x is not None and x <= 1.5,
-                    "" if x is not None and x <= 1.5 else why or "megatron-core not installed")]
+    why = "megatron's `get` hands out a view; ours checks the file (`fstat`) and builds a tensor"
+    out = []
+    for call, shown in (("ds[i]", "`ds[i]`"), ("ds.fetch([i]) list", "`ds.fetch([i])`"),
+                        ("ds.fetch(array) numpy", "`ds.fetch(np.array([i]))`")):
+        x = get(r, "x_megatron", call)
+        figure = None if x is None else (f"{fmt(x)}× ({fmt(get(r, 'us_per_call', call))} µs vs "
+                                         f"{fmt(get(r, 'us_per_call', _MEGATRON))} µs)")
+        if call == "ds.fetch(array) numpy" and x is not None:
+            figure += f"; building `np.array([i])` in the timed call is {fmt(get(r, 'x_megatron', _ARRAY))}× of it"
+        met = x is not None and x <= 1.5
+        out.append(verdict(f"small batches: {shown} ≤ 1.5× megatron-core's `get` (one row)", figure, met,
+                           "" if met else (why if x is not None else "megatron-core not installed")))
+    return out
