@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -341,9 +342,15 @@ def table(res: dict) -> str:
         lines += ["", f"Catalog ({c['files']:,} rows, description + mime): SQLite `sync` (verified rows) "
                       f"{c['sqlite_sync_verified_s']:.2f} s, Parquet read {c['parquet_read_s'] * 1e3:.0f} ms, "
                       f"DuckDB file read {c['duckdb_file_read_s'] * 1e3:.0f} ms; a second process opening the DuckDB "
-                      f"file while one holds it: {c['duckdb_file_second_process']}; SQLite: "
-                      f"{c['sqlite_second_process']}."]
+                      f"file while one holds it: {_no_paths(c['duckdb_file_second_process'])}; SQLite: "
+                      f"{_no_paths(c['sqlite_second_process'])}."]
     return "\n".join(lines)
+
+
+def _no_paths(message: str) -> str:
+    """``message`` with the file paths in it (a temporary folder, the interpreter holding a lock) as ``<path>``:
+    the report names no machine's paths."""
+    return re.sub(r"/[^\s\"']+", "<path>", str(message))
 
 
 def render_section(res: dict | None) -> list[str]:
