@@ -110,6 +110,8 @@ class MappedTokens(TokenStore):
     than the page cache, see :mod:`consumer.sources.page_cache`) tells the kernel each batch's byte ranges before
     copying them, so that a page fault never reads megabytes around a row; it needs ``data_file``."""
 
+    advice: RowAdvice | None = None  # the class's: a MappedTokens pickled before the setting reads ahead
+
     def __init__(self, array: np.ndarray, verifier: ChunkVerifier | None = None, data_file: str | None = None,
                  data_offset: int = 0, readahead: bool = True) -> None:
         self.array = array
@@ -121,16 +123,15 @@ class MappedTokens(TokenStore):
     @property
     def readahead(self) -> bool:
         """False when each batch's ranges are advised to the kernel first (no read-ahead around a row)."""
-        return getattr(self, "advice", None) is None  # a MappedTokens pickled before the setting: read-ahead
+        return self.advice is None
 
     def copy_ranges(self, out: np.ndarray, src: np.ndarray, cnt: np.ndarray, dst: np.ndarray,
                     longest: int | None = None) -> None:
         """See :meth:`TokenStore.copy_ranges`: one slice copy per range out of the memory map (the ranges advised
         to the kernel first when the store is read without read-ahead)."""
         self.check_ranges(src, cnt, longest)
-        advice = getattr(self, "advice", None)
-        if advice is not None:
-            advice.advise(src, cnt)
+        if self.advice is not None:
+            self.advice.advise(src, cnt)
         copy_ranges(out, self.plain, src, cnt, dst)
 
     def mapped(self) -> np.ndarray | None:

@@ -14,6 +14,7 @@ import platform
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # the system call numbers of preadv and preadv2 (glibc may use either), for /proc/<pid>/task/<tid>/syscall
 PREADV = {"x86_64": (295, 327), "aarch64": (69, 286)}.get(platform.machine())
@@ -58,6 +59,13 @@ def evict(path: str) -> None:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
+
+
+def evict_store(prefix) -> None:
+    """Drop the pages of every file of the packed store at ``prefix`` (``prefix.*``) from the page cache."""
+    prefix = Path(prefix)
+    for path in prefix.parent.glob(prefix.name + ".*"):
+        evict(str(path))
 
 
 def overwrite_keeping_mtime(path: str, offset: int, data: bytes) -> None:

@@ -5,7 +5,6 @@ themselves."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -19,20 +18,11 @@ from consumer.fetch.reader import packed_runs
 from consumer.formats.chunksums import DEFAULT_CHUNK_BYTES
 
 from ..conftest import without_chunk_sums, write_corpus
+from ..helpers.racing import evict_store as _evict
 
 # two classes of 40 files of 3..12 KB, n_bytes=2 (int32 tokens): ~470 KB of token data, ~29 chunks of 16 KiB
 SIZES = {"a": list(range(3000, 12000, 450)), "b": list(range(3100, 12100, 450))}
 KW = {"style": "concat", "seqlen": 512}
-
-
-def _evict(prefix: Path) -> None:
-    """Drop the store's own pages from the page cache (best effort: the test asserts no timing)."""
-    for path in prefix.parent.glob(prefix.name + ".*"):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 @pytest.fixture(scope="module")

@@ -19,18 +19,10 @@ from consumer.sources import page_cache
 from consumer.sources.page_cache import RowAdvice, page_cache_bytes, wants_readahead
 
 from ..conftest import without_chunk_sums, write_corpus
+from ..helpers.racing import evict_store as _evict
 
 SIZES = {"a": list(range(3000, 12000, 450)), "b": list(range(3100, 12100, 450))}
 KW = {"style": "concat", "seqlen": 512}
-
-
-def _evict(prefix: Path) -> None:
-    for path in prefix.parent.glob(prefix.name + ".*"):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 @pytest.fixture(scope="module")

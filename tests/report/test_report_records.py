@@ -30,6 +30,12 @@ def _jsonl(root) -> list[str]:
     return [str(a), str(b), str(c)]
 
 
+def _summary(page) -> dict[str, str]:
+    """The Containers panel's summary row, by column."""
+    table = next(t for t in page.tables if t.query == "containers")
+    return dict(zip(table.header, table.rows[0]))
+
+
 def _statements(page) -> set[str]:
     return {t.query for t in page.tables if t.query}
 
@@ -73,7 +79,7 @@ def test_lines_from_folders_per_document(tmp_path):
     assert PER_DOCUMENT | CONTAINERS <= _statements(page)
     per_class = next(t for t in page.tables if t.query == "per_class")
     assert [(r[0], r[1]) for r in per_class.rows] == [("en", "23"), ("fr", "10")]
-    summary = dict(zip(*(lambda t: (t.header, t.rows[0]))(next(t for t in page.tables if t.query == "containers"))))
+    summary = _summary(page)
     assert summary["containers"] == "4" and summary["max_documents"] == "20" and summary["min_documents"] == "3"
     assert "lines records inside container files" in page.section_text["containers"]
 
@@ -129,7 +135,7 @@ def test_parquet_with_a_class_column_counts_rows_as_documents(tmp_path):
     assert PER_DOCUMENT | CONTAINERS <= _statements(page)
     per_class = next(t for t in page.tables if t.query == "per_class")
     assert [(r[0], r[1]) for r in per_class.rows] == [("neg", "8"), ("pos", "15")]
-    summary = dict(zip(*(lambda t: (t.header, t.rows[0]))(next(t for t in page.tables if t.query == "containers"))))
+    summary = _summary(page)
     assert summary["containers"] == "2" and summary["documents"] == "23"
     assert "parquet records inside container files" in page.section_text["containers"]
     largest = next(t for t in page.tables if t.query == "largest")
@@ -156,7 +162,7 @@ def test_tar_members_are_named_and_typed_by_their_own_bytes(tmp_path):
     assert mimes == [("img", "image/png", "2"), ("txt", "text/plain", "5")]  # libmagic on each member's bytes
     largest = next(t for t in page.tables if t.query == "largest")
     assert largest.rows[0][0].endswith("txt/shard0.tar/t4.txt")  # member names show as shard.tar/name
-    summary = dict(zip(*(lambda t: (t.header, t.rows[0]))(next(t for t in page.tables if t.query == "containers"))))
+    summary = _summary(page)
     assert summary["containers"] == "2" and summary["documents"] == "7"
 
 
