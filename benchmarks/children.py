@@ -1,5 +1,6 @@
 """Fresh Python processes that print one JSON line: a cold or warm ``Consumer`` build (:func:`child_build`) and
-any ``python ARGS`` (:func:`child_json`). Used by the suite's scale section and the ``cold_build`` probe."""
+any ``python ARGS`` (:func:`child_json`), and a peer's module in its own interpreter (:func:`peer_json`). Used by the
+suite's scale section and the ``cold_build``, ``catalog_peers``, ``jsonl_peers`` and ``cold_store`` probes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import subprocess
 import sys
 
-__all__ = ["child_build", "child_json"]
+__all__ = ["child_build", "child_json", "peer_json"]
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -41,3 +42,19 @@ def child_json(args: list[str]) -> dict:
     if out.returncode != 0:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def peer_json(python: str, module: str, args: list[str]) -> dict:
+    """The last JSON line ``python -m module ARGS`` prints (this checkout first on the path, warnings off: a peer's
+    interpreter, e.g. Daft's venv), or ``{"error": ...}`` with the last error line of its stderr (a peer may leave
+    with ``os._exit(0)`` before printing, so the exit status alone does not tell)."""
+    from .peers import ROOT
+
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONWARNINGS="ignore")
+    out = subprocess.run([python, "-m", module, *args], capture_output=True, text=True, env=env, cwd=ROOT,
+                         check=False)
+    lines = [ln for ln in out.stdout.strip().splitlines() if ln.startswith("{")]
+    if lines:
+        return json.loads(lines[-1])
+    tail = [ln for ln in out.stderr.strip().splitlines() if ln.startswith(("Fatal", "Traceback")) or "Error" in ln]
+    return {"error": (tail[-1] if tail else f"exit status {out.returncode}")[:300]}

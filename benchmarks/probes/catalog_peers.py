@@ -19,11 +19,10 @@ Every system's answers must equal consumer's. Daft runs in its own venv (``bench
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 
+from ..children import peer_json
 from ..measure import median
 from ..peers import ROOT, resolve_python
 
@@ -58,14 +57,7 @@ def make_folder(data: str, n: int) -> str:
 
 
 def _child(python: str, system: str, root: str, head_reps: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONWARNINGS="ignore")
-    out = subprocess.run([python, "-m", "benchmarks.peers.firstanswer", system, root, str(head_reps)],
-                         capture_output=True, text=True, env=env, cwd=ROOT, check=False)
-    lines = [ln for ln in out.stdout.strip().splitlines() if ln.startswith("{")]
-    if lines:
-        return json.loads(lines[-1])
-    tail = [ln for ln in out.stderr.strip().splitlines() if ln.startswith(("Fatal", "Traceback")) or "Error" in ln]
-    return {"error": (tail[-1] if tail else f"exit status {out.returncode}")[:300]}
+    return peer_json(python, "benchmarks.peers.firstanswer", [system, root, str(head_reps)])
 
 
 def summarize(runs: dict[str, list[dict]]) -> dict:

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
 
+from ..children import peer_json
 from ..measure import evict, median
 from ..peers import ROOT, resolve_python
 from ..peers.storeio import save_plan
@@ -85,13 +84,7 @@ def make_store(data: str, store_mib: int, seqlen: int) -> dict[str, str]:
 
 
 def _child(python: str, args: list[str]) -> dict:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONWARNINGS="ignore")
-    out = subprocess.run([python, "-m", "benchmarks.peers.coldread", *args], capture_output=True, text=True,
-                         env=env, cwd=ROOT, check=False)
-    if out.returncode != 0:
-        tail = out.stderr.strip().splitlines()
-        return {"error": tail[-1] if tail else f"exit {out.returncode}"}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return peer_json(python, "benchmarks.peers.coldread", args)
 
 
 def _pythons(args: argparse.Namespace) -> dict[str, str]:

@@ -23,11 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 
+from ..children import peer_json
 from ..measure import median
 from ..peers import ROOT, resolve_python
 
@@ -73,14 +73,7 @@ def make_shards(data: str, records: int, shards: int, median_chars: int) -> str:
 
 
 def _child(python: str, system: str, glob: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONWARNINGS="ignore")
-    out = subprocess.run([python, "-m", "benchmarks.peers.firstcount", system, glob],
-                         capture_output=True, text=True, env=env, cwd=ROOT, check=False)
-    lines = [ln for ln in out.stdout.strip().splitlines() if ln.startswith("{")]
-    if lines:
-        return json.loads(lines[-1])
-    tail = [ln for ln in out.stderr.strip().splitlines() if ln.startswith(("Fatal", "Traceback")) or "Error" in ln]
-    return {"error": (tail[-1] if tail else f"exit status {out.returncode}")[:300]}
+    return peer_json(python, "benchmarks.peers.firstcount", [system, glob])
 
 
 def run(args: argparse.Namespace) -> dict:
