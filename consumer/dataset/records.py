@@ -15,6 +15,7 @@ import glob
 import os
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -125,34 +126,51 @@ def _fallback(run: Any, container: Container) -> Any:
         return run(dataclasses.replace(container, lines=None))
 
 
-def index_containers(source: ByteSource, options: RecordOptions, root: str | None,
+def _scan_threads(n: int) -> int:
+    """Threads indexing ``n`` containers of a local build: one per core the process may run on, at most 8 (each
+    holds a chunk's buffers, tens of MB), at most one per container."""
+    return max(1, min(n, len(os.sched_getaffinity(0)), 8))
+
+
+def index_containers(source: ByteSource, options: RecordOptions, root: str | None, threads: int | None = None,
                      ) -> tuple[list[Scanned], list[Any], int]:
     """Every container's scan and decode cache (a file path under ``root``, or bytes in memory), and how many came
     from their persistent entry (unchanged containers are not read again). The new entries are published together
-    when the scans end (one durability barrier: :class:`~consumer.sources.records.stash.StashBatch`)."""
+    when the scans end (one durability barrier: :class:`~consumer.sources.records.stash.StashBatch`).
+
+    Local containers are scanned on ``threads`` threads (default :func:`_scan_threads`): reading and numpy's
+    passes over a chunk run outside the GIL. The results are in container order whatever the threads' timing; the
+    first container (in order) that fails raises its error, and the containers not started yet are not started.
+    Objects are scanned one after another (their reader runs its own concurrent range requests)."""
     scan = SCANNERS[options.documents]
-    scans: list[Scanned] = []
-    decoded: list[Any] = []
-    reused = 0
+
+    def one(i: int, batch: StashBatch | None) -> tuple[tuple[Scanned, Any], bool]:
+        container = _container(source, i, options.documents)
+        if batch is None or root is None:
+            def in_memory(c: Container) -> tuple[Scanned, Any]:
+                sink = DecodeSink()
+                return scan(c, options, sink), sink.memory()
+            return _fallback(in_memory, container), False
+        ident, etag = _version(source, i)
+        key = stash_key(container.path, container.size, int(source.stamps[i]), ident, options, etag)
+        got = load_stash(root, key)
+        if got is not None:
+            return got, True
+        return _fallback(lambda c: batch.scan(key, partial(scan, c, options)), container), False
+
+    n = len(source)
+    workers = 1 if not isinstance(source, LocalFiles) else _scan_threads(n) if threads is None else \
+        max(1, min(threads, n))
     with contextlib.nullcontext() if root is None else StashBatch(root) as batch:
-        for i in range(len(source)):
-            container = _container(source, i, options.documents)
-            if root is None or batch is None:
-                def in_memory(c: Container) -> tuple[Scanned, Any]:
-                    sink = DecodeSink()
-                    return scan(c, options, sink), sink.memory()
-                got = _fallback(in_memory, container)
-            else:
-                ident, etag = _version(source, i)
-                key = stash_key(container.path, container.size, int(source.stamps[i]), ident, options, etag)
-                got = load_stash(root, key)
-                if got is not None:
-                    reused += 1
-                else:
-                    got = _fallback(lambda c, k=key, b=batch: b.scan(k, partial(scan, c, options)), container)
-            scans.append(got[0])
-            decoded.append(got[1])
-    return scans, decoded, reused
+        if workers == 1:
+            results = [one(i, batch) for i in range(n)]
+        else:
+            pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="consumer-records")
+            try:
+                results = list(pool.map(one, range(n), [batch] * n))
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+    return [g[0] for g, _ in results], [g[1] for g, _ in results], sum(r for _, r in results)
 
 
 SUFFIXES = {"jsonl": (".jsonl", ".ndjson"), "parquet": (".parquet", ".pq"), "tar": (".tar",)}
@@ -187,7 +205,8 @@ def index_on(engine: Engine, source: ByteSource, options: RecordOptions, root: s
     persistent entries into ``root`` (a directory they share), or send the decode caches back in memory."""
     n = len(source)
     step = max(1, -(-n // (4 * engine.slots)))
-    tasks = [(source.subset(np.arange(a, min(a + step, n), dtype=np.int64)), options, root) for a in range(0, n, step)]
+    tasks = [(source.subset(np.arange(a, min(a + step, n), dtype=np.int64)), options, root, 1)  # one thread a task
+             for a in range(0, n, step)]
     scans: list[Scanned] = []
     decoded: list[Any] = []
     reused = 0

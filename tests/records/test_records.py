@@ -153,6 +153,9 @@ MALFORMED = [
     ("jsonl", b'{"text": 3}\n', r"line 1 at byte 0: invalid JSON record \(Expected `str`, got `int` - at `\$.text`\)"),
     ("jsonl", b'\xef\xbb\xbf{"text": "a"}\n', r"line 1 at byte 0: starts with a UTF-8 byte order mark"),
     ("jsonl", b'{"text": "\\ud800"}\n', r"line 1 at byte 0: the record holds an unpaired surrogate escape"),
+    ("jsonl", b'{"text": "a"}\n{"text": "\\udc00 b"}\n', r"line 2 at byte 14: the record holds an unpaired surrogate"),
+    ("jsonl", b'{"text": "a\xffb"}\n', r"line 1 at byte 0: the field 'text' is not UTF-8 text \(invalid start byte"),
+    ("jsonl", b'{"text": "\xed\xa0\x80"}\n', r"line 1 at byte 0: the field 'text' is not UTF-8 text"),
 ]
 
 
@@ -218,3 +221,21 @@ def test_split_where_and_pickle(tmp_path):
     assert docs_of(sub) == [d for d in docs_of(ds) if len(d) > 4]
     back = pickle.loads(pickle.dumps(ds))
     assert np.array_equal(back[0:5]["input_array"].numpy(), ds[0:5]["input_array"].numpy())
+
+
+def test_containers_indexed_on_threads_keep_their_order_and_the_first_error(tmp_path, monkeypatch):
+    from consumer.dataset import records as build
+
+    (tmp_path / "d").mkdir()
+    texts = [[f"c{c} r{r} " + "é\\n\"" * (c % 3) for r in range(c % 4 + 1)] for c in range(24)]
+    for c, rows in enumerate(texts):
+        write_jsonl(tmp_path / "d" / f"part-{c:02d}.jsonl", rows, ensure_ascii=c % 2 == 0)
+    want = [t.encode() for rows in texts for t in rows]
+    for threads in (1, 4):
+        monkeypatch.setattr(build, "_scan_threads", lambda n, k=threads: k)
+        for cache in (False, tmp_path / f"cache{threads}"):
+            assert docs_of(Consumer(str(tmp_path / "d"), documents="jsonl", cache_dir=cache)) == want
+    (tmp_path / "d" / "part-05.jsonl").write_bytes(b'{"text": 1}\n')
+    (tmp_path / "d" / "part-20.jsonl").write_bytes(b"not json\n")
+    with pytest.raises(FormatError, match=r"part-05\.jsonl"):
+        Consumer(str(tmp_path / "d"), documents="jsonl", cache_dir=False)

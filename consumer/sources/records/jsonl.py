@@ -5,19 +5,20 @@ and NEL inside strings are text), and a ``\\r`` before the ``\\n`` is JSON white
 
 Parsing is msgspec's typed decoder (a struct holding only the wanted fields, so other fields are skipped in C),
 one call per chunk of lines: the chunk's lines are joined into one JSON array in place (numpy writes the ``[``, the
-commas and the ``]`` over the newlines; blank lines become whitespace) and decoded at once, then the texts are
-encoded to UTF-8: as one string when all are ASCII, else each on its own (no block-wide string of the widest kind).
-Only a chunk holding a bad record (or an over-long line) is read again line by line, to name or skip the record.
-The whole scanner runs at several hundred MB/s per core on records of 200-2000 bytes
-(docs/benchmarks.md, ``python -m benchmarks probe records_index --kind jsonl``).
+commas and the ``]`` over the newlines; blank lines become whitespace) and decoded at once, the text field as
+:class:`msgspec.Raw` (its JSON, not a ``str``). The raw strings are joined and turned into UTF-8 by numpy
+(:mod:`.json_strings`: escapes, ``\\u`` escapes and surrogate pairs, one UTF-8 check of the whole chunk), so no
+Python string is made per text. Only a chunk holding a bad record (or an over-long line) is read again line by
+line, to name or skip the record. The whole scanner runs at several hundred MB/s per core on records of 200-2000
+bytes (docs/benchmarks.md, ``python -m benchmarks probe records_index --kind jsonl``).
 
 The decoded text has no byte range in the container (escapes), so every document is written to the decode cache;
 the record's line is kept as a byte range (the SQL ``json`` column) of the container,
 or, in a compressed container (no byte ranges), of the decode cache, where each chunk's lines are written too.
 
-Bad records (invalid JSON, not an object, the field missing or not a string, a UTF-8 BOM, text that is not valid
-Unicode, a line over :data:`MAX_RECORD_BYTES`) raise a FormatError naming the file, the line and its byte offset,
-or are skipped and counted with ``on_bad_record="skip"``.
+Bad records (invalid JSON, not an object, the field missing or not a string, a UTF-8 BOM, text that is not UTF-8
+or not valid Unicode, a line over :data:`MAX_RECORD_BYTES`) raise a FormatError naming the file, the line and its
+byte offset, or are skipped and counted with ``on_bad_record="skip"``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import numpy as np
 
 from ...errors import MissingDependencyError
 from .container import SCAN_CHUNK, Container, append_piece, indexed_lines
+from .json_strings import strings_to_utf8
 from .options import RecordOptions
 from .scanned import INT32_MAX, BadRecords, ClassTable, DecodeSink, Scanned
 
@@ -68,28 +70,33 @@ def _attrs(tree: dict[str, Any], parts: list[str]) -> list[str]:
 
 def record_decoder(options: RecordOptions) -> tuple[Any, Any, Any]:
     """msgspec decoders of one JSON line and of a JSON array of lines into structs holding only the text (at
-    ``text_field``) and the class (at ``class_field``), and ``take(records) -> (texts, classes or None)``."""
+    ``text_field``) and the class (at ``class_field``), and ``take(records) -> (texts, classes or None)``. One
+    line's text is a ``str``; the array's texts are :class:`msgspec.Raw` (the string's JSON, not decoded: see
+    :mod:`.json_strings`)."""
     msgspec = _msgspec()
-    wanted: list[tuple[list[str], Any]] = [(options.text_field.split("."), str)]
-    if options.class_field:
-        wanted.append((options.class_field.split("."), str | int | bool))
     tree: dict[str, Any] = {}
-    for parts, leaf in wanted:
-        node = tree
-        for key in parts[:-1]:
-            node = node.setdefault(key, {})
-        node[parts[-1]] = leaf
-    record = _struct(msgspec, tree, "Record")
-    text_of = attrgetter(".".join(_attrs(tree, wanted[0][0])))
-    class_of = attrgetter(".".join(_attrs(tree, wanted[1][0]))) if options.class_field else None
+    parts_of = [options.text_field.split(".")] + ([options.class_field.split(".")] if options.class_field else [])
 
-    def take(records: list[Any]) -> tuple[list[str], list[str] | None]:
+    def build(text: Any, name: str) -> Any:
+        tree.clear()
+        for parts, leaf in zip(parts_of, (text, str | int | bool)):
+            node = tree
+            for key in parts[:-1]:
+                node = node.setdefault(key, {})
+            node[parts[-1]] = leaf
+        return _struct(msgspec, tree, name)
+
+    record, raw_record = build(str, "Record"), build(msgspec.Raw, "RawRecord")
+    text_of = attrgetter(".".join(_attrs(tree, parts_of[0])))
+    class_of = attrgetter(".".join(_attrs(tree, parts_of[1]))) if options.class_field else None
+
+    def take(records: list[Any]) -> tuple[list[Any], list[str] | None]:
         texts = list(map(text_of, records))
         if class_of is None:
             return texts, None
         return texts, [str(v).lower() if isinstance(v, bool) else str(v) for v in map(class_of, records)]
 
-    return msgspec.json.Decoder(record), msgspec.json.Decoder(list[record]), take  # type: ignore[valid-type]
+    return msgspec.json.Decoder(record), msgspec.json.Decoder(list[raw_record]), take  # type: ignore[valid-type]
 
 
 def _why(line: bytes, error: Exception, options: RecordOptions) -> str:
@@ -141,16 +148,20 @@ class _Chunk:
         self.records: list[int] = []
         self.classes: list[str] = []
         self.arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # starts, ends, records (fast path)
-        self.ascii: list[str] | None = None  # the fast path's texts when all are ASCII (encoded as one string)
+        self.joined: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the fast path's texts: data, at, n
 
     def put(self, sink: DecodeSink) -> tuple[np.ndarray, np.ndarray]:
         """Write the texts to ``sink`` (one write): their offsets there and their byte lengths."""
-        if self.ascii is None:
+        if self.joined is None:
             return sink.put_many(self.texts)
-        lens = np.fromiter(map(len, self.ascii), dtype=np.int64, count=len(self.ascii))  # characters = bytes
-        at = np.zeros(lens.size, dtype=np.int64)
-        np.cumsum(lens[:-1], out=at[1:])
-        return at + sink.put("".join(self.ascii).encode("ascii")), lens
+        data, at, n = self.joined
+        if not n.size:
+            return at, n
+        lo, hi = int(at[0]), int(at[-1] + n[-1])  # from the first text's first byte to the last one's end
+        return at + (sink.put(data[lo:hi].data) - lo), n
+
+    def __bool__(self) -> bool:
+        return bool(self.texts) or (self.joined is not None and self.joined[2].size > 0)
 
     def lines(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Starts, ends and numbers of the documents' lines."""
@@ -192,13 +203,16 @@ def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, fir
     last = 1 + int(ends[-1])
     work[last] = 0x5D  # ]
     try:
-        texts, classes = take(many(work.data[:last + 1]))
-        if all(map(str.isascii, texts)):  # O(1) a text, stops at the first other one
-            out.ascii = texts
-        else:
-            out.texts = list(map(str.encode, texts))  # one UTF-8 copy per text (an unpaired surrogate fails here)
-    except Exception:  # noqa: BLE001  (msgspec's errors, a surrogate: the line-by-line pass names the line)
+        raws, classes = take(many(work.data[:last + 1]))
+    except Exception:  # noqa: BLE001  (msgspec's errors: the line-by-line pass names the line)
         return None
+    n = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
+    at = np.zeros(n.size, dtype=np.int64)
+    np.cumsum(n[:-1], out=at[1:])
+    joined = strings_to_utf8(np.frombuffer(bytearray().join(raws), dtype=np.uint8), at, at + n)  # writable
+    if joined is None:  # not a string, an unpaired surrogate, not UTF-8: the line-by-line pass names the line
+        return None
+    out.joined = joined
     numbers = np.arange(first, first + lens.size, dtype=np.int64)
     out.arrays = (starts[kept] + base, ends[kept] + base, numbers[kept])
     if classes is not None:
@@ -252,13 +266,17 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
                     bad.bad(f"the field {options.text_field!r} holds an unpaired surrogate escape (\\ud800-\\udfff): "
                             "not Unicode text", f"line {line_no}", a + base)
                     continue
+                except UnicodeDecodeError as e:  # msgspec's, for bytes of a string that are not UTF-8
+                    bad.bad(f"the field {options.text_field!r} is not UTF-8 text ({e.reason}: byte "
+                            f"0x{e.object[e.start]:02x})", f"line {line_no}", a + base)
+                    continue
                 got.texts.append(data)
                 got.starts.append(a + base)
                 got.ends.append(b + base)
                 got.records.append(line_no - 1)
                 if labels is not None:
                     got.classes.extend(labels)
-        if got.texts or got.ascii:
+        if got:
             at, n = got.put(sink)
             line_starts, line_ends, numbers = got.lines()
             if container.compressed:  # the block's lines into the decode cache too, in one piece (the json column)
