@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from ..sources.records.source import RecordFiles
 from ..tokens.documents import DocumentTable
+from .arrays import dictionary, numbers, strings
 from .table import FILES_COLUMNS, path_array
 
 __all__ = ["Relations", "DOCUMENT_COLUMNS", "record_relations", "files_mode_views"]
@@ -92,7 +93,7 @@ def _offsets(source: RecordFiles) -> pa.Array:
     document less)."""
     inplace, json_offset = source.doc_inplace, source.json_offset
     if bool(inplace.all()):
-        return pa.array(source.doc_offset)
+        return numbers(source.doc_offset)
     cached = None
     if json_offset is not None:
         cached = source.json_in_cache()[source.doc_container] & ~inplace
@@ -101,11 +102,11 @@ def _offsets(source: RecordFiles) -> pa.Array:
         elif not bool(inplace.any()) and bool(cached.all()):
             return pa.nulls(inplace.size, type=pa.from_numpy_dtype(json_offset.dtype))
     if json_offset is not None and cached is None and not bool(inplace.any()):
-        return pa.array(json_offset)
+        return numbers(json_offset)
     offset = np.where(inplace, source.doc_offset, json_offset if json_offset is not None else -1)
     if cached is not None:
         offset[cached] = -1
-    return pa.array(offset, mask=offset < 0)
+    return numbers(offset, mask=offset < 0)
 
 
 def _mixed(doc_cont: np.ndarray, doc_class: np.ndarray, cls_codes: np.ndarray) -> np.ndarray:
@@ -134,19 +135,18 @@ def record_relations(docs: DocumentTable, classes: list[str], class_ids: np.ndar
     first[doc_cont[::-1]] = np.arange(doc_cont.size - 1, -1, -1)  # a document of each container (-1: none)
     cls_codes = np.where(first >= 0, docs.doc_class[np.maximum(first, 0)], 0)
     none = _mixed(doc_cont, docs.doc_class, cls_codes) | (first < 0)
-    codes = pa.array(cls_codes.astype(np.int32), mask=none)
     containers = pa.table({
-        "file_id": pa.array(np.arange(n, dtype=np.int64)), "path": path_array(cont.paths),
-        "class": pa.DictionaryArray.from_arrays(codes, pa.array(list(classes), type=pa.string())),
-        "class_id": pa.array(np.asarray(class_ids, dtype=np.int64)[cls_codes], mask=none),
-        "size": pa.array(np.asarray(cont.sizes, dtype=np.int64)),
-        "mtime_ns": pa.array(np.asarray(cont.stamps, dtype=np.int64))})
+        "file_id": numbers(np.arange(n, dtype=np.int64)), "path": path_array(cont.paths),
+        "class": dictionary(cls_codes, classes, mask=none),
+        "class_id": numbers(np.asarray(class_ids, dtype=np.int64)[cls_codes], mask=none),
+        "size": numbers(cont.sizes, np.int64),
+        "mtime_ns": numbers(cont.stamps, np.int64)})
     # offset in the container: the document's bytes, or a JSON record's line; NULL for Parquet values
-    columns = {"container_id": pa.array(doc_cont), "record": pa.array(source.record),
+    columns = {"container_id": numbers(doc_cont), "record": numbers(source.record),
                "offset": _offsets(source)}
     loader = None
     if source.json_offset is not None:
         def loader() -> dict[str, pa.Array]:
             lines = source.record_lines(np.arange(len(docs)))
-            return {"json": pa.array([x.decode("utf-8", "replace") for x in lines], type=pa.large_string())}
+            return {"json": strings([x.decode("utf-8", "replace") for x in lines], large=True)}
     return Relations(columns, containers, loader)

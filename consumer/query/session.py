@@ -31,6 +31,7 @@ from ..sources.paths import PathList
 from ..sources.store import TokenData
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
+from .arrays import dictionary
 from .bytefuncs import ByteFunctions
 from .documents import record_relations
 from .export import conform, file_ids_of, files_statement
@@ -176,9 +177,7 @@ class SQLSession:
     def _store_headers(self, want: tuple[str, ...]) -> dict[str, pa.Array]:
         """The ``want`` columns of a packed store's files: the headers recorded at pack time."""
         docs = self.documents
-        text = pa.DictionaryArray.from_arrays(pa.array(np.asarray(docs.doc_header, dtype=np.int32)),
-                                              pa.array(list(docs.headers), type=pa.string()))
-        text = text.cast(pa.large_string())
+        text = dictionary(docs.doc_header, docs.headers).cast(pa.large_string())
         nulls = pa.nulls(len(docs), type=pa.large_string())
         return {c: text if self.metadata == {"description": "file", "mime": "mime"}[c] else nulls for c in want}
 

@@ -23,6 +23,7 @@ import pyarrow as pa
 from ..catalog.content import CONTENT_COLUMNS
 from ..catalog.rows import display_path
 from ..sources.paths import PathList
+from .arrays import dictionary, numbers
 
 __all__ = ["FILES_COLUMNS", "LAZY_GROUPS", "LAZY_TYPES", "MAGIC_COLUMNS", "content_columns", "dataset_columns",
            "magic_columns", "path_array"]
@@ -67,11 +68,6 @@ def path_array(paths: Sequence[str]) -> pa.Array:
     return pa.array([display_path(p) for p in paths], type=pa.large_string())
 
 
-def _dictionary(codes: np.ndarray, names: Sequence[str]) -> pa.Array:
-    return pa.DictionaryArray.from_arrays(pa.array(np.asarray(codes, dtype=np.int32)),
-                                          pa.array(list(names), type=pa.string()))
-
-
 def dataset_columns(paths: Sequence[str], doc_class: np.ndarray, classes: Sequence[str], class_ids: np.ndarray,
                     sizes: np.ndarray, mtimes: np.ndarray, doc_header: np.ndarray, headers: Sequence[str],
                     tokens: np.ndarray, samples: np.ndarray, *, with_path: bool = True) -> dict[str, pa.Array]:
@@ -80,14 +76,14 @@ def dataset_columns(paths: Sequence[str], doc_class: np.ndarray, classes: Sequen
     files its conversion is the one cost of the first statement, and most statements never name it)."""
     n = len(paths)
     out = {
-        "file_id": pa.array(np.arange(n, dtype=np.int64)),
-        "class": _dictionary(doc_class, classes),
-        "class_id": pa.array(np.asarray(class_ids, dtype=np.int64)[np.asarray(doc_class, dtype=np.int64)]),
-        "size": pa.array(np.asarray(sizes, dtype=np.int64)),
-        "mtime_ns": pa.array(np.asarray(mtimes, dtype=np.int64)),
-        "header": _dictionary(doc_header, headers),
-        "tokens": pa.array(np.asarray(tokens, dtype=np.int64)),
-        "samples": pa.array(np.asarray(samples, dtype=np.int64)),
+        "file_id": numbers(np.arange(n, dtype=np.int64)),
+        "class": dictionary(doc_class, classes),
+        "class_id": numbers(np.asarray(class_ids, dtype=np.int64)[np.asarray(doc_class, dtype=np.int64)]),
+        "size": numbers(sizes, np.int64),
+        "mtime_ns": numbers(mtimes, np.int64),
+        "header": dictionary(doc_header, headers),
+        "tokens": numbers(tokens, np.int64),
+        "samples": numbers(samples, np.int64),
     }
     if with_path:
         out["path"] = path_array(paths)
