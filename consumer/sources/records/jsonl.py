@@ -158,7 +158,7 @@ class _Chunk:
         if not n.size:
             return at, n
         lo, hi = int(at[0]), int(at[-1] + n[-1])  # from the first text's first byte to the last one's end
-        return at + (sink.put(data[lo:hi].data) - lo), n
+        return at + (sink.put(data[lo:hi], owned=True) - lo), n  # a fresh array a chunk: kept, not copied
 
     def __bool__(self) -> bool:
         return bool(self.texts) or (self.joined is not None and self.joined[2].size > 0)

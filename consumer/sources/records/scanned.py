@@ -35,17 +35,19 @@ class DecodeSink:
 
     def __init__(self, f: BinaryIO | None = None) -> None:
         self.f = f
-        self.parts: list[bytes] = []
+        self.parts: list[bytes | memoryview] = []  # a kept array as a memoryview of it
         self.size = 0
 
-    def put(self, data: bytes | memoryview) -> int:
-        """Append ``data``; its offset in the decode cache."""
+    def put(self, data: bytes | memoryview | np.ndarray, owned: bool = False) -> int:
+        """Append ``data``; its offset in the decode cache. ``owned``: ``data`` is not changed after the call (a
+        scanner's fresh array), so a sink in memory keeps it instead of a copy."""
         at = self.size
+        view = data.data if isinstance(data, np.ndarray) else memoryview(data)  # an array: uint8, contiguous
         if self.f is not None:
-            self.f.write(data)
+            self.f.write(view)
         else:
-            self.parts.append(bytes(data))
-        self.size += len(data)
+            self.parts.append(view if owned else bytes(view))
+        self.size += view.nbytes
         return at
 
     def put_many(self, pieces: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -68,6 +70,8 @@ class DecodeSink:
         """The bytes written, when kept in memory (None for a file)."""
         if self.f is not None:
             return None
+        if len(self.parts) == 1 and isinstance(self.parts[0], memoryview):
+            return np.frombuffer(self.parts[0], dtype=np.uint8)
         data = b"".join(self.parts)
         self.parts = [data]
         return np.frombuffer(data, dtype=np.uint8)
