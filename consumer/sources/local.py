@@ -76,25 +76,29 @@ class LocalFiles(ByteSource):
 
     def read_ranges(self, ids: Ranges, offsets: Ranges, lengths: Ranges, out: np.ndarray, at: Ranges) -> None:
         """See :meth:`ByteSource.read_ranges`: per range open, one ``fstat`` checked against the listing, one
-        ``preadv`` (more for reads the kernel splits or cuts short), close. This loop is the per-file cost of a
-        raw fetch, so it stays lean: locals, one comparison chain, no call per file."""
+        ``preadv`` (more for reads the kernel splits or cuts short), one more ``fstat`` (a write while it ran),
+        close. This loop is the per-file cost of a raw fetch, so it stays lean: locals, every per-range value
+        zipped in, one comparison chain per ``fstat``, no call per file on the good path."""
         ident = self.ident
         if isinstance(ids, list) and len(ids) <= FEW_RANGES:  # a small batch: plain ints, no numpy round trip
             il, ol, nl, ql = ids, list(offsets), list(lengths), list(at)
             check_few_ranges(len(self.paths), il, ol, nl, out, ql, self.sizes)
             sizes, stamps = [int(self.sizes[i]) for i in il], [int(self.stamps[i]) for i in il]
-            inos = [-1] * len(il) if ident is None else [int(ident[i, 1]) for i in il]
+            inos = [0] * len(il) if ident is None else [int(ident[i, 1]) for i in il]
         else:
             ids, offsets, lengths, at = (np.asarray(x, dtype=np.int64) for x in (ids, offsets, lengths, at))
             check_ranges(len(self.paths), ids, offsets, lengths, out, at, self.sizes)
             il, ol, nl, ql = ids.tolist(), offsets.tolist(), lengths.tolist(), at.tolist()
             sizes, stamps = self.sizes[ids].tolist(), self.stamps[ids].tolist()
-            inos = [-1] * ids.size if ident is None else ident[ids, 1].tolist()  # -1: unknown, _check_same decides
-        open_, fstat, preadv, close, flags = os.open, os.fstat, os.preadv, os.close, _OPEN_FLAGS
+            inos = [0] * ids.size if ident is None else ident[ids, 1].tolist()
+        # an inode is compared as ``st_ino & mask != ino``: mask -1 (every bit) when the listing knows inodes,
+        # 0 with ino 0 when it does not (reopened from an index cache entry), so that case stays off the slow path
+        mask = 0 if ident is None else -1
+        open_, fstat, preadv, close, flags, isreg = os.open, os.fstat, os.preadv, os.close, _OPEN_FLAGS, stat.S_ISREG
         view = out.data
         # the paths' bytes as stored (no decoding per file); decoded only to name a file in an error
         names = self.paths.take(il, raw=True)
-        for j, (i, path, q, lo, m) in enumerate(zip(il, names, ql, ol, nl)):
+        for i, path, q, lo, m, size, stamp, ino in zip(il, names, ql, ol, nl, sizes, stamps, inos):
             try:
                 fd = open_(path, flags)
             except OSError as e:
@@ -102,11 +106,11 @@ class LocalFiles(ByteSource):
                                        f"{e.strerror}") from None
             try:
                 st = fstat(fd)
-                mt, ct = st.st_mtime_ns, st.st_ctime_ns
-                if st.st_size != sizes[j] or st.st_ino != inos[j] or change_stamp(st) != stamps[j] or \
-                        not stat.S_ISREG(st.st_mode):
-                    _check_same(os.fsdecode(path), st, sizes[j], stamps[j],
-                                None if ident is None else ident[i].tolist())
+                mt, ct, now = st.st_mtime_ns, st.st_ctime_ns, st.st_size
+                # the version listed: size, change stamp max(mtime, ctime) (version.change_stamp), inode, a file
+                if now != size or (mt if mt > ct else ct) != stamp or st.st_ino & mask != ino or \
+                        not isreg(st.st_mode):
+                    _check_same(os.fsdecode(path), st, size, stamp, None if ident is None else ident[i].tolist())
                 try:
                     got = preadv(fd, [view[q:q + m]], lo)
                 except OSError as e:
@@ -115,8 +119,8 @@ class LocalFiles(ByteSource):
                 if got != m:
                     _read_rest(fd, os.fsdecode(path), view[q:q + m], lo, got)
                 after = fstat(fd)  # once more after the read: a write while it ran (old and new halves) is refused
-                if after.st_ctime_ns != ct or after.st_mtime_ns != mt or after.st_size != st.st_size:
-                    _check_same(os.fsdecode(path), after, sizes[j], stamps[j], None, during=True)
+                if after.st_ctime_ns != ct or after.st_mtime_ns != mt or after.st_size != now:
+                    _check_same(os.fsdecode(path), after, size, stamp, None, during=True)
             finally:
                 close(fd)
 

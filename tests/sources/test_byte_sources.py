@@ -193,3 +193,45 @@ def test_streaming_an_empty_file_still_checks_its_version(files) -> None:
         f.write(b"new")
     with pytest.raises(FileChangedError, match="longer than at build time"):
         list(source.iter_chunks(empty))
+
+
+def _reopened(files: list[str]) -> LocalFiles:
+    """The files as another process reopens them from an index cache entry: sizes and stamps, no inodes."""
+    listed = open_source(files, Storage.of(cache_dir=False))
+    source = reopen_source(listed.paths, listed.sizes, listed.stamps, listed.handoff(), Storage.of(cache_dir=False))
+    assert isinstance(source, LocalFiles) and source.ident is None
+    return source
+
+
+@pytest.mark.parametrize("as_list", [False, True])  # an array of ids, and a few ids as a list (the small-batch path)
+def test_a_reopened_source_without_inodes_reads_exactly_and_keeps_every_check(files, as_list) -> None:
+    source = _reopened(files)
+    ids, offsets, lengths = [2, 3, 5], [100, 0, 1 << 19], [200, 3, 1000]
+
+    def read(out: np.ndarray) -> None:
+        at = [0, 200, 203]
+        cols = (ids, offsets, lengths, at) if as_list else (np.array(x, dtype=np.int64) for x in (ids, offsets,
+                                                                                                  lengths, at))
+        i, o, n, a = cols
+        source.read_ranges(i, o, n, out, a)
+
+    out = np.zeros(1203, dtype=np.uint8)
+    read(out)
+    assert out.tobytes() == b"".join(_bytes(files[i])[lo:lo + m] for i, lo, m in zip(ids, offsets, lengths))
+    victim = files[3]  # 70,000 bytes: rewritten in place, same size, its mtime put back (only the ctime moved)
+    st0 = os.stat(victim)
+    with open(victim, "r+b") as f:
+        f.write(b"\x00" * 10)
+    os.utime(victim, ns=(st0.st_atime_ns, st0.st_mtime_ns))
+    with pytest.raises(FileChangedError, match="changed since the build"):
+        read(np.zeros(1203, dtype=np.uint8))
+    source = _reopened(files)  # listed again: this version is the one indexed
+    read(np.zeros(1203, dtype=np.uint8))
+    with open(victim, "ab") as f:  # grown since
+        f.write(b"more")
+    with pytest.raises(FileChangedError, match="longer than at build time"):
+        read(np.zeros(1203, dtype=np.uint8))
+    os.remove(victim)
+    os.mkdir(victim)  # not a regular file any more
+    with pytest.raises(FileChangedError, match="Is a directory|not a regular file"):
+        read(np.zeros(1203, dtype=np.uint8))
