@@ -36,6 +36,7 @@ from ..sources.paths import PathList
 from ..sources.records import SCANNERS, RecordFiles, RecordOptions
 from ..sources.records.compressed import compression_of, decompressed_chunks
 from ..sources.records.container import SCAN_CHUNK, Container, StaleRawIndex
+from ..sources.records.jsonl import scan_jsonl
 from ..sources.records.names import RecordPaths
 from ..sources.records.remote import object_container
 from ..sources.records.scanned import INT32_MAX, DecodeSink, Scanned
@@ -126,10 +127,10 @@ def _fallback(run: Any, container: Container) -> Any:
         return run(dataclasses.replace(container, lines=None))
 
 
-def _scan_threads(n: int) -> int:
-    """Threads indexing ``n`` containers of a local build: one per core the process may run on, at most 8 (each
-    holds a chunk's buffers, tens of MB), at most one per container."""
-    return max(1, min(n, len(os.sched_getaffinity(0)), 8))
+def _scan_threads() -> int:
+    """Threads indexing the containers of a local build: one per core the process may run on, at most 8 (each
+    holds a few chunks' buffers, tens of MB)."""
+    return max(1, min(len(os.sched_getaffinity(0)), 8))
 
 
 def index_containers(source: ByteSource, options: RecordOptions, root: str | None, threads: int | None = None,
@@ -139,10 +140,17 @@ def index_containers(source: ByteSource, options: RecordOptions, root: str | Non
     when the scans end (one durability barrier: :class:`~consumer.sources.records.stash.StashBatch`).
 
     Local containers are scanned on ``threads`` threads (default :func:`_scan_threads`): reading and numpy's
-    passes over a chunk run outside the GIL. The results are in container order whatever the threads' timing; the
-    first container (in order) that fails raises its error, and the containers not started yet are not started.
-    Objects are scanned one after another (their reader runs its own concurrent range requests)."""
-    scan = SCANNERS[options.documents]
+    passes over a chunk run outside the GIL. With fewer JSONL containers than threads, each container decodes its
+    chunks on its share of them (one big file uses every core). The results are in container order whatever the
+    threads' timing; the first container (in order) that fails raises its error, and the containers not started yet
+    are not started. Objects are scanned one after another (their reader runs its own concurrent range
+    requests)."""
+    n = len(source)
+    total = 1 if not isinstance(source, LocalFiles) else _scan_threads() if threads is None else max(1, threads)
+    workers, inner = max(1, min(total, n)), max(1, total // max(1, n))
+    scan: Any = SCANNERS[options.documents]
+    if scan is scan_jsonl and inner > 1:
+        scan = partial(scan_jsonl, threads=inner)
 
     def one(i: int, batch: StashBatch | None) -> tuple[tuple[Scanned, Any], bool]:
         container = _container(source, i, options.documents)
@@ -158,9 +166,6 @@ def index_containers(source: ByteSource, options: RecordOptions, root: str | Non
             return got, True
         return _fallback(lambda c: batch.scan(key, partial(scan, c, options)), container), False
 
-    n = len(source)
-    workers = 1 if not isinstance(source, LocalFiles) else _scan_threads(n) if threads is None else \
-        max(1, min(threads, n))
     with contextlib.nullcontext() if root is None else StashBatch(root) as batch:
         if workers == 1:
             results = [one(i, batch) for i in range(n)]

@@ -2,15 +2,17 @@
 whitespace-only lines anywhere (first, last, in runs, a whole chunk of them), records with leading whitespace and
 CRLF, escapes and non-ASCII text, bad records skipped, chunk boundaries anywhere. Texts, record numbers, the
 records' lines and the blank / skipped counts must be the reference's, in both the one-call-per-chunk path and
-the line-by-line one."""
+the line-by-line one, with the chunks decoded on one thread or on several."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from consumer.errors import FormatError
 from consumer.sources.records import RecordOptions
 from consumer.sources.records.container import Container
 from consumer.sources.records.jsonl import scan_jsonl
@@ -48,14 +50,15 @@ def _reference(lines: list[str]) -> tuple[list[bytes], list[int], list[int], int
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(LINE, max_size=40), st.booleans(), st.lists(st.integers(0, 1 << 16), max_size=8))
-def test_scanner_matches_line_by_line_reference(lines, final_newline, cuts):
+@given(st.lists(LINE, max_size=40), st.booleans(), st.lists(st.integers(0, 1 << 16), max_size=8),
+       st.sampled_from([1, 1, 3]))
+def test_scanner_matches_line_by_line_reference(lines, final_newline, cuts, threads):
     data = "\n".join(lines).encode() + (b"\n" if final_newline and lines else b"")
     bounds = sorted({c % (len(data) + 1) for c in cuts})  # the container's chunks end anywhere
     pieces = [data[a:b] for a, b in zip([0, *bounds], [*bounds, len(data)]) if b > a]
     container = Container("mem.jsonl", len(data), lambda: iter(pieces), lambda: None)
     sink = DecodeSink()
-    got = scan_jsonl(container, RecordOptions("jsonl", on_bad_record="skip"), sink)
+    got = scan_jsonl(container, RecordOptions("jsonl", on_bad_record="skip"), sink, threads=threads)
     if lines and not final_newline and lines[-1] == "":
         lines = lines[:-1]  # nothing after the last newline: no line there
     texts, records, starts, blank, skipped = _reference(lines)
@@ -66,3 +69,11 @@ def test_scanner_matches_line_by_line_reference(lines, final_newline, cuts):
     assert [data[o:o + n] for o, n in zip(got.json_offset.tolist(), got.json_length.tolist())] == \
         [lines[r].encode() for r in records]
     assert (got.counts["blank_lines"], got.counts["skipped_records"]) == (blank, skipped)
+
+
+def test_threads_name_the_first_bad_record_in_order():
+    pieces = [b'{"text": "a"}\n' * 50, b'{"text": "b"}\n{"text": 1}\n', b'{"text": "c"}\n' * 50, b"not json\n"]
+    data = b"".join(pieces)
+    container = Container("mem.jsonl", len(data), lambda: iter(pieces), lambda: None)
+    with pytest.raises(FormatError, match=r"line 52 at byte 714: invalid JSON record \(Expected `str`, got `int`"):
+        scan_jsonl(container, RecordOptions("jsonl"), DecodeSink(), threads=3)

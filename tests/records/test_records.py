@@ -232,7 +232,7 @@ def test_containers_indexed_on_threads_keep_their_order_and_the_first_error(tmp_
         write_jsonl(tmp_path / "d" / f"part-{c:02d}.jsonl", rows, ensure_ascii=c % 2 == 0)
     want = [t.encode() for rows in texts for t in rows]
     for threads in (1, 4):
-        monkeypatch.setattr(build, "_scan_threads", lambda n, k=threads: k)
+        monkeypatch.setattr(build, "_scan_threads", lambda k=threads: k)
         for cache in (False, tmp_path / f"cache{threads}"):
             assert docs_of(Consumer(str(tmp_path / "d"), documents="jsonl", cache_dir=cache)) == want
     (tmp_path / "d" / "part-05.jsonl").write_bytes(b'{"text": 1}\n')

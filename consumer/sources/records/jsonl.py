@@ -23,8 +23,10 @@ byte offset, or are skipped and counted with ``on_bad_record="skip"``.
 
 from __future__ import annotations
 
+import collections
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from operator import attrgetter
 from typing import Any
 
@@ -220,8 +222,43 @@ def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, fir
     return int(np.count_nonzero(blank))
 
 
-def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -> Scanned:
-    """The JSON records of ``container`` as documents (see the module docstring)."""
+def _decoded_blocks(container: Container, many: Any, take: Any, threads: int,
+                    ) -> Iterator[tuple[np.ndarray, int, np.ndarray, np.ndarray, int, _Chunk, int | None]]:
+    """Each block of lines with its one-call decode (:func:`_fast`), in order: ``(work, base, starts, ends,
+    first line number, chunk, blank lines or None)``. With ``threads`` > 1 each block is copied out of the read
+    buffer and decoded on a pool of that many threads (at most ``threads + 1`` blocks in flight, so memory stays a
+    few blocks), while the next blocks are read and split into lines: one big container uses several cores."""
+    blocks = _blocks(container) if container.lines is None else indexed_lines(container)
+    first = 0
+    if threads <= 1:
+        for work, base, starts, ends in blocks:
+            got = _Chunk()
+            yield work, base, starts, ends, first, got, _fast(work, base, starts, ends, first, many, take, got)
+            first += starts.size
+        return
+    pending: collections.deque[tuple[Any, ...]] = collections.deque()
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="consumer-jsonl") as pool:
+        try:
+            for work, base, starts, ends in blocks:
+                own = work[:2 + int(ends[-1])].copy()  # the block's lines and the bytes _fast writes around them
+                got = _Chunk()
+                pending.append((own, base, starts, ends, first, got,
+                                pool.submit(_fast, own, base, starts, ends, first, many, take, got)))
+                first += starts.size
+                if len(pending) > threads:
+                    *head, done = pending.popleft()
+                    yield (*head, done.result())
+            while pending:
+                *head, done = pending.popleft()
+                yield (*head, done.result())
+        finally:
+            for *_, waiting in pending:
+                waiting.cancel()
+
+
+def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink, threads: int = 1) -> Scanned:
+    """The JSON records of ``container`` as documents (see the module docstring); ``threads`` > 1 decodes its
+    blocks on that many threads (:func:`_decoded_blocks`), with the same result."""
     from . import options as limits  # noqa: PLC0415  (read at call time: tests lower the limit)
 
     msgspec = _msgspec()
@@ -237,12 +274,9 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink) -
     # every offset, length and line number of a file under 2 GiB fits int32 (a decoded text is never longer than
     # its JSON); a decompressed stream's size is not known: int64
     kind = np.int32 if not container.compressed and container.size <= INT32_MAX else np.int64
-    blank, line_no = 0, 0
-    for work, base, starts, ends in _blocks(container) if container.lines is None else indexed_lines(container):
-        got = _Chunk()
-        blanks = _fast(work, base, starts, ends, line_no, many.decode, take, got)
+    blank = 0
+    for work, base, starts, ends, line_no, got, blanks in _decoded_blocks(container, many.decode, take, threads):
         if blanks is not None:
-            line_no += starts.size
             blank += blanks
         else:
             buf = work.data[1:]
