@@ -4,8 +4,8 @@
 python-magic calls libmagic through ctypes, which releases the GIL, so threads use every core without the
 start-up cost, pickling and ``if __name__ == "__main__"`` pitfalls of processes (measured in
 ``docs/design.md``). Each thread has its own magic cookie; nothing is shared. A file is opened once and described
-by descriptor (one libmagic call per file and column), its description equal to libmagic by path. Turning a description into
-a header (normalisation) is :mod:`consumer.catalog.headers`.
+by descriptor (one libmagic call per file and column), its description equal to libmagic by path. Turning a
+description into a header (normalisation) is :mod:`consumer.catalog.headers`.
 """
 
 from __future__ import annotations
