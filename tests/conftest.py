@@ -133,15 +133,12 @@ def without_chunk_sums(prefix: Path) -> None:
 
 
 @pytest.fixture
-def magic_calls(monkeypatch):
-    """The paths of every real libmagic call (python-magic's ``Magic.from_file``, which still runs), in order."""
-    import magic
+def magic_calls():
+    """The paths of every real libmagic call (python-magic's ``Magic.from_file`` and ``from_descriptor``, which
+    still run), in order (:func:`tests.helpers.magic_counter.wrap_libmagic`)."""
+    from .helpers.magic_counter import wrap_libmagic
+
     calls: list[str] = []
-    original = magic.Magic.from_file
-
-    def counting(self, path):
-        calls.append(path)
-        return original(self, path)
-
-    monkeypatch.setattr(magic.Magic, "from_file", counting)
-    return calls
+    undo = wrap_libmagic(calls.append)
+    yield calls
+    undo()

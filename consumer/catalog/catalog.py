@@ -56,8 +56,8 @@ __all__ = ["Catalog", "CATALOG_NAME", "CLAIMS_SUFFIX", "SCHEMA_VERSION", "displa
 
 CATALOG_NAME = "catalog.sqlite"
 CLAIMS_SUFFIX = ".claims"  # <catalog>.claims: the lock file of the work claims (consumer.util.locks)
-_CHUNK = 512  # files per claim and per committed transaction
-_DESCRIBE_CHUNK = 64  # files per local libmagic task (its threads share a claimed part; remote: _CHUNK per round)
+_CHUNK = 512  # files per claim (and per committed transaction when no libmagic runs)
+_DESCRIBED_WRITE = 128  # libmagic rows per transaction: written while the threads describe the rest of the part
 _MAGIC_COLUMNS = ("description", "mime")
 _NO_ROW = (None,) * len(COLUMNS)  # an absent row: equal to no size or mtime
 
@@ -196,10 +196,12 @@ class Catalog(CatalogFile):
 
     def _refresh(self, paths, sizes, mtimes, stale, *, want, hashes, verbose, describe) -> None:
         todo = [paths[i] for i in stale]
-        chunk = _DESCRIBE_CHUNK if describe is describe_files else _CHUNK  # remote: one round of requests per chunk
-        results = describe(todo, kinds=want, verbose=verbose, chunk=chunk) if want else None
-        for start in range(0, len(stale), _CHUNK):
-            part = stale[start:start + _CHUNK]
+        # chunk: remote, one round of requests per part; local, at most this many per thread task (split finer
+        # so that every thread has work: consumer.sources.magic.describe_files)
+        results = describe(todo, kinds=want, verbose=verbose, chunk=_CHUNK) if want else None
+        step = _DESCRIBED_WRITE if want else _CHUNK
+        for start in range(0, len(stale), step):
+            part = stale[start:start + step]
             described = [next(results) for _ in part] if results is not None else [(None, None)] * len(part)
             self.magic_calls += len(want) * len(part)
             hashed = [_sha256_of(paths[i], sizes[i], mtimes[i]) for i in part] if hashes else [None] * len(part)

@@ -11,10 +11,10 @@ same time, on one ``cache_dir``:
    processes of that dataset share (concurrent packs of one store);
 
 then the parent rewrites some files in place (edits) and every worker does it all again (a re-index after
-edits). Each worker counts what it computed: libmagic calls (python-magic's ``Magic.from_file``, the
-real library call) and files read by the content pass (what ``Catalog.ensure_content`` returns), and
-reports its SQL rows, its build's cache outcome and its store's checksum. Any exception in a worker is
-reported with its traceback.
+edits). Each worker counts what it computed: libmagic calls (python-magic's ``Magic.from_file`` and
+``from_descriptor``, the real library calls) and files read by the content pass (what
+``Catalog.ensure_content`` returns), and reports its SQL rows, its build's cache outcome and its store's
+checksum. Any exception in a worker is reported with its traceback.
 """
 
 from __future__ import annotations
@@ -59,23 +59,22 @@ def edit_files(paths: list[str], every: int, seed: int) -> list[str]:
 
 def _counting():
     """Count real libmagic calls and content-pass reads of this process (wrapping the library calls)."""
-    import magic
-
     from consumer.catalog.catalog import Catalog
 
-    counts = {"libmagic": 0, "content": 0}
-    from_file, ensure = magic.Magic.from_file, Catalog.ensure_content
+    from .magic_counter import wrap_libmagic
 
-    def counted_from_file(self, path):
+    counts = {"libmagic": 0, "content": 0}
+    ensure = Catalog.ensure_content
+
+    def counted_magic(path):
         counts["libmagic"] += 1
-        return from_file(self, path)
 
     def counted_ensure(self, *args, **kwargs):
         read = ensure(self, *args, **kwargs)
         counts["content"] += read
         return read
 
-    magic.Magic.from_file = counted_from_file
+    wrap_libmagic(counted_magic)
     Catalog.ensure_content = counted_ensure
     return counts
 
