@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["strings_to_utf8"]
+__all__ = ["strings_to_utf8", "valid_utf8"]
 
 _HEX = np.full(256, -1, dtype=np.int32)
 for _k, _c in enumerate(b"0123456789abcdef"):
@@ -96,7 +96,7 @@ def _unicode(buf: np.ndarray, u: np.ndarray, drop: list[np.ndarray]) -> bool:
     return True
 
 
-def _valid_utf8(buf: np.ndarray) -> bool:
+def valid_utf8(buf: np.ndarray) -> bool:
     """Whether ``buf`` is UTF-8 (Arrow's validation; nothing to do for ASCII)."""
     if not buf.size or int(buf.max()) < 0x80:
         return True
@@ -121,7 +121,7 @@ def strings_to_utf8(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray
         return buf, starts.copy(), starts.copy()
     if (buf[starts] != 0x22).any() or (ends - starts < 2).any():
         return None  # another JSON value (a number, an object, null) where a string was wanted
-    if not _valid_utf8(buf):  # escapes are ASCII: the strings are UTF-8 exactly when their texts are
+    if not valid_utf8(buf):  # escapes are ASCII: the strings are UTF-8 exactly when their texts are
         return None
     esc = _escape_starts(buf)
     if not esc.size:

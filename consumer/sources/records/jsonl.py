@@ -27,6 +27,7 @@ import collections
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
@@ -35,6 +36,7 @@ import numpy as np
 from ...errors import MissingDependencyError
 from .container import SCAN_CHUNK, Container, append_piece, indexed_lines
 from .json_strings import strings_to_utf8
+from .jsonl_arrow import ArrowLines
 from .options import RecordOptions
 from .scanned import INT32_MAX, BadRecords, ClassTable, DecodeSink, Scanned
 
@@ -150,20 +152,24 @@ class _Chunk:
         self.records: list[int] = []
         self.classes: list[str] = []
         self.arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # starts, ends, records (fast path)
-        self.joined: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the fast path's texts: data, at, n
+        self.pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None  # fast paths: (data, at, n)
 
     def put(self, sink: DecodeSink) -> tuple[np.ndarray, np.ndarray]:
-        """Write the texts to ``sink`` (one write): their offsets there and their byte lengths."""
-        if self.joined is None:
+        """Write the texts to ``sink`` (one write a piece): their offsets there and their byte lengths."""
+        if self.pieces is None:
             return sink.put_many(self.texts)
-        data, at, n = self.joined
-        if not n.size:
-            return at, n
-        lo, hi = int(at[0]), int(at[-1] + n[-1])  # from the first text's first byte to the last one's end
-        return at + (sink.put(data[lo:hi], owned=True) - lo), n  # a fresh array a chunk: kept, not copied
+        ats, ns = [], []
+        for data, at, n in self.pieces:
+            if n.size:
+                lo, hi = int(at[0]), int(at[-1] + n[-1])  # from the first text's first byte to the last one's end
+                ats.append(at + (sink.put(data[lo:hi], owned=True) - lo))  # a fresh array: kept, not copied
+                ns.append(n)
+        if not ats:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.concatenate(ats), np.concatenate(ns)
 
     def __bool__(self) -> bool:
-        return bool(self.texts) or (self.joined is not None and self.joined[2].size > 0)
+        return bool(self.texts) or (self.pieces is not None and any(n.size for _, _, n in self.pieces))
 
     def lines(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Starts, ends and numbers of the documents' lines."""
@@ -183,11 +189,12 @@ def _blank_lines(work: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
     return blank
 
 
-def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, first: int, many: Any, take: Any,
+def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, first: int, decoders: _Decoders,
           out: _Chunk) -> int | None:
-    """Every line of the block in one call: the lines joined into one JSON array in place (``[`` before the first,
-    a comma after each record but the last, every other newline a space, ``]`` after the last line: numpy steps)
-    and decoded at once. The number of blank lines (passed over), or None (nothing added) when a line is too long
+    """Every line of the block at once: parsed by Arrow's JSON reader (:class:`.jsonl_arrow.ArrowLines`), or where
+    Arrow refuses the block, by msgspec: the lines joined into one JSON array in place (``[`` before the first, a
+    comma after each record but the last, every other newline a space, ``]`` after the last line: numpy steps) and
+    decoded in one call. The number of blank lines (passed over), or None (nothing added) when a line is too long
     or bad: the caller then reads the block line by line."""
     from . import options as limits  # noqa: PLC0415  (read at call time: tests lower the limit)
 
@@ -196,6 +203,26 @@ def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, fir
         return None
     blank = _blank_lines(work, starts, ends)
     kept: Any = np.flatnonzero(~blank) if blank.any() else slice(None)  # the records' lines
+    numbers = np.arange(first, first + lens.size, dtype=np.int64)
+    lines = (starts[kept] + base, ends[kept] + base, numbers[kept])
+    parsed = None
+    if decoders.arrow is not None and lines[0].size and not bool((work[1 + starts[kept]] != 0x7B).any()):
+        parsed = decoders.arrow.texts(work.data[1:1 + int(ends[-1])], int(lines[0].size), int(lens.max()))
+    if parsed is None:
+        parsed = _msgspec_block(work, ends, kept, decoders)
+        if parsed is None:
+            return None
+    out.pieces, classes = parsed
+    out.arrays = lines
+    if classes is not None:
+        out.classes = classes
+    return int(np.count_nonzero(blank))
+
+
+def _msgspec_block(work: np.ndarray, ends: np.ndarray, kept: Any, decoders: _Decoders,
+                   ) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], list[str] | None] | None:
+    """The block's records decoded by msgspec in one call (see :func:`_fast`): the texts as one piece, the
+    classes; None when a record is bad."""
     work[0] = 0x5B  # [
     if isinstance(kept, slice):
         work[1 + ends[:-1]] = 0x2C  # each newline a comma
@@ -205,7 +232,7 @@ def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, fir
     last = 1 + int(ends[-1])
     work[last] = 0x5D  # ]
     try:
-        raws, classes = take(many(work.data[:last + 1]))
+        raws, classes = decoders.take(decoders.many(work.data[:last + 1]))
     except Exception:  # noqa: BLE001  (msgspec's errors: the line-by-line pass names the line)
         return None
     n = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
@@ -214,15 +241,19 @@ def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, fir
     joined = strings_to_utf8(np.frombuffer(bytearray().join(raws), dtype=np.uint8), at, at + n)  # writable
     if joined is None:  # not a string, an unpaired surrogate, not UTF-8: the line-by-line pass names the line
         return None
-    out.joined = joined
-    numbers = np.arange(first, first + lens.size, dtype=np.int64)
-    out.arrays = (starts[kept] + base, ends[kept] + base, numbers[kept])
-    if classes is not None:
-        out.classes = classes
-    return int(np.count_nonzero(blank))
+    return [joined], classes
 
 
-def _decoded_blocks(container: Container, many: Any, take: Any, threads: int,
+@dataclass(frozen=True)
+class _Decoders:
+    """The block decoders of one scan: Arrow's reader (None: msgspec only), msgspec's array decoder, ``take``."""
+
+    arrow: ArrowLines | None
+    many: Any
+    take: Any
+
+
+def _decoded_blocks(container: Container, decoders: _Decoders, threads: int,
                     ) -> Iterator[tuple[np.ndarray, int, np.ndarray, np.ndarray, int, _Chunk, int | None]]:
     """Each block of lines with its one-call decode (:func:`_fast`), in order: ``(work, base, starts, ends,
     first line number, chunk, blank lines or None)``. With ``threads`` > 1 each block is copied out of the read
@@ -233,7 +264,7 @@ def _decoded_blocks(container: Container, many: Any, take: Any, threads: int,
     if threads <= 1:
         for work, base, starts, ends in blocks:
             got = _Chunk()
-            yield work, base, starts, ends, first, got, _fast(work, base, starts, ends, first, many, take, got)
+            yield work, base, starts, ends, first, got, _fast(work, base, starts, ends, first, decoders, got)
             first += starts.size
         return
     pending: collections.deque[tuple[Any, ...]] = collections.deque()
@@ -243,7 +274,7 @@ def _decoded_blocks(container: Container, many: Any, take: Any, threads: int,
                 own = work[:2 + int(ends[-1])].copy()  # the block's lines and the bytes _fast writes around them
                 got = _Chunk()
                 pending.append((own, base, starts, ends, first, got,
-                                pool.submit(_fast, own, base, starts, ends, first, many, take, got)))
+                                pool.submit(_fast, own, base, starts, ends, first, decoders, got)))
                 first += starts.size
                 if len(pending) > threads:
                     *head, done = pending.popleft()
@@ -275,7 +306,8 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink, t
     # its JSON); a decompressed stream's size is not known: int64
     kind = np.int32 if not container.compressed and container.size <= INT32_MAX else np.int64
     blank = 0
-    for work, base, starts, ends, line_no, got, blanks in _decoded_blocks(container, many.decode, take, threads):
+    decoders = _Decoders(ArrowLines(options), many.decode, take)
+    for work, base, starts, ends, line_no, got, blanks in _decoded_blocks(container, decoders, threads):
         if blanks is not None:
             blank += blanks
         else:
