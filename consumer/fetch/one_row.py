@@ -167,11 +167,14 @@ class OneRow:
         n, L = self.length[i], self.seqlen
         verifier = self.verifier
         if verifier is not None:  # a FormatError on a mismatch, as the general path's, before a byte is served
-            if verifier.complete:  # for good (a changed file disarms this plan; arm() looks again)
+            if not verifier.left:  # all verified, for good (a changed file disarms this plan; arm() looks again)
                 self.verifier = None
-            else:
-                size = self.itemsize
-                verifier.check(self.tokens, s * size, (s + n) * size)
+            else:  # the row's first and last chunks looked up here (ChunkVerifier's contract): a call only if needed
+                seen, t = verifier.seen, verifier.token_shift
+                lo, hi = s >> t, (s + n - 1) >> t
+                if hi - lo > 1 or not (seen[lo] and seen[hi]):
+                    size = self.itemsize
+                    verifier.check(self.tokens, s * size, (s + n) * size)
         if n == L:  # one converting copy straight out of the store
             out = self.windows[s:s + 1].astype(_INT64)
         else:

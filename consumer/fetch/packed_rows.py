@@ -178,8 +178,12 @@ class PackedRows:
                 return None
             spans.append((i, s, int(length[i])))
         verifier = self.store.verifier
-        if verifier is not None and not verifier.complete:  # chunks not yet found intact: checked before anything else
-            verifier.check_spans(self.tokens, [s for _, s, _ in spans], [n for _, _, n in spans])
+        if verifier is not None and verifier.left:  # chunks not yet found intact: checked before anything else (each
+            seen, t = verifier.seen, verifier.token_shift  # row's first and last chunk looked up here: no call if seen)
+            for _, s, n in spans:
+                if ((s + n - 1) >> t) - (s >> t) > 1 or not (seen[s >> t] and seen[(s + n - 1) >> t]):
+                    verifier.check_spans(self.tokens, [s for _, s, _ in spans], [n for _, _, n in spans])
+                    break
         if self.must_check:
             self.fresh_stamp()
             if not self.clean:
@@ -204,7 +208,7 @@ class PackedRows:
             return None
         starts, lengths = start.tolist(), self.length[ids].tolist()
         verifier = self.store.verifier
-        if verifier is not None and not verifier.complete:  # chunks not yet found intact: checked before anything else
+        if verifier is not None and verifier.left:  # chunks not yet found intact: checked before anything else
             self.store.check_ranges(start, self.length[ids], self.seqlen)
         if self.must_check:
             self.fresh_stamp()

@@ -166,7 +166,7 @@ def test_lookups_after_a_first_touch_check_every_chunk_of_a_long_range(first, se
         verifier.check_spans(tokens, b[0].tolist(), b[1].tolist())
     else:
         verifier.check_ranges(tokens, *b)
-    assert {c for c in range(verifier.sums.chunks) if verifier._seen[c]} == chunks(*a) | chunks(*b)
+    assert {c for c in range(verifier.sums.chunks) if verifier.seen[c]} == chunks(*a) | chunks(*b)
 
 
 @pytest.mark.parametrize("n", [3, 40])
