@@ -86,6 +86,7 @@ class PackedRows:
         # per sample, 1 once its chunks were found intact (made at the first batch of a few rows that looks): the
         # verifier's map only grows, so a mark holds for good, and a batch of a few rows costs one lookup per row
         self.rows_seen: bytearray | None = None
+        self.rows_seen_np = np.zeros(0, dtype=np.bool_)
         # a store with chunk sums has the ids of each chunk checked as the chunk is verified (read with pread, no
         # block is read through the map), while its data file is the one its sums were loaded with
         verifier = self.store.verifier
@@ -206,6 +207,7 @@ class PackedRows:
         """``rows_seen``, made on first use: one byte per sample, 1 once the sample's chunks were found intact."""
         if self.rows_seen is None:
             self.rows_seen = bytearray(len(self.length))
+            self.rows_seen_np = np.frombuffer(self.rows_seen, dtype=np.bool_)  # the same bytes, for a gather
         return self.rows_seen
 
     def _check_few(self, verifier: ChunkVerifier, spans: list[tuple[int, int, int]]) -> None:
@@ -230,8 +232,12 @@ class PackedRows:
             return None
         starts, lengths = start.tolist(), self.length[ids].tolist()
         verifier = self.store.verifier
-        if verifier is not None and verifier.left:  # chunks not yet found intact: checked before anything else
-            self.store.check_ranges(start, self.length[ids], self.seqlen)
+        if verifier is not None and verifier.left:  # chunks not yet found intact: checked before anything else (but
+            self.seen_rows()  # not for rows whose chunks were: one gather of their marks)
+            look = self.rows_seen_np[ids]
+            if np.count_nonzero(look) != look.size:
+                self.store.check_ranges(start, self.length[ids], self.seqlen)
+                self.rows_seen_np[ids] = True
         if self.must_check:
             self.fresh_stamp()
             if not self.clean:
