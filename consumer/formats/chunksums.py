@@ -333,7 +333,7 @@ class ChunkVerifier:
         """:meth:`check_ranges` for a few ranges given as Python ints (a batch of a few rows: no array is made
         unless a chunk is not verified yet)."""
         if self.left and not self._seen_all(starts, counts):
-            self.check_ranges(tokens, np.array(starts, dtype=np.int64), np.array(counts, dtype=np.int64))
+            self._verify_few(tokens, starts, counts)
 
     def _seen_all(self, starts: list[int], counts: list[int]) -> bool:
         """Every chunk of these ranges was found intact (plain-int lookups; an empty range looks at ``a - 1``,
@@ -357,9 +357,11 @@ class ChunkVerifier:
             return
         t = self.token_shift
         if src.size <= _FEW:  # few ranges: plain ints cost less than a round of numpy calls
-            if self._seen_all(src.tolist(), cnt.tolist()):
-                return
-        elif longest is not None and longest <= self._chunk_tokens + 1:  # each range's chunks: its first and last
+            starts, counts = src.tolist(), cnt.tolist()
+            if not self._seen_all(starts, counts):
+                self._verify_few(tokens, starts, counts)
+            return
+        if longest is not None and longest <= self._chunk_tokens + 1:  # each range's chunks: its first and last
             ends = src + cnt
             ends -= 1
             pair = np.concatenate((src, ends))
@@ -374,15 +376,33 @@ class ChunkVerifier:
             if todo.size:
                 self._verify(tokens, np.unique(todo))
             return
-        else:
-            lo, hi = src >> t, (src + cnt - 1) >> t
-            span = int((hi - lo).max())
-            if span < _SPAN:  # chunk j of each range, clipped to its last (an empty range: its hi, a - 1's)
-                look = self._map[np.minimum(lo[:, None] + np.arange(span + 1), hi[:, None])] if span else \
-                    self._map[np.concatenate((lo, hi))]
-                if np.count_nonzero(look) == look.size:  # count_nonzero: the cheapest reduction numpy has
+        lo, hi = src >> t, (src + cnt - 1) >> t
+        span = int((hi - lo).max())
+        if span < _SPAN:  # chunk j of each range, clipped to its last (an empty range: its hi, a - 1's)
+            look = self._map[np.minimum(lo[:, None] + np.arange(span + 1), hi[:, None])] if span else \
+                self._map[np.concatenate((lo, hi))]
+            if np.count_nonzero(look) == look.size:  # count_nonzero: the cheapest reduction numpy has
+                return
+        self._verify_ranges(tokens, src, cnt)
+
+    def _verify_few(self, tokens: Any, starts: list[int], counts: list[int]) -> None:
+        """Verify the chunks of a few ranges not verified yet, listed with plain ints (a range over many chunks:
+        :meth:`_verify_ranges`)."""
+        seen, t = self.seen, self.token_shift
+        todo: set[int] = set()
+        for a, n in zip(starts, counts):
+            if n > 0:
+                lo, hi = a >> t, (a + n - 1) >> t
+                if hi - lo >= _FEW:
+                    self._verify_ranges(tokens, np.array(starts, dtype=np.int64), np.array(counts, dtype=np.int64))
                     return
-        # some chunk not verified yet (or ranges longer than a chunk): exactly the chunks of the non-empty ranges
+                todo.update(c for c in range(lo, hi + 1) if not seen[c])
+        if todo:
+            self._verify(tokens, sorted(todo))
+
+    def _verify_ranges(self, tokens: Any, src: np.ndarray, cnt: np.ndarray) -> None:
+        """Verify exactly the chunks of the non-empty ranges not verified yet (numpy)."""
+        t = self.token_shift
         keep = cnt > 0
         lo, hi = src[keep] >> t, (src[keep] + cnt[keep] - 1) >> t
         k = hi - lo + 1

@@ -259,3 +259,19 @@ def test_many_chunks_read_from_the_file_at_once_stop_at_the_first_damaged_one(tm
                                           rf"store\.bin\).*{what}"):
         verifier.check_ranges(tokens, src, np.full(src.size, 10, dtype=np.int64), 10)
     assert {c for c in range(40) if verifier.seen[c]} == {c for c in chunks if c < first}
+
+
+@pytest.mark.parametrize("bad", [None, 3, 25])
+def test_a_few_ranges_over_many_chunks_verify_every_chunk(bad) -> None:
+    """A few ranges (plain ints), one of them over more chunks than are listed one by one: every chunk of them
+    is verified, a damaged one among them refused."""
+    tokens, verifier = _store(80000, bad)  # 40 chunks
+    starts, counts = [100, 2048 * 30 + 7], [2048 * 28, 10]
+    want = set(range(0, 29)) | {30}
+    if bad is not None and bad in want:
+        with pytest.raises(FormatError, match=rf"^store: chunk {bad} "):
+            verifier.check_spans(tokens, starts, counts)
+        assert {c for c in range(40) if verifier.seen[c]} == set(range(bad))
+    else:
+        verifier.check_ranges(tokens, np.array(starts), np.array(counts))
+        assert {c for c in range(40) if verifier.seen[c]} == want
