@@ -77,6 +77,7 @@ class OneRow:
         self.stat_call, self.stat_local = self.stat.call, self.stat.local  # read per call: short attribute chains
         self.snapshot: bytes | None = None
         self.verifier: Any = None  # chunk sums: those of the row's chunks checked before it is served
+        self.rows_seen = bytearray()  # PackedRows.rows_seen: 1 once a sample's chunks were found intact
         self.mtime = self.ctime = -1
         self.from_numpy: Any = None
         self.env: Any = _ENV_DATA if type(_ENV_DATA) is dict else _Environ()
@@ -94,6 +95,8 @@ class OneRow:
             self._bind(packed)
         p = packed
         self.verifier = p.store.verifier
+        if self.verifier is not None:
+            self.rows_seen = p.seen_rows()  # shared with the general path's batches of a few rows
         if not p.local:
             return
         if p.must_check:
@@ -167,11 +170,15 @@ class OneRow:
         n, L = self.length[i], self.seqlen
         verifier = self.verifier
         if verifier is not None:  # a FormatError on a mismatch, as the general path's, before a byte is served
-            if verifier.complete:  # for good (a changed file disarms this plan; arm() looks again)
+            if not verifier.left:  # all verified, for good (a changed file disarms this plan; arm() looks again)
                 self.verifier = None
-            else:
-                size = self.itemsize
-                verifier.check(self.tokens, s * size, (s + n) * size)
+            elif not self.rows_seen[i]:  # its chunks looked up here (ChunkVerifier's contract), checked if need be
+                seen, t = verifier.seen, verifier.token_shift
+                lo, hi = s >> t, (s + n - 1) >> t
+                if hi - lo > 1 or not (seen[lo] and seen[hi]):
+                    size = self.itemsize
+                    verifier.check(self.tokens, s * size, (s + n) * size)
+                self.rows_seen[i] = 1
         if n == L:  # one converting copy straight out of the store
             out = self.windows[s:s + 1].astype(_INT64)
         else:

@@ -31,6 +31,7 @@ from typing import NoReturn
 import numpy as np
 
 from ..errors import FormatError, InputError, short_repr
+from ..formats.chunksums import ChunkVerifier
 from ..sources.base import ByteSource
 from ..sources.version import FileVersion
 from ..tokens.documents import DocumentTable
@@ -82,6 +83,10 @@ class PackedRows:
         self.clean = False  # every block found clean: a call only compares the stamp
         self.all_runs = bool((self.start >= 0).all())  # every sample is one store range: no per-call test
         self.stamp: FileVersion | None = None
+        # per sample, 1 once its chunks were found intact (made at the first batch of a few rows that looks): the
+        # verifier's map only grows, so a mark holds for good, and a batch of a few rows costs one lookup per row
+        self.rows_seen: bytearray | None = None
+        self.rows_seen_np = np.zeros(0, dtype=np.bool_)
         # a store with chunk sums has the ids of each chunk checked as the chunk is verified (read with pread, no
         # block is read through the map), while its data file is the one its sums were loaded with
         verifier = self.store.verifier
@@ -178,8 +183,8 @@ class PackedRows:
                 return None
             spans.append((i, s, int(length[i])))
         verifier = self.store.verifier
-        if verifier is not None and not verifier.complete:  # chunks not yet found intact: checked before anything else
-            verifier.check_spans(self.tokens, [s for _, s, _ in spans], [n for _, _, n in spans])
+        if verifier is not None and verifier.left:  # chunks not yet found intact: checked before anything else
+            self._check_few(verifier, spans)
         if self.must_check:
             self.fresh_stamp()
             if not self.clean:
@@ -198,14 +203,41 @@ class PackedRows:
                 row[n:] = pad
         return out
 
+    def seen_rows(self) -> bytearray:
+        """``rows_seen``, made on first use: one byte per sample, 1 once the sample's chunks were found intact."""
+        if self.rows_seen is None:
+            self.rows_seen = bytearray(len(self.length))
+            self.rows_seen_np = np.frombuffer(self.rows_seen, dtype=np.bool_)  # the same bytes, for a gather
+        return self.rows_seen
+
+    def _check_few(self, verifier: ChunkVerifier, spans: list[tuple[int, int, int]]) -> None:
+        """The chunk sums of a few rows ``(sample, start, count)``: a row marked in ``rows_seen`` needs nothing, else
+        its first and last chunk are looked up in the verifier's map (its contract: no call when both are seen and
+        the row spans at most two), and the rows are passed to ``check_spans`` when one of them needs it."""
+        ok = self.seen_rows()
+        seen, t = verifier.seen, verifier.token_shift
+        for i, s, n in spans:
+            if not ok[i]:
+                lo, hi = s >> t, (s + n - 1) >> t
+                if hi - lo > 1 or not (seen[lo] and seen[hi]):
+                    verifier.check_spans(self.tokens, [s for _, s, _ in spans], [n for _, _, n in spans])
+                    for j, _, _ in spans:
+                        ok[j] = 1
+                    return
+                ok[i] = 1
+
     def _many(self, ids: np.ndarray, L: int, dtype: np.dtype) -> np.ndarray | None:
         start = self.start[ids]
         if not self.all_runs and start.min() < 0:
             return None
         starts, lengths = start.tolist(), self.length[ids].tolist()
         verifier = self.store.verifier
-        if verifier is not None and not verifier.complete:  # chunks not yet found intact: checked before anything else
-            self.store.check_ranges(start, self.length[ids], self.seqlen)
+        if verifier is not None and verifier.left:  # chunks not yet found intact: checked before anything else (but
+            self.seen_rows()  # not for rows whose chunks were: one gather of their marks)
+            look = self.rows_seen_np[ids]
+            if np.count_nonzero(look) != look.size:
+                self.store.check_ranges(start, self.length[ids], self.seqlen)
+                self.rows_seen_np[ids] = True
         if self.must_check:
             self.fresh_stamp()
             if not self.clean:

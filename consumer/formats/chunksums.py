@@ -43,9 +43,9 @@ import os
 import struct
 import time
 import weakref
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import google_crc32c
@@ -72,6 +72,9 @@ _READERS = 8  # threads reading the runs of chunks of one first touch at once (c
 # random read of an SSD or a network file system 50 µs and more): the runs left go to the reader threads
 _CACHED_READ_S = 30e-6
 _READ_BYTES = 1 << 24  # bytes per read of sums_of_file (16 MiB, a multiple of every chunk size up to it)
+
+
+_crc_value = google_crc32c.value  # the C function itself: one call per chunk, no Python frame around it
 
 
 def crc32c(data: Any, crc: int = 0) -> int:
@@ -260,6 +263,13 @@ class ChunkVerifier:
     object with ``copy_ranges(out, src, cnt, dst)`` like :class:`~consumer.sources.remote_tokens.RemoteTokens`),
     so the verifier holds only the sums and the map of chunks found intact (one byte per chunk). Not locked:
     two threads touching a new chunk at once may both check it, which is harmless.
+
+    Read by hot paths that look a row's chunks up themselves (no call per row), never written outside this class:
+    ``seen`` (bytearray: ``seen[c]`` is 1 once chunk ``c`` was found intact; ``seen[-1]`` and ``seen[chunks]`` are
+    always 1, so the first and last chunk of an empty range or one at the end need no bounds check),
+    ``token_shift`` (token ``a`` lies in chunk ``a >> token_shift``) and ``left`` (chunks not yet found intact; 0:
+    every check returns at once). A range whose first and last chunks are seen and which spans at most two chunks
+    needs no :meth:`check`; any other is passed to it.
     """
 
     def __init__(self, sums: ChunkSums, store: Any, data_file: Any, itemsize: int, *, local_file: Any = None,
@@ -278,50 +288,57 @@ class ChunkVerifier:
         self._fd = -1  # local_file, opened on the first read of each process
         self._threads: tuple[int, ThreadPoolExecutor] | None = None  # (pid, pool) reading runs of chunks at once
         self._shift = sums.chunk_bytes.bit_length() - 1  # byte -> chunk
-        self._tshift = self._shift - (self.itemsize.bit_length() - 1)  # token -> chunk
+        self.token_shift = self._shift - (self.itemsize.bit_length() - 1)  # token -> chunk
         self._chunk_tokens = sums.chunk_bytes // self.itemsize
         # 1: the chunk was found intact (plain ints index a bytearray fastest); one more entry, always 1, answers
         # for the end of the data and for -1 (where an empty range may point), so lookups need no bounds checks
-        self._seen = bytearray(sums.chunks) + b"\x01"
-        self._map = np.frombuffer(self._seen, dtype=np.bool_)
-        self._left = sums.chunks  # chunks not yet found intact; 0: every check returns at once
+        self.seen = bytearray(sums.chunks) + b"\x01"
+        self._map = np.frombuffer(self.seen, dtype=np.bool_)
+        self.left = sums.chunks  # chunks not yet found intact; 0: every check returns at once
 
     def __getstate__(self) -> dict:  # the map is a view of the bytearray: rebuilt, not copied, on unpickling
         return {k: {"_fd": -1, "_threads": None}.get(k, v) for k, v in self.__dict__.items() if k != "_map"}
 
     def __setstate__(self, state: dict) -> None:
+        for old, new in (("_seen", "seen"), ("_left", "left"), ("_tshift", "token_shift")):  # older pickles
+            if old in state:
+                state[new] = state.pop(old)
         self.__dict__.update(state)
-        self._map = np.frombuffer(self._seen, dtype=np.bool_)
+        self._map = np.frombuffer(self.seen, dtype=np.bool_)
 
     @property
     def verified(self) -> int:
         """How many chunks were found intact so far."""
-        return self.sums.chunks - self._left
+        return self.sums.chunks - self.left
 
     @property
     def complete(self) -> bool:
         """Every chunk was found intact in this process: checks cost nothing from now on."""
-        return not self._left
+        return not self.left
 
     def check(self, tokens: Any, byte_lo: int, byte_hi: int) -> None:
         """Bytes ``[byte_lo, byte_hi)`` of the token data are about to be read: check the chunks they lie in
         that were not checked yet (FormatError naming the store, chunk and byte range on a mismatch)."""
-        if self._left and byte_hi > byte_lo:
+        if self.left and byte_hi > byte_lo:
             lo, hi = int(byte_lo) >> self._shift, (int(byte_hi) - 1) >> self._shift
-            seen = self._seen
+            seen = self.seen
             if not (seen[lo] and seen[hi]) or hi - lo > 1:
-                self._verify(tokens, [c for c in range(lo, hi + 1) if not seen[c]])
+                if hi - lo < _FEW:
+                    self._verify(tokens, [c for c in range(lo, hi + 1) if not seen[c]])
+                else:
+                    span = np.arange(lo, hi + 1, dtype=np.int64)
+                    self._verify(tokens, span[~self._map[span]])
 
     def check_spans(self, tokens: Any, starts: list[int], counts: list[int]) -> None:
         """:meth:`check_ranges` for a few ranges given as Python ints (a batch of a few rows: no array is made
         unless a chunk is not verified yet)."""
-        if self._left and not self._seen_all(starts, counts):
-            self.check_ranges(tokens, np.array(starts, dtype=np.int64), np.array(counts, dtype=np.int64))
+        if self.left and not self._seen_all(starts, counts):
+            self._verify_few(tokens, starts, counts)
 
     def _seen_all(self, starts: list[int], counts: list[int]) -> bool:
         """Every chunk of these ranges was found intact (plain-int lookups; an empty range looks at ``a - 1``,
         -1 being the sentinel)."""
-        seen, t = self._seen, self._tshift
+        seen, t = self.seen, self.token_shift
         for a, c in zip(starts, counts):
             lo, hi = a >> t, (a + c - 1) >> t
             if not (seen[lo] and seen[hi]) or (hi - lo > 1 and 0 in seen[lo:hi + 1]):
@@ -330,87 +347,130 @@ class ChunkVerifier:
 
     def check_ranges(self, tokens: Any, src: np.ndarray, cnt: np.ndarray, longest: int | None = None) -> None:
         """Token ranges ``[src[r], src[r] + cnt[r])`` are about to be read: :meth:`check` for all of them.
-        ``longest`` (a bound on every ``cnt[r]``) is accepted for callers that know it; it is not needed.
+        ``longest`` (a bound on every ``cnt[r]``, as the fetch knows it: the row length) spares a step when it
+        shows that no range covers more than two chunks.
 
         The cost after the first touch is the point: nothing once every chunk is verified; else, for a few
         ranges, plain-int lookups in the map; for many, one gather from it of every chunk of each range (a range
         over up to :data:`_SPAN` chunks: rows a few chunks long, as 32 KiB rows in 16 KiB chunks are)."""
-        if not self._left:
+        if not self.left:
             return
-        t = self._tshift
+        t = self.token_shift
         if src.size <= _FEW:  # few ranges: plain ints cost less than a round of numpy calls
-            if self._seen_all(src.tolist(), cnt.tolist()):
+            starts, counts = src.tolist(), cnt.tolist()
+            if not self._seen_all(starts, counts):
+                self._verify_few(tokens, starts, counts)
+            return
+        if longest is not None and longest <= self._chunk_tokens + 1:  # each range's chunks: its first and last
+            ends = src + cnt
+            ends -= 1
+            pair = np.concatenate((src, ends))
+            pair >>= t
+            look = self._map[pair]
+            if np.count_nonzero(look) == look.size:  # count_nonzero: the cheapest reduction numpy has
                 return
-        else:
-            lo, hi = src >> t, (src + cnt - 1) >> t
-            span = int((hi - lo).max())
-            if span < _SPAN:  # chunk j of each range, clipped to its last (an empty range: its hi, a - 1's)
-                look = self._map[np.minimum(lo[:, None] + np.arange(span + 1), hi[:, None])] if span else \
-                    self._map[np.concatenate((lo, hi))]
-                if np.count_nonzero(look) == look.size:  # count_nonzero: the cheapest reduction numpy has
+            if cnt.min() <= 0:  # an empty range has no chunk to verify (it looked at a's and a - 1's)
+                empty = cnt <= 0
+                look |= np.concatenate((empty, empty))
+            todo = pair[~look]
+            if todo.size:
+                self._verify(tokens, np.unique(todo))
+            return
+        lo, hi = src >> t, (src + cnt - 1) >> t
+        span = int((hi - lo).max())
+        if span < _SPAN:  # chunk j of each range, clipped to its last (an empty range: its hi, a - 1's)
+            look = self._map[np.minimum(lo[:, None] + np.arange(span + 1), hi[:, None])] if span else \
+                self._map[np.concatenate((lo, hi))]
+            if np.count_nonzero(look) == look.size:  # count_nonzero: the cheapest reduction numpy has
+                return
+        self._verify_ranges(tokens, src, cnt)
+
+    def _verify_few(self, tokens: Any, starts: list[int], counts: list[int]) -> None:
+        """Verify the chunks of a few ranges not verified yet, listed with plain ints (a range over many chunks:
+        :meth:`_verify_ranges`)."""
+        seen, t = self.seen, self.token_shift
+        todo: set[int] = set()
+        for a, n in zip(starts, counts):
+            if n > 0:
+                lo, hi = a >> t, (a + n - 1) >> t
+                if hi - lo >= _FEW:
+                    self._verify_ranges(tokens, np.array(starts, dtype=np.int64), np.array(counts, dtype=np.int64))
                     return
-        # some chunk not verified yet (or ranges longer than a chunk): exactly the chunks of the non-empty ranges
+                todo.update(c for c in range(lo, hi + 1) if not seen[c])
+        if todo:
+            self._verify(tokens, sorted(todo))
+
+    def _verify_ranges(self, tokens: Any, src: np.ndarray, cnt: np.ndarray) -> None:
+        """Verify exactly the chunks of the non-empty ranges not verified yet (numpy)."""
+        t = self.token_shift
         keep = cnt > 0
         lo, hi = src[keep] >> t, (src[keep] + cnt[keep] - 1) >> t
         k = hi - lo + 1
         cand = np.repeat(lo - np.cumsum(k) + k, k) + np.arange(int(k.sum()))
         todo = cand[~self._map[cand]]
         if todo.size:
-            self._verify(tokens, np.unique(todo).tolist())
+            self._verify(tokens, np.unique(todo))
 
-    def _runs(self, chunks: list[int]) -> list[tuple[int, int, int, int]]:
-        """Runs of adjacent chunks among ``chunks`` (ascending): ``(first index, end index, byte lo, byte hi)``."""
-        runs, i = [], 0
-        while i < len(chunks):
-            j = i + 1
-            while j < len(chunks) and chunks[j] == chunks[j - 1] + 1:
-                j += 1
-            runs.append((i, j, self.sums.byte_range(chunks[i])[0], self.sums.byte_range(chunks[j - 1])[1]))
-            i = j
-        return runs
+    def _runs(self, chunks: Any) -> tuple[list[int], list[int]]:
+        """Runs of adjacent chunks among ``chunks`` (ascending, distinct; a list or an int64 array): the bytes
+        ``[lo, hi)`` of the token data of each (Python ints for a few chunks, numpy for more)."""
+        shift, end_byte = self._shift, self.sums.data_bytes
+        if len(chunks) <= _FEW:
+            los: list[int] = []
+            his: list[int] = []
+            last = -2
+            for c in chunks.tolist() if isinstance(chunks, np.ndarray) else chunks:
+                if c != last + 1:
+                    los.append(c << shift)
+                    his.append(0)
+                his[-1] = min((c + 1) << shift, end_byte)
+                last = c
+            return los, his
+        c = np.asarray(chunks, dtype=np.int64)
+        cut = np.flatnonzero(c[1:] != c[:-1] + 1) + 1
+        end = np.append(cut, c.size)
+        return (c[np.append(0, cut)] << shift).tolist(), np.minimum((c[end - 1] + 1) << shift, end_byte).tolist()
 
-    def _read(self, tokens: Any, chunks: list[int]) -> Iterator[tuple[int, np.ndarray]]:
-        """``(chunk, its bytes)`` for each chunk (ascending): preads of the local file or ranges of the object (one
-        per run of adjacent chunks, all of them in one concurrent call), or slices of a memory map."""
+    def _read(self, tokens: Any, los: list[int], his: list[int]) -> tuple[np.ndarray | None, list[np.ndarray]]:
+        """The bytes of each run ``[lo, hi)`` (uint8 arrays), and the one buffer holding them all (None when they
+        are slices of a memory map): preads of the local file or ranges of the object into one buffer (all of them
+        in one concurrent call), or slices of the map itself."""
         w = self.itemsize
         if self.local_file is None and isinstance(tokens, np.ndarray):
-            for c in chunks:
-                lo, hi = self.sums.byte_range(c)
-                yield c, tokens[lo // w:hi // w]
-            return
-        runs = self._runs(chunks)
-        if self.local_file is not None:
+            raw = tokens.reshape(-1).view(np.uint8)
+            blocks = [raw[lo:hi] for lo, hi in zip(los, his)]
+            for lo, hi, block in zip(los, his, blocks):
+                if block.size != hi - lo:
+                    raise FormatError(f"{self.store}: bytes {lo}..{hi} of the token data: expected {hi - lo} bytes, "
+                                      f"got {block.size}")
+            return None, blocks
+        at = [0, *accumulate(hi - lo for lo, hi in zip(los, his))]  # where each run starts in the buffer
+        if self.local_file is None:
+            out = np.empty(at[-1] // w, dtype=tokens.dtype)
+            tokens.copy_ranges(out, np.array(los, dtype=np.int64) // w, np.diff(at) // w,
+                               np.array(at[:-1], dtype=np.int64) // w)
+            whole = out.view(np.uint8)
+        else:
             if self._fd < 0:  # opened here, before any reader thread needs it
                 self._fd = os.open(str(self.local_file), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
                 weakref.finalize(self, os.close, self._fd)
-            blocks = self._pread_runs(runs)
-        else:
-            cnt = np.array([(hi - lo) // w for _, _, lo, hi in runs], dtype=np.int64)
-            dst = np.cumsum(cnt) - cnt
-            out = np.empty(int(cnt.sum()), dtype=tokens.dtype)
-            tokens.copy_ranges(out, np.array([lo // w for _, _, lo, _ in runs], dtype=np.int64), cnt, dst)
-            blocks = [out[a:a + n].view(np.uint8) for a, n in zip(dst.tolist(), cnt.tolist())]
-        size = self.sums.chunk_bytes
-        for (i, j, lo, hi), block in zip(runs, blocks):
-            for k in range(i, j):
-                at = (chunks[k] - chunks[i]) * size
-                yield chunks[k], block[at:at + min(size, hi - lo - at)]
+            whole = np.empty(at[-1], dtype=np.uint8)
+            self._pread_runs(whole, los, at)
+        return whole, [whole[a:b] for a, b in zip(at, at[1:])]
 
-    def _pread_runs(self, runs: list[tuple[int, int, int, int]]) -> list[np.ndarray]:
-        """The bytes of each run, read one after another while the reads come from the page cache (a hot store's
-        first touch: no thread hand-off, which would cost more than the read), the rest all in flight at once on
-        the reader threads as soon as one read waited on the device (a cold store: a device serves several random
-        reads in the time of one)."""
-        blocks: list[np.ndarray] = []
+    def _pread_runs(self, whole: np.ndarray, los: list[int], at: list[int]) -> None:
+        """Read run ``k`` (bytes from ``los[k]``) into ``whole[at[k]:at[k + 1]]``, one run after another while the
+        reads come from the page cache (a hot store's first touch: no thread hand-off, which would cost more than
+        the read), the rest all in flight at once on the reader threads as soon as one read waited on the device
+        (a cold store: a device serves several random reads in the time of one)."""
+        view = memoryview(whole.data)
         clock = time.perf_counter
-        for k, (_, _, lo, hi) in enumerate(runs):
+        for k, lo in enumerate(los):
             t = clock()
-            blocks.append(self._pread(lo, hi))
-            if clock() - t > _CACHED_READ_S and k + 2 < len(runs):
-                rest = runs[k + 1:]
-                blocks += self._pool().map(self._pread, [r[2] for r in rest], [r[3] for r in rest])
-                break
-        return blocks
+            self._pread(view[at[k]:at[k + 1]], lo)
+            if clock() - t > _CACHED_READ_S and k + 2 < len(los):
+                list(self._pool().map(self._pread, [view[a:b] for a, b in zip(at[k + 1:], at[k + 2:])], los[k + 1:]))
+                return
 
     def _pool(self) -> ThreadPoolExecutor:
         """This process's reader threads (made on first use; a forked child makes its own, the parent's threads
@@ -420,28 +480,79 @@ class ChunkVerifier:
             pool = self._threads = (os.getpid(), ThreadPoolExecutor(_READERS, thread_name_prefix="consumer-chunks"))
         return pool[1]
 
-    def _pread(self, lo: int, hi: int) -> np.ndarray:
-        """Bytes ``[lo, hi)`` of the token data read from ``local_file`` with one ``preadv`` (the kernel reads
-        exactly those pages: a read at a random offset is not read ahead, unlike a page fault of a map)."""
+    def _pread(self, into: memoryview, lo: int) -> None:
+        """Fill ``into`` with the token data from byte ``lo``, read from ``local_file`` with one ``preadv`` (the
+        kernel reads exactly those pages: a read at a random offset is not read ahead, unlike a page fault of a
+        map)."""
         off = self.sums.data_offset
-        raw = bytearray(hi - lo)  # filled by the kernel in place (no second copy)
-        got = os.preadv(self._fd, [raw], off + lo)
-        if got != hi - lo:
-            raise FormatError(f"{self.store}: {self.data_file}: truncated: expected {hi - lo} bytes at byte "
+        got = os.preadv(self._fd, [into], off + lo)
+        if got != len(into):
+            raise FormatError(f"{self.store}: {self.data_file}: truncated: expected {len(into)} bytes at byte "
                               f"{off + lo}, got {got}")
-        return np.frombuffer(raw, dtype=np.uint8)
 
-    def _verify(self, tokens: Any, chunks: list[int]) -> None:
-        for c, data in self._read(tokens, chunks):
-            bad = self._compare(c, data)
-            if bad is not None:
+    def _verify(self, tokens: Any, chunks: Any) -> None:
+        """Check ``chunks`` (ascending, distinct; a list or an int64 array) before any byte of them is served: one
+        read per run of adjacent chunks into one buffer, the CRC-32C of each chunk straight from a view of it (one
+        C call per chunk, no copy), the sums compared and the verified map updated with numpy, the ids of all of
+        them checked with one ``max``. The chunks before the first bad one are marked verified; the bad one raises
+        :class:`~consumer.errors.FormatError` naming the store, the chunk and its byte range."""
+        if not len(chunks):
+            return
+        los, his = self._runs(chunks)
+        whole, blocks = self._read(tokens, los, his)
+        size, value = self.sums.chunk_bytes, _crc_value
+        views = [b[a:a + size] for b in blocks for a in range(0, b.size, size)]
+        actual = [value(v) for v in views]
+        first = self._first_mismatch(actual, chunks)
+        if self.id_limit is not None:
+            first = self._first_bad_ids(whole, blocks, views, first)
+        self._mark(chunks[:first])
+        if first < len(views):
+            c = int(chunks[first])
+            lo, hi = self.sums.byte_range(c)
+            off = self.sums.data_offset
+            if actual[first] != int(self.sums.sums[c]):
+                bad = BadChunk(c, off + lo, off + hi, int(self.sums.sums[c]), actual[first])
                 raise FormatError(f"{self.store}: {bad.describe(self.data_file)}: the store is damaged and nothing "
                                   "of this read was served (consumer verify PREFIX lists every damaged chunk)")
-            if self.id_limit is not None:
-                self._check_ids(c, data)
-            if not self._seen[c]:
-                self._seen[c] = 1
-                self._left -= 1
+            self._check_ids(c, views[first])
+
+    def _first_mismatch(self, actual: list[int], chunks: Any) -> int:
+        """The index of the first chunk whose sum is not ``actual``'s, or ``len(actual)``."""
+        sums = self.sums.sums
+        if len(actual) <= _FEW:
+            for k, c in enumerate(chunks):
+                if actual[k] != sums[c]:
+                    return k
+            return len(actual)
+        wrong = np.array(actual, dtype=np.int64) != sums[np.asarray(chunks, dtype=np.int64)]
+        return int(np.argmax(wrong)) if wrong.any() else len(actual)
+
+    def _first_bad_ids(self, whole: np.ndarray | None, blocks: list[np.ndarray], views: list[np.ndarray],
+                       first: int) -> int:
+        """The index of the first chunk before ``first`` holding an id >= ``id_limit`` (or a negative one), else
+        ``first``: one ``max`` over the buffer (over each run of a memory map), chunk by chunk only if it fails."""
+        kind, limit = f"<u{self.itemsize}", self.id_limit if self.id_limit is not None else 0
+        if all(int(b.view(kind).max()) < limit for b in ([whole] if whole is not None else blocks) if b.size):
+            return first
+        for k, v in enumerate(views[:first]):
+            if v.size and int(v.view(kind).max()) >= limit:
+                return k
+        return first
+
+    def _mark(self, chunks: Any) -> None:
+        """Mark ``chunks`` (distinct) verified."""
+        if len(chunks) <= _FEW:
+            seen = self.seen
+            for c in chunks:
+                if not seen[c]:
+                    seen[c] = 1
+                    self.left -= 1
+            return
+        index = np.asarray(chunks, dtype=np.int64)
+        new = index[~self._map[index]]
+        self._map[new] = True
+        self.left -= int(new.size)
 
     def _check_ids(self, chunk: int, data: np.ndarray) -> None:
         """An intact chunk holding an id >= ``id_limit`` (or a negative one) was packed wrong: FormatError."""
@@ -457,30 +568,26 @@ class ChunkVerifier:
                               f"ids must be in [0, {limit}), got {short_repr(bad.tolist())}; the store is damaged "
                               "(consumer verify PREFIX checks all of it)")
 
-    def _compare(self, chunk: int, data: np.ndarray) -> BadChunk | None:
-        lo, hi = self.sums.byte_range(chunk)
-        if data.nbytes != hi - lo:
-            raise FormatError(f"{self.store}: chunk {chunk}: expected {hi - lo} bytes of token data, got {data.nbytes}")
-        actual, expected = crc32c(data), int(self.sums.sums[chunk])
-        if actual == expected:
-            return None
-        off = self.sums.data_offset
-        return BadChunk(chunk, off + lo, off + hi, expected, actual)
-
     def scan(self, block: np.ndarray, first_byte: int) -> list[BadChunk]:
         """Every bad chunk among those ``block`` covers (``block``: token data from byte ``first_byte``, a chunk
-        boundary, to a chunk boundary or the end); intact ones are marked verified. For ``verify_packed``."""
-        if first_byte % self.sums.chunk_bytes:
-            raise InputError(f"first_byte must be a multiple of {self.sums.chunk_bytes}, got {first_byte}")
+        boundary, to a chunk boundary or the end); intact ones are marked verified. For ``verify_packed``: the
+        sums of all of them computed from views of the block, compared at once."""
+        size = self.sums.chunk_bytes
+        if first_byte % size:
+            raise InputError(f"first_byte must be a multiple of {size}, got {first_byte}")
         raw = block.reshape(-1).view(np.uint8)
-        out = []
-        c = first_byte >> self._shift
-        for at in range(0, raw.size, self.sums.chunk_bytes):
-            bad = self._compare(c, raw[at:at + self.sums.chunk_bytes])
-            if bad is not None:
-                out.append(bad)
-            elif not self._seen[c]:
-                self._seen[c] = 1
-                self._left -= 1
-            c += 1
-        return out
+        c0 = first_byte >> self._shift
+        index = np.arange(c0, c0 + -(-raw.size // size), dtype=np.int64)
+        if index.size:
+            lo, hi = self.sums.byte_range(int(index[-1]))
+            if index[-1] >= self.sums.chunks or raw.size - (lo - first_byte) != hi - lo:
+                raise FormatError(f"{self.store}: chunk {int(index[-1])}: expected {max(hi - lo, 0)} bytes of token "
+                                  f"data, got {raw.size - (lo - first_byte)}")
+        value = _crc_value
+        actual = np.array([value(raw[a:a + size]) for a in range(0, raw.size, size)], dtype=np.int64)
+        expected = self.sums.sums[index].astype(np.int64)
+        wrong = actual != expected
+        self._mark(index[~wrong])
+        off = self.sums.data_offset
+        return [BadChunk(c, off + (c << self._shift), off + self.sums.byte_range(c)[1], e, a)
+                for c, e, a in zip(index[wrong].tolist(), expected[wrong].tolist(), actual[wrong].tolist())]

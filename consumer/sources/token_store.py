@@ -64,7 +64,7 @@ class TokenStore(ABC):
         """Check the chunks of token ranges ``[src[r], src[r] + cnt[r])`` before they are read (nothing when the
         store has no chunk sums, or every chunk was found intact already); ``longest`` bounds ``cnt`` when known."""
         verifier = self.verifier
-        if verifier is not None and not verifier.complete:
+        if verifier is not None and verifier.left:
             verifier.check_ranges(self._raw(), src, cnt, longest)
 
     @abstractmethod

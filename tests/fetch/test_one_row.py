@@ -234,3 +234,43 @@ def test_a_budget_set_after_the_plan_was_armed_is_applied(store, monkeypatch):
         ds.fetch([2])
     monkeypatch.delenv("CONSUMER_MAX_BATCH_BYTES")
     np.testing.assert_array_equal(ds[2]["input_array"].numpy(), read_rows(ds.index, ds.documents, np.array([2]))[0])
+
+
+@pytest.mark.parametrize("form", [*FORMS, "batch of 3", "batch of 40"])
+def test_a_damaged_chunk_not_yet_verified_is_refused_by_an_armed_plan(tmp_path, form):
+    """The plan armed while some chunks are not verified yet looks the row's chunks up itself: a row in a damaged
+    chunk raises the general path's FormatError naming the chunk (whatever the call), rows elsewhere are served, and
+    a row in a chunk not yet verified is checked before it is served."""
+    fps = write_corpus(tmp_path / "data", {"a": [20000] * 6})
+    prefix = tmp_path / "store"
+    Consumer(fps, cache_dir=False, style="concat", seqlen=48, n_bytes=2, metadata=None).pack(
+        prefix, checksum_chunk_bytes=4096)
+    clean = Consumer.from_packed(prefix, style="concat", seqlen=48).fetch_numpy(np.arange(1200))["input_array"]
+    ds = Consumer.from_packed(prefix, style="concat", seqlen=48)
+    _call(ds, "ds.fetch(array)", 0)
+    _call(ds, "ds.fetch(array)", 1)  # armed by the general path, served by the plan
+    verifier = ds.documents.source.tokens.verifier
+    assert ds._fetcher.one_row.armed and verifier.verified == 1
+    victim = 600  # tokens [28800, 28848): chunk 28 of 1024-token chunks (int32 tokens, 4 KiB chunks)
+    with open(f"{prefix}.bin", "r+b") as f:
+        f.seek(28810 * 4)
+        word = f.read(1)
+        f.seek(28810 * 4)
+        f.write(bytes([word[0] ^ 1]))
+    ds = Consumer.from_packed(prefix, style="concat", seqlen=48)  # opened after the change: its stamp is today's
+    _call(ds, "ds.fetch(array)", 0)
+    _call(ds, "ds.fetch(array)", 1)
+    verifier = ds.documents.source.tokens.verifier
+    assert ds._fetcher.one_row.armed and verifier.verified == 1
+    assert np.array_equal(np.asarray(_call(ds, "ds.fetch(array)", 1100)["input_array"])[0], clean[1100])
+    assert verifier.seen[1100 * 48 // 1024] and not verifier.seen[28]  # checked before it was served
+    named = rf"^{prefix}: chunk 28 \(bytes {28 * 4096}\.\.{29 * 4096} of {prefix}\.bin\): crc32c expected"
+    with pytest.raises(FormatError, match=named):
+        if form.startswith("batch of "):
+            ids = np.arange(victim - int(form.split()[-1]) + 1, victim + 1)
+            ds.fetch(ids)
+        else:
+            _call(ds, form, victim)
+    assert not verifier.seen[28]
+    assert np.array_equal(np.asarray(_call(ds, form if form in FORMS else "ds.fetch(array)", 1101)["input_array"])[0],
+                          clean[1101])

@@ -166,7 +166,7 @@ def test_lookups_after_a_first_touch_check_every_chunk_of_a_long_range(first, se
         verifier.check_spans(tokens, b[0].tolist(), b[1].tolist())
     else:
         verifier.check_ranges(tokens, *b)
-    assert {c for c in range(verifier.sums.chunks) if verifier._seen[c]} == chunks(*a) | chunks(*b)
+    assert {c for c in range(verifier.sums.chunks) if verifier.seen[c]} == chunks(*a) | chunks(*b)
 
 
 @pytest.mark.parametrize("n", [3, 40])
@@ -208,3 +208,70 @@ def test_scalar_check_and_scan() -> None:
     assert verifier.verified == 9
     with pytest.raises(InputError, match="first_byte must be a multiple of 4096, got 2"):
         verifier.scan(tokens[1:], 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ranges=st.lists(st.tuples(st.integers(0, 40000), st.integers(0, 2049)), min_size=1, max_size=60),
+       bad=st.integers(0, 19), bounded=st.booleans())
+def test_ranges_no_longer_than_a_chunk_are_refused_iff_they_touch_the_damaged_chunk(ranges, bad, bounded) -> None:
+    """``longest`` (rows of at most a chunk and a token: first and last chunk looked up, one gather) and the general
+    lookup agree: a batch is refused exactly when it touches the damaged chunk, else its chunks are verified."""
+    tokens, verifier = _store(40000, bad)  # 20 chunks of 2048 tokens (the last 1088)
+    src = np.array([a for a, _ in ranges], dtype=np.int64)
+    cnt = np.array([min(c, 40000 - a) for a, c in ranges], dtype=np.int64)
+    touched = {k for a, c in zip(src.tolist(), cnt.tolist()) if c for k in range(a // 2048, (a + c - 1) // 2048 + 1)}
+    longest = 2049 if bounded else None
+    for _ in range(2):
+        if bad in touched:
+            with pytest.raises(FormatError, match=rf"^store: chunk {bad} \(bytes {bad * 4096}\.\."):
+                verifier.check_ranges(tokens, src, cnt, longest)
+            assert bad not in {c for c in range(20) if verifier.seen[c]}
+        else:
+            verifier.check_ranges(tokens, src, cnt, longest)
+            assert {c for c in range(20) if verifier.seen[c]} == touched
+
+
+@settings(max_examples=40, deadline=None)
+@given(want=st.sets(st.integers(0, 39), min_size=1, max_size=40), bad_sum=st.integers(0, 39),
+       bad_id=st.integers(0, 39))
+def test_many_chunks_read_from_the_file_at_once_stop_at_the_first_damaged_one(tmp_path_factory, want, bad_sum,
+                                                                              bad_id) -> None:
+    """Chunks read by pread into one buffer, their sums and ids checked all at once: the first damaged chunk among
+    those asked (a wrong sum, or an id outside the vocabulary under an intact sum) raises naming it, the ones before
+    it are marked verified, it and the ones after are not."""
+    path = tmp_path_factory.mktemp("many") / "store.bin"
+    tokens = (np.arange(40 * 2048) % 60000).astype(np.uint16)
+    tokens[bad_id * 2048 + 9] = 65000  # summed as it is: an intact chunk holding a bad id
+    sums = sums_of_bytes(tokens, 4096)
+    tokens[bad_sum * 2048 + 3] ^= 1 << 4  # changed after summing: its sum is wrong
+    tokens.tofile(path)
+    verifier = ChunkVerifier(sums, "store", "store.bin", 2, local_file=path, id_limit=60000)
+    chunks = sorted(want)
+    src = np.array(chunks, dtype=np.int64) * 2048 + 100
+    problems = [c for c in chunks if c in (bad_sum, bad_id)]
+    if not problems:
+        verifier.check_ranges(tokens, src, np.full(src.size, 10, dtype=np.int64), 10)
+        assert verifier.verified == len(chunks)
+        return
+    first = problems[0]
+    what = "crc32c expected" if first == bad_sum else r"token ids must be in \[0, 60000\), got \[65000\]"
+    with pytest.raises(FormatError, match=rf"^store: chunk {first} \(bytes {first * 4096}\.\.{first * 4096 + 4096} of "
+                                          rf"store\.bin\).*{what}"):
+        verifier.check_ranges(tokens, src, np.full(src.size, 10, dtype=np.int64), 10)
+    assert {c for c in range(40) if verifier.seen[c]} == {c for c in chunks if c < first}
+
+
+@pytest.mark.parametrize("bad", [None, 3, 25])
+def test_a_few_ranges_over_many_chunks_verify_every_chunk(bad) -> None:
+    """A few ranges (plain ints), one of them over more chunks than are listed one by one: every chunk of them
+    is verified, a damaged one among them refused."""
+    tokens, verifier = _store(80000, bad)  # 40 chunks
+    starts, counts = [100, 2048 * 30 + 7], [2048 * 28, 10]
+    want = set(range(0, 29)) | {30}
+    if bad is not None and bad in want:
+        with pytest.raises(FormatError, match=rf"^store: chunk {bad} "):
+            verifier.check_spans(tokens, starts, counts)
+        assert {c for c in range(40) if verifier.seen[c]} == set(range(bad))
+    else:
+        verifier.check_ranges(tokens, np.array(starts), np.array(counts))
+        assert {c for c in range(40) if verifier.seen[c]} == want

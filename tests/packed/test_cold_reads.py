@@ -54,7 +54,7 @@ def test_the_default_chunk_is_16_kib_and_a_first_touch_reads_only_the_chunks_of_
     want = set()
     for s, n in zip(start[ids].tolist(), length[ids].tolist()):
         want |= set(range(s * 4 >> 14, ((s + n) * 4 - 1 >> 14) + 1))
-    assert verifier.verified == len(want) and {c for c in range(verifier.sums.chunks) if verifier._seen[c]} == want
+    assert verifier.verified == len(want) and {c for c in range(verifier.sums.chunks) if verifier.seen[c]} == want
     rows = PackedRows(ds.index, ds.documents)
     assert rows.by_chunks and rows.rows(ids, None, np.dtype(np.int64)) is not None and not rows.blocks.any()
 
@@ -139,7 +139,7 @@ def test_chunks_read_with_pread_and_through_the_map_give_the_same_rows(stores, b
         b = mapped.fetch_numpy(ids, out_dtype=out)["input_array"]
         assert a.dtype == np.dtype(out) and np.array_equal(a, b)
     va, vb = (d.documents.source.tokens.verifier for d in (cold, mapped))
-    assert va.verified == vb.verified and bytes(va._seen) == bytes(vb._seen)
+    assert va.verified == vb.verified and bytes(va.seen) == bytes(vb.seen)
 
 
 def test_loader_workers_read_cold_chunks_and_refuse_a_damaged_one(stores, tmp_path) -> None:
