@@ -3,8 +3,9 @@
 The first tier of the JSONL scanner (:mod:`.jsonl`). Arrow's reader parses the block in C++ outside the GIL (as
 one task: the scanner's threads decode blocks and containers side by side) into a table holding only the wanted
 fields (an explicit schema, other fields ignored): the texts come out as one UTF-8 buffer with their offsets,
-which is what the decode cache holds (kept as it is, no copy, when the container is one block). Where Arrow's rules differ from JSON's as the scanner applies them, the block is
-refused (None) and the next tier (msgspec) reads it:
+which is what the decode cache holds (kept as it is, no copy, when the container is one block). Where Arrow's
+rules differ from JSON's as the scanner applies them, the block is refused (None) and the next tier (msgspec)
+reads it:
 
 - a line not starting with ``{`` (leading whitespace, a byte order mark Arrow would pass over);
 - a table whose row count is not the block's number of non-blank lines (two objects on one line);
