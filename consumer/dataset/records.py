@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import glob
 import os
+import threading
 import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -45,11 +46,12 @@ from ..spec import Spec
 from ..storage import Storage
 from ..tokens.documents import DocumentTable, build_documents
 from ..tokens.vocab import Vocab
+from ..util.buffers import Scratch
 
 __all__ = ["build_records", "container_fps", "container_listing", "index_containers", "index_on"]
 
 
-def _container(source: ByteSource, i: int, kind: str) -> Container:
+def _container(source: ByteSource, i: int, kind: str, scratch: Scratch | None = None) -> Container:
     if isinstance(source, ObjectFiles):
         return object_container(source, i, kind)
     if not isinstance(source, LocalFiles):
@@ -63,8 +65,9 @@ def _container(source: ByteSource, i: int, kind: str) -> Container:
         source.read_ranges(one, zero, zero, probe, zero)
 
     if compression_of(path) is None:
-        return Container(path=path, size=size, chunks=lambda: source.iter_chunks(i, SCAN_CHUNK), check=check,
-                         local=path, lines=raw_index_of(path, size) if kind in ("jsonl", "lines") else None)
+        return Container(path=path, size=size, chunks=lambda: source.iter_chunks(i, SCAN_CHUNK, scratch),
+                         check=check, local=path, scratch=scratch,
+                         lines=raw_index_of(path, size) if kind in ("jsonl", "lines") else None)
     if kind == "parquet":
         raise InputError(f"fps: {path!r} is a compressed file; Parquet compresses its pages itself (give the "
                          ".parquet file)")
@@ -152,8 +155,13 @@ def index_containers(source: ByteSource, options: RecordOptions, root: str | Non
     if scan is scan_jsonl and inner > 1:
         scan = partial(scan_jsonl, threads=inner)
 
+    buffers = threading.local()  # a Scratch per scanning thread, for this call
+
     def one(i: int, batch: StashBatch | None) -> tuple[tuple[Scanned, Any], bool]:
-        container = _container(source, i, options.documents)
+        kept = getattr(buffers, "scratch", None)  # the buffers this thread scanned its last container with
+        if kept is None:
+            kept = buffers.scratch = Scratch()
+        container = _container(source, i, options.documents, kept)
         if batch is None or root is None:
             def in_memory(c: Container) -> tuple[Scanned, Any]:
                 sink = DecodeSink()

@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Protocol, TypeAlias, TypeVar
 import numpy as np
 
 from ..errors import InputError
+from ..util.buffers import Scratch, byte_buffer
 from .paths import PathList
 from .token_store import TokenData
 
@@ -99,12 +100,14 @@ class ByteSource(ABC):
         version listed before and after its read, so a file rewritten during the read is refused rather than served
         half old, half new. :class:`~consumer.errors.FileChangedError` names the file that changed."""
 
-    def iter_chunks(self, i: int, chunk: int = CHUNK_BYTES) -> Iterator[memoryview]:
+    def iter_chunks(self, i: int, chunk: int = CHUNK_BYTES, scratch: Scratch | None = None) -> Iterator[memoryview]:
         """The bytes of file ``i`` in pieces of at most ``chunk`` bytes (one buffer reused: consume each piece
-        before asking for the next), every piece checked to be the version listed: a file written between two
-        pieces raises :class:`~consumer.errors.FileChangedError` before the piece after the write is given."""
+        before asking for the next; ``scratch``'s ``"read"`` buffer when given), every piece checked to be the
+        version listed: a file written between two pieces raises :class:`~consumer.errors.FileChangedError` before
+        the piece after the write is given."""
         size = int(self.sizes[i])
-        buf: np.ndarray = np.empty(min(max(int(chunk), 1), max(size, 1)), dtype=np.uint8)
+        n = min(max(int(chunk), 1), max(size, 1))
+        buf = scratch.get("read", n) if scratch is not None else byte_buffer(n)  # no huge-page stall
         ids = np.array([i], dtype=np.int64)
         zero = np.zeros(1, dtype=np.int64)
         if size == 0:  # nothing to read, but still the version listed (or FileChangedError)

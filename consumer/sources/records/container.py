@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import FormatError
+from ...util.buffers import Scratch, byte_buffer
 
 __all__ = ["Container", "ChunkStream", "SCAN_CHUNK", "StaleRawIndex", "append_piece", "indexed_lines", "line_spans"]
 
@@ -25,7 +26,8 @@ class Container:
     byte ranges in the file: documents go to the decode cache), ``lines`` (an ``[n, 2]`` array of the
     ``(offset, length)`` of its lines from a raw index beside it, used instead of the newline scan, or None),
     ``ranged`` (for an object: a new seekable file reading it by checked range requests, which Parquet's footer
-    and row groups are read through; else None)."""
+    and row groups are read through; else None), ``scratch`` (the scanning thread's reused buffers, or None:
+    fresh ones)."""
 
     path: str
     size: int
@@ -35,6 +37,11 @@ class Container:
     compressed: bool = False
     lines: np.ndarray | None = None
     ranged: Callable[[], Any] | None = None
+    scratch: Scratch | None = None
+
+    def buffer(self, name: str, n: int) -> np.ndarray:
+        """A uint8 scratch array of ``n`` bytes for this scan (the thread's kept one, else a new one)."""
+        return self.scratch.get(name, n) if self.scratch is not None else byte_buffer(n)
 
 
 class StaleRawIndex(FormatError):
@@ -46,7 +53,7 @@ def append_piece(work: np.ndarray, n: int, piece: bytes | memoryview) -> np.ndar
     on each side), ``work`` doubled first when it is too small; returns the buffer now holding them."""
     m = len(piece)
     if n + m + 2 > work.size:
-        grown = np.empty(max(2 * work.size, n + m + 2), dtype=np.uint8)
+        grown = byte_buffer(max(2 * work.size, n + m + 2))
         grown[1:1 + n] = work[1:1 + n]
         work = grown
     work[1 + n:1 + n + m] = np.frombuffer(piece, dtype=np.uint8)
@@ -61,7 +68,7 @@ def indexed_lines(container: Container) -> Iterator[tuple[np.ndarray, int, np.nd
     entries = container.lines if container.lines is not None else np.zeros((0, 2), np.int64)
     starts_all = entries[:, 0]
     ends_all = entries[:, 0] + entries[:, 1]
-    work = np.empty(SCAN_CHUNK + 2, dtype=np.uint8)
+    work = byte_buffer(SCAN_CHUNK + 2)
     n, base, j = 0, 0, 0  # work[1:1 + n] holds the container's bytes from base on; j: the next line
     for piece in container.chunks():
         m = len(piece)

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import MissingDependencyError
+from ...util.buffers import bool_buffer, byte_buffer
 from .container import SCAN_CHUNK, Container, append_piece, indexed_lines
 from .json_strings import strings_to_utf8
 from .jsonl_arrow import ArrowLines
@@ -123,12 +124,17 @@ def _blocks(container: Container) -> Iterator[tuple[np.ndarray, int, np.ndarray,
     ``(work, base, starts, ends)`` where line ``k`` is ``work[1 + starts[k]:1 + ends[k]]`` (no ``\\n``) and starts at
     byte ``base + starts[k]`` of the container. ``work[0]`` and the bytes after each line are free for the caller
     (the fast path writes ``[``, commas and ``]`` there). Only 0x0A ends a line; the last line may lack one."""
-    work = np.empty(SCAN_CHUNK + 2, dtype=np.uint8)
+    cap = min(SCAN_CHUNK, max(container.size, 1))  # a small file's size (the buffers grow for a bigger piece)
+    work = container.buffer("work", cap + 2)  # buffers of the scan, reused from chunk to chunk
+    newline = container.buffer("newline", cap).view(np.bool_)
     n, base = 0, 0  # work[1:1 + n] holds the container's bytes from base on (a line not ended yet)
     for piece in container.chunks():
         m = len(piece)
         work = append_piece(work, n, piece)
-        nl = np.flatnonzero(work[1 + n:1 + n + m] == 10) + n  # the carried bytes hold no newline
+        if newline.size < m:
+            newline = bool_buffer(m)
+        np.equal(work[1 + n:1 + n + m], 10, out=newline[:m])
+        nl = np.flatnonzero(newline[:m]) + n  # the carried bytes hold no newline
         n += m
         if nl.size:
             starts = np.empty(nl.size, dtype=np.int64)
@@ -271,7 +277,8 @@ def _decoded_blocks(container: Container, decoders: _Decoders, threads: int,
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="consumer-jsonl") as pool:
         try:
             for work, base, starts, ends in blocks:
-                own = work[:2 + int(ends[-1])].copy()  # the block's lines and the bytes _fast writes around them
+                own = byte_buffer(2 + int(ends[-1]))  # the block's lines and the bytes _fast writes around them
+                own[:] = work[:own.size]
                 got = _Chunk()
                 pending.append((own, base, starts, ends, first, got,
                                 pool.submit(_fast, own, base, starts, ends, first, decoders, got)))
