@@ -3,14 +3,16 @@
 document. Blank lines (only spaces, tabs, ``\\r``) are skipped and counted. Lines end at 0x0A only (U+2028, U+2029
 and NEL inside strings are text), and a ``\\r`` before the ``\\n`` is JSON whitespace.
 
-Parsing is msgspec's typed decoder (a struct holding only the wanted fields, so other fields are skipped in C),
-one call per chunk of lines: the chunk's lines are joined into one JSON array in place (numpy writes the ``[``, the
-commas and the ``]`` over the newlines; blank lines become whitespace) and decoded at once, the text field as
-:class:`msgspec.Raw` (its JSON, not a ``str``). The raw strings are joined and turned into UTF-8 by numpy
-(:mod:`.json_strings`: escapes, ``\\u`` escapes and surrogate pairs, one UTF-8 check of the whole chunk), so no
-Python string is made per text. Only a chunk holding a bad record (or an over-long line) is read again line by
-line, to name or skip the record. The whole scanner runs at several hundred MB/s per core on records of 200-2000
-bytes (docs/benchmarks.md, ``python -m benchmarks probe records_index --kind jsonl``).
+A chunk of lines (16 MiB) is parsed in three tiers, each only where the one before refuses the chunk:
+Arrow's JSON reader (:mod:`.jsonl_arrow`: C++ outside the GIL, an explicit schema of the wanted fields, the texts
+as one UTF-8 buffer); msgspec's typed decoder (a struct holding only the wanted fields, so other fields are
+skipped in C), one call per chunk: the chunk's lines are joined into one JSON array in place (numpy writes the
+``[``, the commas and the ``]`` over the newlines; blank lines become whitespace) and decoded at once, the text
+field as :class:`msgspec.Raw` (its JSON, not a ``str``), the raw strings joined and turned into UTF-8 by numpy
+(:mod:`.json_strings`); and line by line, only for a chunk holding a bad record (or an over-long line), to name
+or skip the record. Chunks may be parsed on several threads (``threads``), results in order. The whole scanner
+runs at several hundred MB/s per core on records of 200-2000 bytes (docs/benchmarks.md,
+``python -m benchmarks probe records_index --kind jsonl``).
 
 The decoded text has no byte range in the container (escapes), so every document is written to the decode cache;
 the record's line is kept as a byte range (the SQL ``json`` column) of the container,
