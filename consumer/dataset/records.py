@@ -133,7 +133,8 @@ def _fallback(run: Any, container: Container) -> Any:
 def _scan_threads() -> int:
     """Threads indexing the containers of a local build: one per core the process may run on, at most 8 (each
     holds a few chunks' buffers, tens of MB)."""
-    return max(1, min(len(os.sched_getaffinity(0)), 8))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, 8))
 
 
 def index_containers(source: ByteSource, options: RecordOptions, root: str | None, threads: int | None = None,
