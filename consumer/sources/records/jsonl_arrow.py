@@ -92,7 +92,7 @@ class ArrowLines:
             return None
         pieces = []
         for chunk in chunks:
-            validity, offsets, data = chunk.buffers()
+            _, offsets, data = chunk.buffers()
             bounds = np.frombuffer(offsets, dtype=np.int32, count=len(chunk) + 1, offset=4 * chunk.offset)
             raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
             if not valid_utf8(raw[int(bounds[0]):int(bounds[-1])]):
