@@ -60,7 +60,7 @@ SPECS: dict[str, list[tuple[str, str, list[str], list[str]]]] = {
     "coldcatalog": [("1e5", "cold_catalog", ["--files", "100000", "--data-root", "{data}"],
                      ["--files", "2000", "--data-root", "{data}"]),
                     ("1e6", "cold_catalog", ["--files", "1000000", "--data-root", "{data}"], [])],
-    "jsonlpeers": [("", "jsonl_peers", ["--records", "1000000", "--shards", "64", "--reps", "2",
+    "jsonlpeers": [("", "jsonl_peers", ["--records", "1000000", "--shards", "64", "--reps", "3",
                                         "--data", "{data}/jsonl_peers"],
                     ["--records", "5000", "--shards", "4", "--reps", "1", "--data", "{data}/jsonl_peers"])],
     "contentfloor": [("", "content_floor", ["--mib", "256", "--repeat", "5"], ["--mib", "16", "--repeat", "1"])],

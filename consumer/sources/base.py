@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Protocol, TypeAlias, TypeVar
 import numpy as np
 
 from ..errors import InputError
-from ..util.buffers import Scratch, byte_buffer
+from ..util.buffers import Scratch
 from .paths import PathList
 from .token_store import TokenData
 
@@ -107,7 +107,7 @@ class ByteSource(ABC):
         the piece after the write is given."""
         size = int(self.sizes[i])
         n = min(max(int(chunk), 1), max(size, 1))
-        buf = scratch.get("read", n) if scratch is not None else byte_buffer(n)  # no huge-page stall
+        buf = scratch.get("read", n) if scratch is not None else np.empty(n, dtype=np.uint8)
         ids = np.array([i], dtype=np.int64)
         zero = np.zeros(1, dtype=np.int64)
         if size == 0:  # nothing to read, but still the version listed (or FileChangedError)
