@@ -40,7 +40,7 @@ from ...util.buffers import bool_buffer, byte_buffer
 from .container import SCAN_CHUNK, Container, append_piece, indexed_lines
 from .json_strings import strings_to_utf8
 from .jsonl_arrow import ArrowLines
-from .options import RecordOptions
+from .options import RecordOptions, field_tree
 from .scanned import INT32_MAX, BadRecords, ClassTable, DecodeSink, Scanned
 
 __all__ = ["scan_jsonl", "record_decoder"]
@@ -81,21 +81,11 @@ def record_decoder(options: RecordOptions) -> tuple[Any, Any, Any]:
     line's text is a ``str``; the array's texts are :class:`msgspec.Raw` (the string's JSON, not decoded: see
     :mod:`.json_strings`)."""
     msgspec = _msgspec()
-    tree: dict[str, Any] = {}
-    parts_of = [options.text_field.split(".")] + ([options.class_field.split(".")] if options.class_field else [])
-
-    def build(text: Any, name: str) -> Any:
-        tree.clear()
-        for parts, leaf in zip(parts_of, (text, str | int | bool)):
-            node = tree
-            for key in parts[:-1]:
-                node = node.setdefault(key, {})
-            node[parts[-1]] = leaf
-        return _struct(msgspec, tree, name)
-
-    record, raw_record = build(str, "Record"), build(msgspec.Raw, "RawRecord")
-    text_of = attrgetter(".".join(_attrs(tree, parts_of[0])))
-    class_of = attrgetter(".".join(_attrs(tree, parts_of[1]))) if options.class_field else None
+    tree = field_tree(options, str, str | int | bool)
+    record = _struct(msgspec, tree, "Record")
+    raw_record = _struct(msgspec, field_tree(options, msgspec.Raw, str | int | bool), "RawRecord")
+    text_of = attrgetter(".".join(_attrs(tree, options.text_field.split("."))))
+    class_of = attrgetter(".".join(_attrs(tree, options.class_field.split(".")))) if options.class_field else None
 
     def take(records: list[Any]) -> tuple[list[Any], list[str] | None]:
         texts = list(map(text_of, records))

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from .json_strings import valid_utf8
-from .options import RecordOptions
+from .options import RecordOptions, field_tree
 
 __all__ = ["ArrowLines"]
 
@@ -36,18 +36,10 @@ __all__ = ["ArrowLines"]
 
 def _schema(options: RecordOptions) -> pa.Schema:
     """The explicit schema of the wanted fields: nested structs along dotted paths, strings at the leaves."""
-    tree: dict[str, Any] = {}
-    for path in [options.text_field] + ([options.class_field] if options.class_field else []):
-        node = tree
-        parts = path.split(".")
-        for key in parts[:-1]:
-            node = node.setdefault(key, {})
-        node[parts[-1]] = None
-
     def fields(node: dict[str, Any]) -> list[pa.Field]:
-        return [pa.field(k, pa.string() if v is None else pa.struct(fields(v))) for k, v in node.items()]
+        return [pa.field(k, v if isinstance(v, pa.DataType) else pa.struct(fields(v))) for k, v in node.items()]
 
-    return pa.schema(fields(tree))
+    return pa.schema(fields(field_tree(options, pa.string(), pa.string())))
 
 
 def _leaf(table: pa.Table, path: str) -> list[pa.Array] | None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ...errors import InputError, short_repr
 
-__all__ = ["default_metadata", "DOCUMENT_KINDS", "RECORD_KINDS", "BAD_RECORD_MODES", "MAX_RECORD_BYTES",
+__all__ = ["default_metadata", "field_tree", "DOCUMENT_KINDS", "RECORD_KINDS", "BAD_RECORD_MODES", "MAX_RECORD_BYTES",
            "RecordOptions"]
 
 RECORD_KINDS = ("lines", "jsonl", "parquet", "tar")  # documents inside container files
@@ -64,6 +64,20 @@ class RecordOptions:
         """The options as JSON (part of the cache keys, ``get_dict``)."""
         return {"documents": self.documents, "text_field": self.text_field, "class_field": self.class_field,
                 "on_bad_record": self.on_bad_record}
+
+
+def field_tree(options: RecordOptions, text: Any, label: Any = None) -> dict[str, Any]:
+    """The wanted fields as a tree ``{json key: subtree or leaf}`` along their dotted paths: ``text`` at
+    ``text_field``, ``label`` at ``class_field`` (when there is one); what each parser's schema is built from."""
+    tree: dict[str, Any] = {}
+    wanted = [(options.text_field, text)] + ([(options.class_field, label)] if options.class_field else [])
+    for path, leaf in wanted:
+        node = tree
+        parts = path.split(".")
+        for key in parts[:-1]:
+            node = node.setdefault(key, {})
+        node[parts[-1]] = leaf
+    return tree
 
 
 def default_metadata(options: RecordOptions, metadata: Any) -> Any:
