@@ -340,7 +340,8 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
     json_len = _cat([s.json_length for s in scans])[order] if lines else None
     records = RecordFiles(source, doc_paths, doc_container[order], _cat([s.offset for s in scans])[order],
                           _cat([s.length for s in scans])[order], _cat([s.inplace for s in scans], bool)[order],
-                          decoded, json_off, json_len, record[order])
+                          decoded, json_off, json_len, record[order],
+                          np.array([s.from_lines for s in scans], dtype=bool), options)
     doc_class = doc_class[order]
     dedupe = None
     if spec.dedupe == "content":

@@ -25,7 +25,9 @@ def byte_buffer(n: int) -> np.ndarray:
 
 
 class Scratch:
-    """Named byte buffers that one thread reuses from file to file (each grown when a file needs more). A buffer
+    """Named byte buffers that one thread reuses from file to file (each grown, by half at least, when a file needs
+    more: a fresh buffer is zeroed page by page, 200 MB of first touches for 64 JSONL shards of slightly growing
+    sizes when each grew to the exact size). A buffer
     handed out is the caller's until it asks for the same name again."""
 
     def __init__(self) -> None:
@@ -34,8 +36,8 @@ class Scratch:
     def get(self, name: str, n: int) -> np.ndarray:
         """A writable uint8 array of ``n`` bytes (not zeroed: what the last user left) under ``name``."""
         buf = self._buffers.get(name)
-        if buf is None or buf.size < n:
-            buf = self._buffers[name] = byte_buffer(n)
+        if buf is None or buf.size < n:  # grown by half at least: files a little longer each are not each a new one
+            buf = self._buffers[name] = byte_buffer(n if buf is None else max(n, buf.size + buf.size // 2))
         return buf[:n]
 
 

@@ -1,7 +1,8 @@
 """The JSONL scanner against a line-by-line reference (``json.loads`` per line) on generated containers: blank and
 whitespace-only lines anywhere (first, last, in runs, a whole chunk of them), records with leading whitespace and
-CRLF, escapes and non-ASCII text, bad records skipped, chunk boundaries anywhere. Texts, record numbers, the
-records' lines and the blank / skipped counts must be the reference's, in both the one-call-per-chunk path and
+CRLF, escapes and non-ASCII text, bad records skipped, chunk boundaries anywhere. Texts (their lengths from the
+scan, their bytes decoded again from the records' lines, as a read does), record numbers, the records' lines and
+the blank / skipped counts must be the reference's, in both the one-call-per-chunk path and
 the line-by-line one, with the chunks decoded on one thread or on several, by Arrow's reader or (Arrow's tier
 refusing every chunk) by msgspec. A table of lines where Arrow's rules differ from JSON's gives the reference's
 answer too."""
@@ -21,6 +22,7 @@ from consumer.sources.records import RecordOptions
 from consumer.sources.records.container import Container
 from consumer.sources.records.jsonl import scan_jsonl
 from consumer.sources.records.jsonl_arrow import ArrowLines
+from consumer.sources.records.jsonl_read import line_texts
 from consumer.sources.records.scanned import DecodeSink
 
 TEXT = st.text(st.sampled_from(["a", "b", " ", "\n", '"', "\\", "\t", "\u00e9", "\u4e2d", "\U0001f600", "\u2028",
@@ -54,6 +56,15 @@ def _reference(lines: list[str]) -> tuple[list[bytes], list[int], list[int], int
     return texts, records, starts, blank, skipped
 
 
+def _read_back(got, data: bytes) -> list[bytes]:
+    """The texts of a plain container's scan as a read gives them: decoded again from the records' lines, each of
+    the length the scan indexed."""
+    blob, at, n = line_texts(RecordOptions("jsonl"))([data[o:o + k] for o, k in zip(got.json_offset.tolist(),
+                                                                                     got.json_length.tolist())])
+    assert n.tolist() == got.length.tolist()
+    return [blob[o:o + k].tobytes() for o, k in zip(at.tolist(), n.tolist())]
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(LINE, max_size=40), st.booleans(), st.lists(st.integers(0, 1 << 16), max_size=8),
        st.sampled_from([1, 1, 3]), st.booleans())
@@ -68,8 +79,8 @@ def test_scanner_matches_line_by_line_reference(lines, final_newline, cuts, thre
     if lines and not final_newline and lines[-1] == "":
         lines = lines[:-1]  # nothing after the last newline: no line there
     texts, records, starts, blank, skipped = _reference(lines)
-    blob = sink.memory()
-    assert [blob[o:o + n].tobytes() for o, n in zip(got.offset.tolist(), got.length.tolist())] == texts
+    assert got.from_lines and sink.size == 0  # a plain container: texts decoded from their lines when read
+    assert _read_back(got, data) == texts
     assert got.record.tolist() == records
     assert got.json_offset.tolist() == starts
     assert [data[o:o + n] for o, n in zip(got.json_offset.tolist(), got.json_length.tolist())] == \
@@ -105,8 +116,7 @@ def test_lines_where_arrow_differs_get_the_scanners_answer(line, text):
     container = Container("mem.jsonl", len(data), lambda: iter([data]), lambda: None)
     sink = DecodeSink()
     got = scan_jsonl(container, RecordOptions("jsonl", on_bad_record="skip"), sink)
-    blob = sink.memory()
-    texts = [blob[o:o + n].tobytes() for o, n in zip(got.offset.tolist(), got.length.tolist())]
+    texts = _read_back(got, data)
     if text is None:
         assert (texts, got.record.tolist(), got.counts["skipped_records"]) == ([b"ok", b"ok"], [0, 2], 1)
     else:

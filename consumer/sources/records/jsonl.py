@@ -14,9 +14,10 @@ or skip the record. Chunks may be parsed on several threads (``threads``), resul
 runs at several hundred MB/s per core on records of 200-2000 bytes (docs/benchmarks.md,
 ``python -m benchmarks probe records_index --kind jsonl``).
 
-The decoded text has no byte range in the container (escapes), so every document is written to the decode cache;
-the record's line is kept as a byte range (the SQL ``json`` column) of the container,
-or, in a compressed container (no byte ranges), of the decode cache, where each chunk's lines are written too.
+The decoded text has no byte range in the container (escapes). In a plain container the document is the text
+of its record's line, decoded again whenever it is read (:class:`~.source.RecordFiles`): the index keeps the line's
+byte range (the SQL ``json`` column) and the text's decoded length, and nothing else is written, so a corpus is not
+stored twice. In a compressed container (no byte ranges) each chunk's texts and lines go to the decode cache.
 
 Bad records (invalid JSON, not an object, the field missing or not a string, a UTF-8 BOM, text that is not UTF-8
 or not valid Unicode, a line over :data:`MAX_RECORD_BYTES`) raise a FormatError naming the file, the line and its
@@ -43,13 +44,14 @@ from .jsonl_arrow import ArrowLines
 from .options import RecordOptions, field_tree
 from .scanned import INT32_MAX, BadRecords, ClassTable, DecodeSink, Scanned
 
-__all__ = ["scan_jsonl", "record_decoder"]
+__all__ = ["scan_jsonl", "record_decoder", "why_bad", "import_msgspec"]
 
 _BLANK = b" \t\r\n"
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-def _msgspec() -> Any:
+def import_msgspec() -> Any:
+    """The msgspec module (MissingDependencyError naming the install when it is missing)."""
     try:
         import msgspec  # noqa: PLC0415  (the one home of this dependency)
     except ImportError as e:
@@ -80,7 +82,7 @@ def record_decoder(options: RecordOptions) -> tuple[Any, Any, Any]:
     ``text_field``) and the class (at ``class_field``), and ``take(records) -> (texts, classes or None)``. One
     line's text is a ``str``; the array's texts are :class:`msgspec.Raw` (the string's JSON, not decoded: see
     :mod:`.json_strings`)."""
-    msgspec = _msgspec()
+    msgspec = import_msgspec()
     tree = field_tree(options, str, str | int | bool)
     record = _struct(msgspec, tree, "Record")
     raw_record = _struct(msgspec, field_tree(options, msgspec.Raw, str | int | bool), "RawRecord")
@@ -96,7 +98,7 @@ def record_decoder(options: RecordOptions) -> tuple[Any, Any, Any]:
     return msgspec.json.Decoder(record), msgspec.json.Decoder(list[raw_record]), take  # type: ignore[valid-type]
 
 
-def _why(line: bytes, error: Exception, options: RecordOptions) -> str:
+def why_bad(line: bytes, error: Exception, options: RecordOptions) -> str:
     """What is wrong with a line msgspec refused, in the user's terms."""
     if line.startswith(b"\xef\xbb\xbf"):
         return "starts with a UTF-8 byte order mark (EF BB BF), which is not JSON; remove it"
@@ -152,8 +154,13 @@ class _Chunk:
         self.arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # starts, ends, records (fast path)
         self.pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None  # fast paths: (data, at, n)
 
-    def put(self, sink: DecodeSink) -> tuple[np.ndarray, np.ndarray]:
-        """Write the texts to ``sink`` (one write a piece): their offsets there and their byte lengths."""
+    def put(self, sink: DecodeSink | None) -> tuple[np.ndarray, np.ndarray]:
+        """Write the texts to ``sink`` (one write a piece): their offsets there and their byte lengths; with no
+        ``sink`` (texts decoded from their lines when read) offsets 0 and the lengths."""
+        if sink is None:
+            ns = [n for _, _, n in self.pieces or []]
+            n = np.concatenate(ns) if ns else np.fromiter(map(len, self.texts), dtype=np.int64, count=len(self.texts))
+            return np.zeros(n.size, dtype=np.int64), n.astype(np.int64, copy=False)
         if self.pieces is None:
             return sink.put_many(self.texts)
         ats, ns = [], []
@@ -291,7 +298,7 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink, t
     blocks on that many threads (:func:`_decoded_blocks`), with the same result."""
     from . import options as limits  # noqa: PLC0415  (read at call time: tests lower the limit)
 
-    msgspec = _msgspec()
+    msgspec = import_msgspec()
     one, many, take = record_decoder(options)
     decode, errors = one.decode, (msgspec.DecodeError, msgspec.ValidationError)
     bad = BadRecords(container.path, options.on_bad_record == "skip")
@@ -305,7 +312,8 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink, t
     # its JSON); a decompressed stream's size is not known: int64
     kind = np.int32 if not container.compressed and container.size <= INT32_MAX else np.int64
     blank = 0
-    decoders = _Decoders(ArrowLines(options), many.decode, take)
+    keep = container.compressed  # the texts into the decode cache; else decoded from their lines when read
+    decoders = _Decoders(ArrowLines(options, keep=keep), many.decode, take)
     for work, base, starts, ends, line_no, got, blanks in _decoded_blocks(container, decoders, threads):
         if blanks is not None:
             blank += blanks
@@ -325,7 +333,7 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink, t
                     if not line.strip(_BLANK):
                         blank += 1
                         continue
-                    bad.bad(_why(line, e, options), f"line {line_no}", a + base)
+                    bad.bad(why_bad(line, e, options), f"line {line_no}", a + base)
                     continue
                 except UnicodeEncodeError:
                     bad.bad(f"the field {options.text_field!r} holds an unpaired surrogate escape (\\ud800-\\udfff): "
@@ -342,7 +350,7 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink, t
                 if labels is not None:
                     got.classes.extend(labels)
         if got:
-            at, n = got.put(sink)
+            at, n = got.put(sink if keep else None)
             line_starts, line_ends, numbers = got.lines()
             if container.compressed:  # the block's lines into the decode cache too, in one piece (the json column)
                 lo, hi = int(line_starts[0]) - base, int(line_ends[-1]) - base
@@ -362,6 +370,6 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink, t
                    class_names=table.names if options.class_field else None,
                    class_codes=(np.concatenate(codes) if codes else np.zeros(0, np.int32)) if options.class_field
                    else None,
-                   json_offset=cat(jo), json_length=cat(jl),
+                   json_offset=cat(jo), json_length=cat(jl), from_lines=not keep,
                    counts={"blank_lines": blank, "skipped_records": bad.skipped,
                            "raw_index": int(container.lines is not None)})

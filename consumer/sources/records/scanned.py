@@ -130,9 +130,10 @@ class Scanned:
     ``inplace``, else in the decode cache), ``record`` (line, row or member number, 0-based), ``names`` (tar member
     names, else None), ``classes`` (class values as str when a class field is read, else None: given so, kept as
     ``class_names``, the distinct values, and ``class_codes``, int32 codes into them), ``json_offset``/
-    ``json_length`` (jsonl: the record's line in the container, or in its decode cache when compressed), and counts
-    for ``build_info``. The integer arrays are int32 where their values fit, else int64 (:func:`narrow`, applied on
-    construction)."""
+    ``json_length`` (jsonl: the record's line in the container, or in its decode cache when compressed),
+    ``from_lines`` (jsonl in a plain container: every document is the text of its record's line, decoded when it is
+    read, so nothing goes to the decode cache and ``offset`` is 0), and counts for ``build_info``. The integer
+    arrays are int32 where their values fit, else int64 (:func:`narrow`, applied on construction)."""
 
     offset: np.ndarray
     length: np.ndarray
@@ -145,6 +146,7 @@ class Scanned:
     counts: dict[str, int] = field(default_factory=dict)
     class_names: list[str] | None = None
     class_codes: np.ndarray | None = None
+    from_lines: bool = False
 
     def __post_init__(self) -> None:
         for name in _NARROWED:  # int32 where the values fit, else int64 (:func:`narrow`)

@@ -2,9 +2,11 @@
 
 Its "files" are the documents (``paths`` like ``shard.jsonl#12`` or ``shard.tar/name``; ``sizes`` their byte
 lengths; ``stamps`` their container's change stamp), so samples, fetch, pack, the loader and SQL work on them
-unchanged. A document is either a byte range of its container (a line, a tar member: read in place through the
-containers' own source, with its version checks) or a range of the container's decode cache (JSON texts, Parquet
-values: read from the cache after checking the container is still the version indexed). A container that changed
+unchanged. A document is a byte range of its container (a line, a tar member: read in place through the
+containers' own source, with its version checks), the text of its JSON record's line (a plain JSONL container: the
+line read in place, with the same checks, and decoded again), or a range of the container's decode cache (the
+texts of a compressed JSONL container, Parquet values: read from the cache after checking the container is still
+the version indexed). A container that changed
 after indexing is never served: :class:`~consumer.errors.FileChangedError` names it.
 """
 
@@ -20,6 +22,8 @@ from ...errors import FileChangedError
 from ..base import ByteSource, Handoff, check_ranges
 from ..paths import PathList
 from .compressed import compression_of
+from .jsonl_read import BadLine, line_texts
+from .options import RecordOptions
 
 __all__ = ["RecordFiles"]
 
@@ -35,7 +39,8 @@ def _ints(a: Any) -> np.ndarray:
 class RecordFiles(ByteSource):
     """Documents ``i`` = ``doc_length[i]`` bytes at ``doc_offset[i]`` of container ``doc_container[i]`` (of
     ``containers``, a source of the container files) when ``doc_inplace[i]``, else of that container's decode cache
-    ``decoded[c]`` (a file path, or a uint8 array when kept in memory). ``json_offset``/``json_length``: each JSON
+    ``decoded[c]`` (a file path, or a uint8 array when kept in memory), or the text of its JSON record's line when
+    ``from_lines[c]`` (decoded as ``options`` say, its offset 0). ``json_offset``/``json_length``: each JSON
     record's line in its container, or in its decode cache for a compressed one (jsonl), else None; ``record``:
     each document's line, row or member number. These integer arrays stay int32 when given so (values that fit: 4
     bytes a document), else int64; ``sizes`` and ``stamps`` are int64 as in every source."""
@@ -45,7 +50,8 @@ class RecordFiles(ByteSource):
     def __init__(self, containers: ByteSource, paths: Sequence[str], doc_container: np.ndarray,
                  doc_offset: np.ndarray, doc_length: np.ndarray, doc_inplace: np.ndarray,
                  decoded: Sequence[Any], json_offset: np.ndarray | None = None,
-                 json_length: np.ndarray | None = None, record: np.ndarray | None = None) -> None:
+                 json_length: np.ndarray | None = None, record: np.ndarray | None = None,
+                 from_lines: np.ndarray | None = None, options: RecordOptions | None = None) -> None:
         self.containers = containers
         self.paths = paths if isinstance(paths, PathList) else PathList.of(list(paths))
         self.doc_container = _ints(doc_container)
@@ -57,11 +63,18 @@ class RecordFiles(ByteSource):
         self.json_offset = None if json_offset is None else _ints(json_offset)
         self.json_length = None if json_length is None else _ints(json_length)
         self.record = np.zeros(self.sizes.size, np.int32) if record is None else _ints(record)
+        self.from_lines = np.zeros(len(containers), dtype=bool) if from_lines is None else \
+            np.asarray(from_lines, dtype=bool)
+        if self.from_lines.any() and (options is None or self.json_offset is None or self.json_length is None):
+            raise ValueError("from_lines: documents decoded from their JSON lines need options and the lines' ranges")
+        self.options = options
         self._maps: dict[int, np.ndarray] = {}
+        self._texts: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_maps"] = {}  # memory maps are reopened in each process
+        state["_texts"] = None  # and the decoder made again
         return state
 
     def _decoded(self, c: int) -> np.ndarray:
@@ -89,16 +102,18 @@ class RecordFiles(ByteSource):
         return RecordFiles(self.containers, PathList.of(self.paths.take(ids)) if isinstance(self.paths, PathList)
                            else [self.paths[i] for i in ids.tolist()], self.doc_container[ids], self.doc_offset[ids],
                            self.sizes[ids], self.doc_inplace[ids], self.decoded, pick(self.json_offset),
-                           pick(self.json_length), self.record[ids])
+                           pick(self.json_length), self.record[ids], self.from_lines, self.options)
 
     def with_paths(self, paths: Sequence[str]) -> RecordFiles:
         """The same documents under ``paths`` (equal strings)."""
         return RecordFiles(self.containers, paths, self.doc_container, self.doc_offset, self.sizes, self.doc_inplace,
-                           self.decoded, self.json_offset, self.json_length, self.record)
+                           self.decoded, self.json_offset, self.json_length, self.record, self.from_lines,
+                           self.options)
 
     def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
         """See :meth:`ByteSource.read_ranges`: ranges of in-place documents are read from their containers (the
-        containers' version checks), the others from the decode caches after checking their containers."""
+        containers' version checks), JSON texts decoded from their lines (read with the same checks), the others
+        from the decode caches after checking their containers."""
         ids, offsets, lengths, at = (np.asarray(x, dtype=np.int64) for x in (ids, offsets, lengths, at))
         check_ranges(len(self.paths), ids, offsets, lengths, out, at, self.sizes)
         if not ids.size:
@@ -107,9 +122,39 @@ class RecordFiles(ByteSource):
         start = self.doc_offset[ids] + offsets  # int64 (offsets is)
         if inplace.any():
             self.containers.read_ranges(cont[inplace], start[inplace], lengths[inplace], out, at[inplace])
-        if not inplace.all():
-            rest = ~inplace
+        if inplace.all():
+            return
+        lined = ~inplace & self.from_lines[cont]
+        if lined.any():
+            self._from_lines(ids[lined], start[lined], lengths[lined], out, at[lined])
+        rest = ~inplace & ~lined
+        if rest.any():
             self._from_caches(cont[rest], start[rest], lengths[rest], out, at[rest])
+
+    def _from_lines(self, ids: np.ndarray, start: np.ndarray, lengths: np.ndarray, out: np.ndarray,
+                    at: np.ndarray) -> None:
+        """Ranges of documents that are the texts of their JSON lines: each document's line read once from its
+        container (with its version checks) and decoded (:func:`~.jsonl_read.line_texts`). A text whose length is not
+        the one indexed (a container rewritten with the same size and change stamp) is never served."""
+        if self._texts is None:
+            assert self.options is not None  # checked on construction when a container is from_lines
+            self._texts = line_texts(self.options)
+        uniq, inv = np.unique(ids, return_inverse=True)
+        try:
+            data, offset, length = self._texts(self.record_lines(uniq))
+        except BadLine as e:
+            raise FileChangedError(f"{self.paths[int(uniq[e.index])]!r}: its JSON record no longer decodes "
+                                   f"({e.why}); the container changed after indexing: build the dataset again"
+                                   ) from None
+        wrong = np.flatnonzero(length != self.sizes[uniq])
+        if wrong.size:
+            bad = int(uniq[wrong[0]])
+            raise FileChangedError(f"{self.paths[bad]!r}: its JSON record's text is {int(length[wrong[0]])} bytes, "
+                                   f"{int(self.sizes[bad])} when indexed; the container changed after indexing: "
+                                   f"build the dataset again")
+        src = offset[inv] + start
+        for s, n, q in zip(src.tolist(), lengths.tolist(), at.tolist()):
+            out[q:q + n] = data[s:s + n]
 
     def _from_caches(self, cont: np.ndarray, start: np.ndarray, lengths: np.ndarray, out: np.ndarray,
                      at: np.ndarray) -> None:

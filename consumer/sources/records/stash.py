@@ -5,8 +5,9 @@ options and :data:`STASH_VERSION`: a container that changed gets a new key (re-i
 changed), and an entry is never read for another version of its container.
 
 An entry is ``index.bin`` (the arrays of :class:`~consumer.sources.records.scanned.Scanned` back to back, raw: no
-pickle, no zip), ``decoded.bin`` (documents with no byte range in the container, one after another) and
-``meta.json`` (the layout of ``index.bin``, the size of both files, counts). Durability, once per build
+pickle, no zip), ``decoded.bin`` (documents with no byte range in the container, one after another: empty for a
+plain JSONL container, whose texts are decoded from their lines when read) and ``meta.json`` (the layout of
+``index.bin``, the size of both files, counts, ``from_lines``). Durability, once per build
 (:class:`StashBatch`): every entry of a build is written in a temporary directory beside its place; when the build's
 scans are done, one durability barrier puts all their files on stable storage (:func:`durable`: one ``syncfs`` of
 the cache's file system, or an fsync of each file when they are few), and only then is each directory renamed into
@@ -36,8 +37,9 @@ from .scanned import DecodeSink, Scanned
 
 __all__ = ["STASH_VERSION", "FEW_FILES", "StashBatch", "durable", "load_stash", "stash_key", "sweep"]
 
-STASH_VERSION = 3  # 2: compressed JSONL entries hold their lines in the decode cache; 3: index.bin (raw arrays,
-# int32 where they fit; classes as codes) instead of index.npz
+STASH_VERSION = 4  # 2: compressed JSONL entries hold their lines in the decode cache; 3: index.bin (raw arrays,
+# int32 where they fit; classes as codes) instead of index.npz; 4: plain JSONL texts decoded from their lines when
+# read (``from_lines`` in meta.json), not written to the decode cache
 _ARRAYS = ("offset", "length", "record", "inplace", "json_offset", "json_length", "class_codes")
 _TEXTS = ("names", "class_names")  # lists of str, stored as (ends, utf-8 blob)
 FEW_FILES = 8
@@ -125,7 +127,8 @@ def load_stash(root: str, key: str) -> tuple[Scanned, str] | None:
     scanned = Scanned(offset=arrays["offset"], length=arrays["length"], record=arrays["record"],
                       inplace=arrays["inplace"], names=texts["names"], json_offset=arrays.get("json_offset"),
                       json_length=arrays.get("json_length"), counts=meta["counts"],
-                      class_names=texts["class_names"], class_codes=arrays.get("class_codes"))
+                      class_names=texts["class_names"], class_codes=arrays.get("class_codes"),
+                      from_lines=bool(meta.get("from_lines", False)))
     return scanned, decoded
 
 
@@ -225,7 +228,7 @@ class StashBatch:
             layout = _write_index(os.path.join(tmp, "index.bin"), scanned)
             index_bytes = os.path.getsize(os.path.join(tmp, "index.bin"))
             meta = {"key": key, "documents": len(scanned), "decoded_bytes": sink.size, "index_bytes": index_bytes,
-                    "layout": layout, "counts": scanned.counts}
+                    "layout": layout, "counts": scanned.counts, "from_lines": scanned.from_lines}
             with open(os.path.join(tmp, "meta.json"), "w") as f:
                 json.dump(meta, f)
         except BaseException:
