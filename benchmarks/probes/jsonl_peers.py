@@ -17,6 +17,10 @@ apart) to the number of records:
 
 Every count must equal ``--records``. ``x_consumer`` > 1: consumer is faster.
 
+Then the price of not storing the texts twice (:mod:`benchmarks.peers.jsonlreads`, one fresh process): documents
+read back through the source, random and in order, in documents/s and MB/s of text, against reading their lines
+alone (``--no-reads`` skips it).
+
     python -m benchmarks probe jsonl_peers --records 1000000 --shards 64 --reps 3
 """
 
@@ -48,6 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-median", type=int, default=400, help="median text length in characters")
     parser.add_argument("--reps", type=int, default=3, help="fresh processes per system (interleaved)")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="comma list of " + ",".join(SYSTEMS))
+    parser.add_argument("--no-reads", action="store_true", help="skip reading the documents back")
     parser.add_argument("--data", default=os.path.join(ROOT, "benchmarks", ".data"), help="generated corpora")
     parser.add_argument("--peer-python", action="append", default=[], metavar="NAME=PATH",
                         help="interpreter of daft (default: BENCH_PYTHON_DAFT, benchmarks/.venvs/daft or this one)")
@@ -120,6 +125,7 @@ def run(args: argparse.Namespace) -> dict:
         "consumer_over_daft": round(ours["first_count_s"] / daft["first_count_s"], 2),
         "daft_system": "daft_text" if "daft_text" in out else "daft",
         "met": ours["first_count_s"] <= daft["first_count_s"]}  # #27: not slower than Daft's read_json
-    return {"target": target, "records": args.records, "shards": args.shards, "bytes": total,
+    reads = None if args.no_reads else peer_json(sys.executable, "benchmarks.peers.jsonlreads", [folder])
+    return {"target": target, "reads": reads, "records": args.records, "shards": args.shards, "bytes": total,
             "text_median": args.text_median, "reps": args.reps, "systems": out, "absent": absent,
             "pythons": pythons, "load_avg": load}

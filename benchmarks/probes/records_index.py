@@ -19,7 +19,7 @@ figure alone.
 
 ``--kind jsonl`` measures only the JSONL scanner, on ``--docs`` realistic records (texts of 200-2000 bytes; one in
 20 holds an escape, ``\n``, ``\"``, ``\\`` or ``\t``, one in 20 non-ASCII text, U+2028 included): MB/s of the whole
-scanner (file to document index: lines, decoding, texts into the in-memory decode cache) against MB/s of msgspec
+scanner (file to document index: lines, decoding, each text's length and UTF-8 check) against MB/s of msgspec
 alone (``decode_lines`` with the scanner's own struct, over the same bytes read beforehand 16 MiB at a time), timed
 alternately in one run, by wall clock and by the process's CPU time (the per-core rate on a loaded machine), their
 ratio, and MB/s of the whole build to the first ``count(*)`` (``cache_dir=False``).
@@ -169,8 +169,8 @@ def _first_count(path: Path, kind: str, cache: Path | None) -> float:
 
 
 def _scan_fn(path: Path):
-    """The jsonl scanner alone over the file as one container (lines found, records decoded, texts written to an
-    in-memory decode cache), as a callable."""
+    """The jsonl scanner alone over the file as one container (lines found, records decoded, each text's length
+    kept: a plain file's texts are decoded again when read), as a callable."""
     from consumer.sources.local import LocalFiles
     from consumer.sources.records import RecordOptions
     from consumer.sources.records.container import SCAN_CHUNK, Container

@@ -11,7 +11,8 @@ __all__ = ["render_section", "verdicts"]
 _INTRO = ("A folder of JSONL shards (`{\"text\", ...}` records, realistic text lengths), each system in fresh "
           "processes, interleaved, median: from nothing to the first count of records. `consumer`: "
           "`Consumer(folder, documents=\"jsonl\", metadata=None, cache_dir=False)` then `SELECT count(*) FROM "
-          "documents` (the whole document index: every text's byte range or decoded bytes, ready to serve); "
+          "documents` (the whole document index: every record's line and its text's decoded length, each "
+          "record parsed and checked, ready to serve); "
           "`consumer_cached`: the same writing the persistent index; `consumer_pool`: the containers indexed on a "
           "`ProcessPoolExecutor` (`engine=`); Daft: `read_json(glob).count()`, and with the sum of text lengths "
           "(every text parsed); DuckDB: `read_json` count, and with the sum of text lengths.")
@@ -28,7 +29,17 @@ def render_section(res: dict) -> list[str]:
     rows = [[name, fmt(m.get("first_count_s"), 2), fmt(m.get("x_consumer")), fmt(m.get("import_s"), 2)]
             for name, m in (r.get("systems") or {}).items()]
     rows += [[name, "not measured", why, ""] for name, why in (r.get("absent") or {}).items()]
-    return out + table(["system", "first count s", "× consumer", "import s"], rows) + [""]
+    out += table(["system", "first count s", "× consumer", "import s"], rows) + [""]
+    reads = (r.get("reads") or {}).get("reads")
+    if reads:
+        out += ["Reading the documents back (`cache_dir=False`, one process): each text is decoded again from its "
+                "record's line (read by byte range, near lines as one read, one msgspec call per batch), its "
+                "length checked against the index; `× lines alone`: the time of the read over the time of reading "
+                "the same records' lines without decoding them.", ""]
+        out += table(["read", "documents/s", "MB/s of text", "µs a document", "× lines alone"],
+                     [[k, fmt(v.get("docs_s"), 0), fmt(v.get("mb_s"), 0), fmt(v.get("us_per_doc"), 1),
+                       fmt(1 / v["of_lines"] if v.get("of_lines") else None)] for k, v in reads.items()]) + [""]
+    return out
 
 
 def verdicts(res: dict) -> list[dict]:

@@ -75,10 +75,11 @@ class LocalFiles(ByteSource):
         return describe_files(paths, kinds=kinds, verbose=verbose, chunk=chunk)
 
     def read_ranges(self, ids: Ranges, offsets: Ranges, lengths: Ranges, out: np.ndarray, at: Ranges) -> None:
-        """See :meth:`ByteSource.read_ranges`: per range open, one ``fstat`` checked against the listing, one
-        ``preadv`` (more for reads the kernel splits or cuts short), one more ``fstat`` (a write while it ran),
-        close. This loop is the per-file cost of a raw fetch, so it stays lean: locals, every per-range value
-        zipped in, one comparison chain per ``fstat``, no call per file on the good path."""
+        """See :meth:`ByteSource.read_ranges`: per file open, one ``fstat`` checked against the listing, one
+        ``preadv`` per range (more for reads the kernel splits or cuts short), one more ``fstat`` (a write while
+        they ran), close; ranges of one file next to each other in the call share that open (a caller reading many
+        ranges of few files sorts them by file). This loop is the per-file cost of a raw fetch, so it stays lean:
+        locals, one comparison chain per ``fstat``, no call per file on the good path."""
         ident = self.ident
         if isinstance(ids, list) and len(ids) <= FEW_RANGES:  # a small batch: plain ints, no numpy round trip
             il, ol, nl, ql = ids, list(offsets), list(lengths), list(at)
@@ -98,7 +99,9 @@ class LocalFiles(ByteSource):
         view = out.data
         # the paths' bytes as stored (no decoding per file); decoded only to name a file in an error
         names = self.paths.take(il, raw=True)
-        for i, path, q, lo, m, size, stamp, ino in zip(il, names, ql, ol, nl, sizes, stamps, inos):
+        k, total = 0, len(il)
+        while k < total:  # one run of ranges of the same file at a time
+            i, path = il[k], names[k]
             try:
                 fd = open_(path, flags)
             except OSError as e:
@@ -107,18 +110,24 @@ class LocalFiles(ByteSource):
             try:
                 st = fstat(fd)
                 mt, ct, now = st.st_mtime_ns, st.st_ctime_ns, st.st_size
+                size, stamp = sizes[k], stamps[k]
                 # the version listed: size, change stamp max(mtime, ctime) (version.change_stamp), inode, a file
-                if now != size or (mt if mt > ct else ct) != stamp or st.st_ino & mask != ino or \
+                if now != size or (mt if mt > ct else ct) != stamp or st.st_ino & mask != inos[k] or \
                         not isreg(st.st_mode):
                     _check_same(os.fsdecode(path), st, size, stamp, None if ident is None else ident[i].tolist())
-                try:
-                    got = preadv(fd, [view[q:q + m]], lo)
-                except OSError as e:
-                    raise FileChangedError(f"cannot read {os.fsdecode(path)!r} (a regular file at build time): "
-                                           f"{e.strerror}") from None
-                if got != m:
-                    _read_rest(fd, os.fsdecode(path), view[q:q + m], lo, got)
-                after = fstat(fd)  # once more after the read: a write while it ran (old and new halves) is refused
+                while True:
+                    q, lo, m = ql[k], ol[k], nl[k]
+                    try:
+                        got = preadv(fd, [view[q:q + m]], lo)
+                    except OSError as e:
+                        raise FileChangedError(f"cannot read {os.fsdecode(path)!r} (a regular file at build time): "
+                                               f"{e.strerror}") from None
+                    if got != m:
+                        _read_rest(fd, os.fsdecode(path), view[q:q + m], lo, got)
+                    k += 1
+                    if k == total or il[k] != i:
+                        break
+                after = fstat(fd)  # once more after the reads: a write while they ran (old and new halves) is refused
                 if after.st_ctime_ns != ct or after.st_mtime_ns != mt or after.st_size != now:
                     _check_same(os.fsdecode(path), after, size, stamp, None, during=True)
             finally:

@@ -9,6 +9,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from consumer import Consumer
 from consumer.errors import FileChangedError
@@ -88,3 +90,34 @@ def test_line_texts_names_the_line_that_is_not_a_record():
     with pytest.raises(BadLine) as e:
         texts([b'{"text": "a"}', b'{"text": 3}'])
     assert e.value.index == 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_any_ranges_of_any_documents_read_exactly(tmp_path_factory, data):
+    # ranges sorted by container and offset, near ones read as one span, overlapping and repeated ones: the bytes
+    # asked for, in the order asked, for documents in place (lines) and decoded from their lines (jsonl)
+    root = tmp_path_factory.mktemp("reads")
+    texts = [f"doc {k} " + "é\n\"x" * (k % 7) + "y" * (k * 37 % 5000) for k in range(40)]
+    parts = [texts[0:15], texts[15:30], texts[25:40]]  # three containers (two share five texts)
+    for name, part in zip("abc", parts):
+        (root / f"{name}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in part), encoding="utf-8")
+        (root / f"{name}.txt").write_bytes(b"".join(t.encode().replace(b"\n", b" ") + b"\n" for t in part))
+    every = [t.encode() for part in parts for t in part]
+    for kind, suffix in (("jsonl", "*.jsonl"), ("lines", "*.txt")):
+        ds = Consumer(str(root / suffix), documents=kind, cache_dir=False, metadata=None, n_bytes=1)
+        source = ds.documents.source
+        docs = [source.document_bytes(i) for i in range(len(source.sizes))]
+        assert docs == (every if kind == "jsonl" else [d.replace(b"\n", b" ") for d in every])
+        ids = data.draw(st.lists(st.integers(0, len(docs) - 1), max_size=30))
+        offsets, lengths = [], []
+        for i in ids:
+            lo = data.draw(st.integers(0, len(docs[i])))
+            offsets.append(lo)
+            lengths.append(data.draw(st.integers(0, len(docs[i]) - lo)))
+        at = np.cumsum([0] + lengths[:-1]).astype(np.int64) if ids else np.zeros(0, dtype=np.int64)
+        out = np.full(sum(lengths) + 2, 0xEE, dtype=np.uint8)
+        source.read_ranges(np.array(ids, dtype=np.int64), np.array(offsets, dtype=np.int64),
+                           np.array(lengths, dtype=np.int64), out, at)
+        want = b"".join(docs[i][o:o + n] for i, o, n in zip(ids, offsets, lengths))
+        assert out.tobytes() == want + b"\xee\xee", kind

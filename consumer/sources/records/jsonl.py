@@ -27,6 +27,7 @@ byte offset, or are skipped and counted with ``on_bad_record="skip"``.
 from __future__ import annotations
 
 import collections
+import functools
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -77,6 +78,7 @@ def _attrs(tree: dict[str, Any], parts: list[str]) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=16)  # built once per options (msgspec types): not once per container scanned
 def record_decoder(options: RecordOptions) -> tuple[Any, Any, Any]:
     """msgspec decoders of one JSON line and of a JSON array of lines into structs holding only the text (at
     ``text_field``) and the class (at ``class_field``), and ``take(records) -> (texts, classes or None)``. One

@@ -16,6 +16,8 @@ from .options import RecordOptions
 
 __all__ = ["BadLine", "line_texts"]
 
+_FEW = 8  # up to this many lines, each is decoded alone (a str, encoded): numpy's steps cost more than they save
+
 
 class BadLine(ValueError):
     """Line ``index`` (of those given to :func:`line_texts`) is not a record: ``why``."""
@@ -29,13 +31,14 @@ def line_texts(options: RecordOptions) -> Any:
     """``texts(lines) -> (data, offset, length)``: the UTF-8 text of each JSON record line (bytes, no ``\\n``) as
     the scanner decodes it, text ``k`` at ``data[offset[k]:offset[k] + length[k]]``. The lines are joined into one
     JSON array and decoded in one msgspec call (texts as :class:`msgspec.Raw`, unescaped by numpy); where that
-    fails, line by line. :class:`BadLine` names the first line (by position) that is not a record of ``options``."""
+    fails, and for a few lines, line by line. :class:`BadLine` names the first line (by position) that is not a
+    record of ``options``."""
     msgspec = import_msgspec()
     one, many, take = record_decoder(options)
 
     def texts(lines: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         got = None
-        if lines:
+        if len(lines) > _FEW:
             try:
                 raws, _ = take(many.decode(b"[" + b",".join(lines) + b"]"))
             except Exception:  # noqa: BLE001  (msgspec's errors: the line-by-line pass names the line)

@@ -28,6 +28,7 @@ from .options import RecordOptions
 __all__ = ["RecordFiles"]
 
 _MAGIC_HEAD = 1 << 20  # bytes of a document libmagic looks at
+_GAP = 4096  # ranges of a container at most this far apart are read as one (the bytes between read and dropped)
 
 
 def _ints(a: Any) -> np.ndarray:
@@ -70,6 +71,7 @@ class RecordFiles(ByteSource):
         self.options = options
         self._maps: dict[int, np.ndarray] = {}
         self._texts: Any = None
+        self._in_cache: np.ndarray | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -121,7 +123,7 @@ class RecordFiles(ByteSource):
         cont, inplace = self.doc_container[ids].astype(np.int64), self.doc_inplace[ids]
         start = self.doc_offset[ids] + offsets  # int64 (offsets is)
         if inplace.any():
-            self.containers.read_ranges(cont[inplace], start[inplace], lengths[inplace], out, at[inplace])
+            self._in_place(cont[inplace], start[inplace], lengths[inplace], out, at[inplace])
         if inplace.all():
             return
         lined = ~inplace & self.from_lines[cont]
@@ -130,6 +132,34 @@ class RecordFiles(ByteSource):
         rest = ~inplace & ~lined
         if rest.any():
             self._from_caches(cont[rest], start[rest], lengths[rest], out, at[rest])
+
+    def _in_place(self, cont: np.ndarray, start: np.ndarray, lengths: np.ndarray, out: np.ndarray,
+                  at: np.ndarray) -> None:
+        """Ranges of the containers, read in container and offset order (one open of a local container for all
+        its ranges of the call), ranges at most :data:`_GAP` bytes apart read as one (a run of a container's
+        records, as packing reads them, is one read) and copied out."""
+        if cont.size <= 1:
+            self.containers.read_ranges(cont, start, lengths, out, at)
+            return
+        order = np.lexsort((start, cont))
+        cont, start, lengths, at = cont[order], start[order], lengths[order], at[order]
+        end = start + lengths
+        new = np.ones(cont.size, dtype=bool)  # a range starting a span (ranges may overlap: a span ends at its max)
+        new[1:] = (cont[1:] != cont[:-1]) | (start[1:] > end[:-1] + _GAP)
+        if new.all():
+            self.containers.read_ranges(cont, start, lengths, out, at)
+            return
+        first = np.flatnonzero(new)
+        span_lo = start[first]
+        span_hi = np.maximum.reduceat(end, first)
+        span_at = np.zeros(first.size, dtype=np.int64)
+        np.cumsum((span_hi - span_lo)[:-1], out=span_at[1:])
+        buf = np.empty(int(span_hi[-1] - span_lo[-1] + span_at[-1]), dtype=np.uint8)
+        self.containers.read_ranges(cont[first], span_lo, span_hi - span_lo, buf, span_at)
+        span = np.cumsum(new) - 1
+        src = start - span_lo[span] + span_at[span]
+        for s, n, q in zip(src.tolist(), lengths.tolist(), at.tolist()):
+            out[q:q + n] = buf[s:s + n]
 
     def _from_lines(self, ids: np.ndarray, start: np.ndarray, lengths: np.ndarray, out: np.ndarray,
                     at: np.ndarray) -> None:
@@ -170,8 +200,11 @@ class RecordFiles(ByteSource):
     def json_in_cache(self) -> np.ndarray:
         """For each container, whether its JSON records' lines are in its decode cache (a compressed container,
         which has no byte ranges) rather than in the container itself."""
-        paths = self.containers.paths
-        return np.fromiter((compression_of(p) is not None for p in paths), dtype=bool, count=len(paths))
+        if self._in_cache is None:  # once (a name test per container)
+            paths = self.containers.paths
+            self._in_cache = np.fromiter((compression_of(p) is not None for p in paths), dtype=bool,
+                                         count=len(paths))
+        return self._in_cache
 
     def record_lines(self, ids: np.ndarray) -> list[bytes]:
         """The JSON record (its line, without the ``\\n``) of each document ``ids`` (jsonl only), read from the
@@ -188,7 +221,7 @@ class RecordFiles(ByteSource):
         cached = self.json_in_cache()[cont]
         if not cached.all():
             plain = ~cached
-            self.containers.read_ranges(cont[plain], start[plain], lens[plain], out, at[plain])
+            self._in_place(cont[plain], start[plain], lens[plain], out, at[plain])
         if cached.any():
             self._from_caches(cont[cached], start[cached], lens[cached], out, at[cached])
         raw = out.tobytes()
