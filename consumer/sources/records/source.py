@@ -138,8 +138,8 @@ class RecordFiles(ByteSource):
         """Ranges of the containers, read in container and offset order (one open of a local container for all
         its ranges of the call), ranges at most :data:`_GAP` bytes apart read as one (a run of a container's
         records, as packing reads them, is one read) and copied out."""
-        if cont.size <= 1:
-            self.containers.read_ranges(cont, start, lengths, out, at)
+        if cont.size <= 1:  # plain ints: a source checks a few ranges without numpy
+            self.containers.read_ranges(cont.tolist(), start.tolist(), lengths.tolist(), out, at.tolist())
             return
         order = np.lexsort((start, cont))
         cont, start, lengths, at = cont[order], start[order], lengths[order], at[order]
