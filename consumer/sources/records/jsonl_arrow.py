@@ -47,6 +47,7 @@ def _pool(keep: bool) -> pa.MemoryPool:
     except NotImplementedError:  # a pyarrow built without mimalloc
         return pa.system_memory_pool()
 
+
 def _schema(options: RecordOptions) -> pa.Schema:
     """The explicit schema of the wanted fields: nested structs along dotted paths, strings at the leaves."""
     def fields(node: dict[str, Any]) -> list[pa.Field]:
