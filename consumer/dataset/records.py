@@ -38,6 +38,7 @@ from ..sources.records import SCANNERS, RecordFiles, RecordOptions
 from ..sources.records.compressed import compression_of, decompressed_chunks
 from ..sources.records.container import SCAN_CHUNK, Container, StaleRawIndex
 from ..sources.records.jsonl import scan_jsonl
+from ..sources.records.jsonl_arrow import release_memory
 from ..sources.records.names import RecordPaths
 from ..sources.records.remote import object_container
 from ..sources.records.scanned import INT32_MAX, DecodeSink, Scanned
@@ -184,6 +185,8 @@ def index_containers(source: ByteSource, options: RecordOptions, root: str | Non
                 results = list(pool.map(one, range(n), [batch] * n))
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
+    if options.documents == "jsonl":
+        release_memory()  # what Arrow's reader kept for the scans' blocks
     return [g[0] for g, _ in results], [g[1] for g, _ in results], sum(r for _, r in results)
 
 

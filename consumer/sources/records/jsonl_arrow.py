@@ -28,7 +28,7 @@ import pyarrow.json as pj
 from .json_strings import valid_utf8
 from .options import RecordOptions, field_tree
 
-__all__ = ["ArrowLines"]
+__all__ = ["ArrowLines", "release_memory"]
 
 # _pool: where Arrow's buffers come from. Texts kept as the decode cache (a compressed container: a few hundred MB
 # for a folder of shards) come from the C allocator (Arrow's system pool): with Arrow's default mimalloc pool,
@@ -46,6 +46,15 @@ def _pool(keep: bool) -> pa.MemoryPool:
         return pa.mimalloc_memory_pool()
     except NotImplementedError:  # a pyarrow built without mimalloc
         return pa.system_memory_pool()
+
+
+def release_memory() -> None:
+    """Hand the memory mimalloc kept for the dropped texts' blocks back to the system (once a build's scans are
+    done: kept while they run, so each block reuses the last one's pages)."""
+    try:
+        pa.mimalloc_memory_pool().release_unused()
+    except NotImplementedError:  # a pyarrow built without mimalloc: nothing was kept there
+        pass
 
 
 def _schema(options: RecordOptions) -> pa.Schema:
