@@ -116,7 +116,8 @@ def run(args: argparse.Namespace) -> dict:
     for s, rs in runs.items():
         if rs:
             out[s] = {"first_count_s": median(r["first_count_s"] for r in rs),
-                      "runs_s": [r["first_count_s"] for r in rs], "import_s": median(r["import_s"] for r in rs)}
+                      "runs_s": [r["first_count_s"] for r in rs], "import_s": median(r["import_s"] for r in rs),
+                      "peak_rss_mb": median(r.get("peak_rss_mb", float("nan")) for r in rs)}
     ours = out.get("consumer")
     for row in out.values():
         row["x_consumer"] = round(row["first_count_s"] / ours["first_count_s"], 2) if ours else None

@@ -26,10 +26,10 @@ def render_section(res: dict) -> list[str]:
         return out
     out += [f"{r.get('records', 0):,} records in {r.get('shards')} shards ({fmt((r.get('bytes') or 0) / 1e6)} MB), "
             f"{r.get('reps')} fresh processes per system.", ""]
-    rows = [[name, fmt(m.get("first_count_s"), 2), fmt(m.get("x_consumer")), fmt(m.get("import_s"), 2)]
-            for name, m in (r.get("systems") or {}).items()]
-    rows += [[name, "not measured", why, ""] for name, why in (r.get("absent") or {}).items()]
-    out += table(["system", "first count s", "× consumer", "import s"], rows) + [""]
+    rows = [[name, fmt(m.get("first_count_s"), 2), fmt(m.get("x_consumer")), fmt(m.get("import_s"), 2),
+             fmt(m.get("peak_rss_mb"), 0)] for name, m in (r.get("systems") or {}).items()]
+    rows += [[name, "not measured", why, "", ""] for name, why in (r.get("absent") or {}).items()]
+    out += table(["system", "first count s", "× consumer", "import s", "peak RSS MB"], rows) + [""]
     reads = (r.get("reads") or {}).get("reads")
     if reads:
         out += ["Reading the documents back (`cache_dir=False`, one process): each text is decoded again from its "
