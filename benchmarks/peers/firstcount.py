@@ -2,7 +2,8 @@
 
 ``python -m benchmarks.peers.firstcount SYSTEM GLOB`` (run by ``benchmarks/probes/jsonl_peers.py``) prints one
 JSON line: ``import_s`` (importing the system's library), ``first_count_s`` (from nothing, library imported, to
-the record count), ``count`` and ``peak_rss_mb`` (the process's peak resident memory, import included). Systems:
+the record count), ``count`` and ``peak_rss_mb`` (the process's peak resident memory, ``VmHWM``: import
+included). Systems:
 
 - ``consumer``: ``Consumer(FOLDER, documents="jsonl", metadata=None, cache_dir=False)`` then
   ``ds.sql("SELECT count(*) FROM documents")`` (every record parsed: its text is a document);
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 import time
 from collections.abc import Callable
@@ -101,8 +101,9 @@ def measure(system: str, glob: str) -> dict:
     t1 = time.perf_counter()
     n = count()
     t2 = time.perf_counter()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    return {"import_s": t1 - t0, "first_count_s": t2 - t1, "count": n, "peak_rss_mb": peak}
+    from benchmarks.measure import peak_rss_mb  # after the timed count (it imports numpy)
+
+    return {"import_s": t1 - t0, "first_count_s": t2 - t1, "count": n, "peak_rss_mb": peak_rss_mb()}
 
 
 def main(argv: list[str]) -> int:
