@@ -98,6 +98,7 @@ def test_threads_name_the_first_bad_record_in_order():
 
 ARROW_DIFFERS = [  # (line, its text or None: a bad record)
     (b'{"text": "x"} {"text": "y"}', None),  # two objects on one line: Arrow reads two rows
+    (b'{"text": "x"},{"text": "y"}', None),  # and with a comma: msgspec's joined array would read two records
     (b'\xef\xbb\xbf{"text": "bom"}', None),  # Arrow passes over a byte order mark; it is not JSON
     (b'{"text": "a", "text": "b"}', b"b"),  # a field twice: Arrow refuses it, the last one counts
     (b'{"text": "big", "n": 1e999}', b"big"),  # a number too big for a double elsewhere in the object

@@ -242,6 +242,8 @@ def _msgspec_block(work: np.ndarray, ends: np.ndarray, kept: Any, decoders: _Dec
         raws, classes = decoders.take(decoders.many(work.data[:last + 1]))
     except Exception:  # noqa: BLE001  (msgspec's errors: the line-by-line pass names the line)
         return None
+    if len(raws) != (ends.size if isinstance(kept, slice) else kept.size):  # a line of two objects with a comma
+        return None
     n = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
     at = np.zeros(n.size, dtype=np.int64)
     np.cumsum(n[:-1], out=at[1:])
