@@ -45,7 +45,7 @@ from .jsonl_arrow import ArrowLines
 from .options import RecordOptions, field_tree
 from .scanned import INT32_MAX, BadRecords, ClassTable, DecodeSink, Scanned
 
-__all__ = ["scan_jsonl", "record_decoder", "why_bad", "import_msgspec"]
+__all__ = ["scan_jsonl", "record_decoder", "msgspec_block", "why_bad", "import_msgspec"]
 
 _BLANK = b" \t\r\n"
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -216,7 +216,7 @@ def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, fir
     if decoders.arrow is not None and lines[0].size and not bool((work[1 + starts[kept]] != 0x7B).any()):
         parsed = decoders.arrow.texts(work.data[1:1 + int(ends[-1])], int(lines[0].size), int(lens.max()))
     if parsed is None:
-        parsed = _msgspec_block(work, ends, kept, decoders)
+        parsed = msgspec_block(work, ends, kept, decoders.many, decoders.take)
         if parsed is None:
             return None
     out.pieces, classes = parsed
@@ -226,10 +226,12 @@ def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, fir
     return int(np.count_nonzero(blank))
 
 
-def _msgspec_block(work: np.ndarray, ends: np.ndarray, kept: Any, decoders: _Decoders,
-                   ) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], list[str] | None] | None:
-    """The block's records decoded by msgspec in one call (see :func:`_fast`): the texts as one piece, the
-    classes; None when a record is bad."""
+def msgspec_block(work: np.ndarray, ends: np.ndarray, kept: Any, many: Any, take: Any,
+                  ) -> tuple[list[tuple[np.ndarray, np.ndarray, np.ndarray]], list[str] | None] | None:
+    """The block's records decoded by msgspec's array decoder ``many`` in one call (see :func:`_fast`; ``take`` of
+    :func:`record_decoder`): the texts as one piece, the classes; None when a record is bad. Line ``k`` is
+    ``work[1 + starts[k]:1 + ends[k]]``, each followed by one free byte (the newline), ``work[0]`` free: the
+    brackets and commas are written there."""
     work[0] = 0x5B  # [
     if isinstance(kept, slice):
         work[1 + ends[:-1]] = 0x2C  # each newline a comma
@@ -239,7 +241,7 @@ def _msgspec_block(work: np.ndarray, ends: np.ndarray, kept: Any, decoders: _Dec
     last = 1 + int(ends[-1])
     work[last] = 0x5D  # ]
     try:
-        raws, classes = decoders.take(decoders.many(work.data[:last + 1]))
+        raws, classes = take(many(work.data[:last + 1]))
     except Exception:  # noqa: BLE001  (msgspec's errors: the line-by-line pass names the line)
         return None
     if len(raws) != (ends.size if isinstance(kept, slice) else kept.size):  # a line of two objects with a comma

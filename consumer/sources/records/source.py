@@ -22,13 +22,19 @@ from ...errors import FileChangedError
 from ..base import ByteSource, Handoff, check_ranges
 from ..paths import PathList
 from .compressed import compression_of
-from .jsonl_read import BadLine, line_texts
+from .jsonl_read import BadLine, LineTexts
 from .options import RecordOptions
 
 __all__ = ["RecordFiles"]
 
 _MAGIC_HEAD = 1 << 20  # bytes of a document libmagic looks at
 _GAP = 4096  # ranges of a container at most this far apart are read as one (the bytes between read and dropped)
+
+
+def _copy_out(out: np.ndarray, at: np.ndarray, data: np.ndarray, src: np.ndarray, lengths: np.ndarray) -> None:
+    """``out[at[k]:at[k] + lengths[k]] = data[src[k]:src[k] + lengths[k]]`` for every range ``k``."""
+    for s, n, q in zip(src.tolist(), lengths.tolist(), at.tolist()):
+        out[q:q + n] = data[s:s + n]
 
 
 def _ints(a: Any) -> np.ndarray:
@@ -70,7 +76,7 @@ class RecordFiles(ByteSource):
             raise ValueError("from_lines: documents decoded from their JSON lines need options and the lines' ranges")
         self.options = options
         self._maps: dict[int, np.ndarray] = {}
-        self._texts: Any = None
+        self._texts: LineTexts | None = None
         self._in_cache: np.ndarray | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -157,21 +163,28 @@ class RecordFiles(ByteSource):
         buf = np.empty(int(span_hi[-1] - span_lo[-1] + span_at[-1]), dtype=np.uint8)
         self.containers.read_ranges(cont[first], span_lo, span_hi - span_lo, buf, span_at)
         span = np.cumsum(new) - 1
-        src = start - span_lo[span] + span_at[span]
-        for s, n, q in zip(src.tolist(), lengths.tolist(), at.tolist()):
-            out[q:q + n] = buf[s:s + n]
+        _copy_out(out, at, buf, start - span_lo[span] + span_at[span], lengths)
 
     def _from_lines(self, ids: np.ndarray, start: np.ndarray, lengths: np.ndarray, out: np.ndarray,
                     at: np.ndarray) -> None:
         """Ranges of documents that are the texts of their JSON lines: each document's line read once from its
-        container (with its version checks) and decoded (:func:`~.jsonl_read.line_texts`). A text whose length is not
-        the one indexed (a container rewritten with the same size and change stamp) is never served."""
+        container (with its version checks) into one buffer and decoded (:class:`~.jsonl_read.LineTexts`). A text
+        whose length is not the one indexed (a container rewritten with the same size and change stamp) is never
+        served."""
         if self._texts is None:
             assert self.options is not None  # checked on construction when a container is from_lines
-            self._texts = line_texts(self.options)
+            self._texts = LineTexts(self.options)
         uniq, inv = np.unique(ids, return_inverse=True)
+        assert self.json_offset is not None and self.json_length is not None  # checked on construction
+        lens = self.json_length[uniq].astype(np.int64)  # the lines one after another, a free byte around each
+        starts = np.zeros(uniq.size, dtype=np.int64)
+        np.cumsum(lens[:-1] + 1, out=starts[1:])
+        ends = starts + lens
+        work = np.empty(int(ends[-1]) + 2, dtype=np.uint8)
+        self._in_place(self.doc_container[uniq].astype(np.int64), self.json_offset[uniq].astype(np.int64), lens,
+                       work, starts + 1)
         try:
-            data, offset, length = self._texts(self.record_lines(uniq))
+            data, offset, length = self._texts.block(work, starts, ends)
         except BadLine as e:
             raise FileChangedError(f"{self.paths[int(uniq[e.index])]!r}: its JSON record no longer decodes "
                                    f"({e.why}); the container changed after indexing: build the dataset again"
@@ -182,9 +195,7 @@ class RecordFiles(ByteSource):
             raise FileChangedError(f"{self.paths[bad]!r}: its JSON record's text is {int(length[wrong[0]])} bytes, "
                                    f"{int(self.sizes[bad])} when indexed; the container changed after indexing: "
                                    f"build the dataset again")
-        src = offset[inv] + start
-        for s, n, q in zip(src.tolist(), lengths.tolist(), at.tolist()):
-            out[q:q + n] = data[s:s + n]
+        _copy_out(out, at, data, offset[inv] + start, lengths)
 
     def _from_caches(self, cont: np.ndarray, start: np.ndarray, lengths: np.ndarray, out: np.ndarray,
                      at: np.ndarray) -> None:
