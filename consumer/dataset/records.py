@@ -67,7 +67,7 @@ def _container(source: ByteSource, i: int, kind: str, scratch: Scratch | None = 
 
     if compression_of(path) is None:
         return Container(path=path, size=size, chunks=lambda: source.iter_chunks(i, SCAN_CHUNK, scratch),
-                         check=check, local=path, scratch=scratch,
+                         check=check, local=path, scratch=scratch or Scratch(),
                          lines=raw_index_of(path, size) if kind in ("jsonl", "lines") else None)
     if kind == "parquet":
         raise InputError(f"fps: {path!r} is a compressed file; Parquet compresses its pages itself (give the "

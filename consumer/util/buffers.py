@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["byte_buffer", "bool_buffer", "Scratch"]
+__all__ = ["byte_buffer", "Scratch"]
 
 
 def byte_buffer(n: int) -> np.ndarray:
@@ -27,8 +27,8 @@ def byte_buffer(n: int) -> np.ndarray:
 class Scratch:
     """Named byte buffers that one thread reuses from file to file (each grown, by half at least, when a file needs
     more: a fresh buffer is zeroed page by page, 200 MB of first touches for 64 JSONL shards of slightly growing
-    sizes when each grew to the exact size). A buffer
-    handed out is the caller's until it asks for the same name again."""
+    sizes when each grew to the exact size). A buffer handed out is the caller's until it asks for the same name
+    again."""
 
     def __init__(self) -> None:
         self._buffers: dict[str, np.ndarray] = {}
@@ -39,8 +39,3 @@ class Scratch:
         if buf is None or buf.size < n:  # grown by half at least: files a little longer each are not each a new one
             buf = self._buffers[name] = byte_buffer(n if buf is None else max(n, buf.size + buf.size // 2))
         return buf[:n]
-
-
-def bool_buffer(n: int) -> np.ndarray:
-    """A writable bool array of ``n`` entries (False) backed by a ``bytearray``: ``out=`` of a comparison."""
-    return byte_buffer(n).view(np.bool_)

@@ -5,7 +5,7 @@ per line)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,8 +26,8 @@ class Container:
     byte ranges in the file: documents go to the decode cache), ``lines`` (an ``[n, 2]`` array of the
     ``(offset, length)`` of its lines from a raw index beside it, used instead of the newline scan, or None),
     ``ranged`` (for an object: a new seekable file reading it by checked range requests, which Parquet's footer
-    and row groups are read through; else None), ``scratch`` (the scanning thread's reused buffers, or None:
-    fresh ones)."""
+    and row groups are read through; else None), ``scratch`` (the scanning thread's reused buffers; by default
+    the container's own)."""
 
     path: str
     size: int
@@ -37,11 +37,11 @@ class Container:
     compressed: bool = False
     lines: np.ndarray | None = None
     ranged: Callable[[], Any] | None = None
-    scratch: Scratch | None = None
+    scratch: Scratch = field(default_factory=Scratch)
 
     def buffer(self, name: str, n: int) -> np.ndarray:
-        """A uint8 scratch array of ``n`` bytes for this scan (the thread's kept one, else a new one)."""
-        return self.scratch.get(name, n) if self.scratch is not None else byte_buffer(n)
+        """A uint8 scratch array of ``n`` bytes for this scan, kept in ``scratch`` (grown when a piece needs more)."""
+        return self.scratch.get(name, n)
 
 
 class StaleRawIndex(FormatError):

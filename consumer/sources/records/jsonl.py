@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import MissingDependencyError
-from ...util.buffers import bool_buffer, byte_buffer
+from ...util.buffers import byte_buffer
 from .container import SCAN_CHUNK, Container, append_piece, indexed_lines
 from .json_strings import strings_to_utf8
 from .jsonl_arrow import ArrowLines
@@ -122,15 +122,13 @@ def _blocks(container: Container) -> Iterator[tuple[np.ndarray, int, np.ndarray,
     (the fast path writes ``[``, commas and ``]`` there). Only 0x0A ends a line; the last line may lack one."""
     cap = min(SCAN_CHUNK, max(container.size, 1))  # a small file's size (the buffers grow for a bigger piece)
     work = container.buffer("work", cap + 2)  # buffers of the scan, reused from chunk to chunk
-    newline = container.buffer("newline", cap).view(np.bool_)
     n, base = 0, 0  # work[1:1 + n] holds the container's bytes from base on (a line not ended yet)
     for piece in container.chunks():
         m = len(piece)
         work = append_piece(work, n, piece)
-        if newline.size < m:
-            newline = bool_buffer(m)
-        np.equal(work[1 + n:1 + n + m], 10, out=newline[:m])
-        nl = np.flatnonzero(newline[:m]) + n  # the carried bytes hold no newline
+        newline = container.buffer("newline", m).view(np.bool_)
+        np.equal(work[1 + n:1 + n + m], 10, out=newline)
+        nl = np.flatnonzero(newline) + n  # the carried bytes hold no newline
         n += m
         if nl.size:
             starts = np.empty(nl.size, dtype=np.int64)

@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ...util.buffers import bool_buffer
-from .container import SCAN_CHUNK, Container, indexed_lines
+from .container import Container, indexed_lines
 from .options import RecordOptions
 from .scanned import INT32_MAX, BadRecords, DecodeSink, Scanned
 
@@ -32,14 +31,12 @@ def _boundaries(container: Container, sink: DecodeSink | None) -> tuple[np.ndarr
     kind: Any = np.int32 if not container.compressed and container.size <= INT32_MAX else np.int64
     starts, ends = [], []
     line_start, pos = 0, 0
-    newline = container.buffer("newline", min(SCAN_CHUNK, max(container.size, 1))).view(np.bool_)
     for piece in container.chunks():
         if sink is not None:
             sink.put(bytes(piece))
-        if newline.size < len(piece):
-            newline = bool_buffer(len(piece))
-        np.equal(np.frombuffer(piece, dtype=np.uint8), 10, out=newline[:len(piece)])
-        nl = np.flatnonzero(newline[:len(piece)]).astype(kind)
+        newline = container.buffer("newline", len(piece)).view(np.bool_)
+        np.equal(np.frombuffer(piece, dtype=np.uint8), 10, out=newline)
+        nl = np.flatnonzero(newline).astype(kind)
         if nl.size:
             nl += pos
             s = np.empty(nl.size, dtype=kind)
