@@ -81,6 +81,12 @@ def test_a_text_not_as_indexed_is_never_served(tmp_path):
     with pytest.raises(FileChangedError, match=r"d\.jsonl#1.*when indexed"):
         wrong.document_bytes(1)
     assert wrong.document_bytes(0) == b"plain"
+    shifted = src.json_offset.copy()
+    shifted[2] += 1  # as if the line now began elsewhere: it no longer decodes as a record
+    broken = RecordFiles(src.containers, src.paths, src.doc_container, src.doc_offset, src.sizes, src.doc_inplace,
+                         src.decoded, shifted, src.json_length, src.record, src.from_lines, src.options)
+    with pytest.raises(FileChangedError, match=r"d\.jsonl#2.*no longer decodes"):
+        broken.document_bytes(2)
 
 
 def test_line_texts_names_the_line_that_is_not_a_record():
