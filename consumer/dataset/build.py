@@ -42,6 +42,7 @@ from ..storage import Storage
 from ..tokens.documents import DOC_ARRAYS, DocumentTable, build_documents
 from ..tokens.index import AUTO_SEQLEN_CAP, INDEX_ARRAYS, SampleIndex
 from ..tokens.vocab import Vocab
+from ..util.sets import distinct
 from ..util.validate import check_bool, check_class_to_id, int_vector
 from .cache import building, cache_key, file_table_sha256, load_entry, save_entry
 from .listed import list_corpus
@@ -170,7 +171,7 @@ def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: E
         keep = plan.keep
         source = source.subset(keep)
         paths, cls, sizes, mtimes = source.paths, cls[keep], source.sizes, source.stamps
-        kept = np.unique(cls)
+        kept = distinct(cls)
         corpus = Corpus.of(corpus.class_names, paths, cls, corpus.form)  # shares the blob of paths
         cls = np.searchsorted(kept, cls).astype(np.int64)
         classes = corpus.class_names
@@ -334,10 +335,10 @@ def build_subset(parent: Built, file_ids: Any, catalog: Catalog | None = None) -
     parent's open catalog) if given."""
     t0 = time.perf_counter()
     docs = parent.documents
-    file_ids = np.unique(int_vector("file_ids", file_ids))
+    file_ids = distinct(int_vector("file_ids", file_ids))
     if not file_ids.size or file_ids[0] < 0 or file_ids[-1] >= len(docs):
         raise InputError(f"file_ids must be non-empty and in [0, {len(docs)}), got {short_repr(file_ids.tolist())}")
-    kept = np.unique(docs.doc_class[file_ids])
+    kept = distinct(docs.doc_class[file_ids])
     new_class = np.full(len(parent.corpus.classes), -1, dtype=np.int64)
     new_class[kept] = np.arange(kept.size)
     corpus = Corpus.of(parent.corpus.class_names, [docs.paths[i] for i in file_ids.tolist()],

@@ -27,6 +27,7 @@ from ..catalog.content import source_computer
 from ..catalog.duplicates import catalog_sha256s, dedupe_plan
 from ..catalog.headers import headers_from
 from ..errors import ConsumerError, ConsumerWarning, InputError
+from ..formats.raw_index import raw_index_path, read_raw_index
 from ..scale.engines import Engine
 from ..sources.base import ByteSource
 from ..sources.corpus import ClassFiles, Corpus, normalise
@@ -48,6 +49,7 @@ from ..storage import Storage
 from ..tokens.documents import DocumentTable, build_documents
 from ..tokens.vocab import Vocab
 from ..util.buffers import Scratch
+from ..util.sets import distinct
 
 __all__ = ["build_records", "container_fps", "container_listing", "index_containers", "index_on"]
 
@@ -85,8 +87,6 @@ def raw_index_of(path: str, size: int) -> np.ndarray | None:
     """The ``(offset, length)`` entries of the raw index ``<stem>.idx`` beside ``path`` when there is one that fits
     a file of ``size`` bytes (entries in order, not overlapping, the last ending inside the file); None when there is
     none, and a ConsumerWarning (then None: the file is scanned) when it cannot be read or does not fit."""
-    from ..formats.raw_index import raw_index_path, read_raw_index  # noqa: PLC0415  (the store modules load late)
-
     idx = raw_index_path(path)
     if not idx.is_file():
         return None
@@ -114,7 +114,7 @@ def _version(source: ByteSource, i: int) -> tuple[tuple[int, int] | None, str | 
         return None, source.etags[i]
     ident: Any = getattr(source, "ident", None)
     try:
-        st = os.stat(os.path.splitext(source.paths[i])[0] + ".idx")  # raw_index_path, without loading the stores
+        st = os.stat(raw_index_path(source.paths[i]))
         raw = f"raw-index {st.st_size} {st.st_mtime_ns}"
     except OSError:
         raw = None
@@ -328,7 +328,7 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
         names, doc_class = _field_classes(scans)
     else:
         of_container = np.asarray(cls_list, dtype=np.int64)  # one class per container: found per container
-        kept = np.unique(of_container[np.asarray(counts, dtype=np.int64) > 0])
+        kept = distinct(of_container[np.asarray(counts, dtype=np.int64) > 0])
         names = [folder_classes[k] for k in kept.tolist()]
         doc_class = np.repeat(np.searchsorted(kept, of_container).astype(np.int32), counts)
     doc_class = doc_class.astype(np.int32 if len(names) <= INT32_MAX else np.int64, copy=False)  # 4 B a document
@@ -350,7 +350,7 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
     if spec.dedupe == "content":
         records, dedupe = _dedupe(records, names, doc_class, storage, verbose)
         doc_class = doc_class[dedupe.pop("keep")]
-        kept = np.unique(doc_class)
+        kept = distinct(doc_class)
         names, doc_class = [names[k] for k in kept.tolist()], np.searchsorted(kept, doc_class).astype(doc_class.dtype)
         doc_paths = records.paths
     del scans  # the per-container arrays: concatenated above, not kept twice at the peak

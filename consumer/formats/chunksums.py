@@ -52,6 +52,7 @@ import google_crc32c
 import numpy as np
 
 from ..errors import FormatError, InputError, short_repr
+from ..util.sets import distinct
 
 __all__ = ["MAGIC", "VERSION", "ALGORITHMS", "DEFAULT_CHUNK_BYTES", "MIN_CHUNK_BYTES", "MAX_CHUNK_BYTES",
            "ChunkSums", "ChunkHasher", "ChunkVerifier", "BadChunk", "crc32c", "check_chunk_bytes", "sums_of_bytes",
@@ -374,7 +375,7 @@ class ChunkVerifier:
                 look |= np.concatenate((empty, empty))
             todo = pair[~look]
             if todo.size:
-                self._verify(tokens, np.unique(todo))
+                self._verify(tokens, distinct(todo))
             return
         lo, hi = src >> t, (src + cnt - 1) >> t
         span = int((hi - lo).max())
@@ -409,7 +410,7 @@ class ChunkVerifier:
         cand = np.repeat(lo - np.cumsum(k) + k, k) + np.arange(int(k.sum()))
         todo = cand[~self._map[cand]]
         if todo.size:
-            self._verify(tokens, np.unique(todo))
+            self._verify(tokens, distinct(todo))
 
     def _runs(self, chunks: Any) -> tuple[list[int], list[int]]:
         """Runs of adjacent chunks among ``chunks`` (ascending, distinct; a list or an int64 array): the bytes

@@ -25,7 +25,6 @@ import numpy as np
 
 from ..errors import FormatError, InputError, short_repr
 from ..util.fileio import atomic_write_bytes
-from .pbin import load_index_pickle
 
 __all__ = ["write_raw_index", "read_raw_index", "raw_index_path", "raw_line_spans"]
 
@@ -89,4 +88,6 @@ def read_raw_index(idx_path: str | os.PathLike) -> np.ndarray:
         data = path.read_bytes()
     except OSError as e:
         raise InputError(f"idx_path: cannot read {short_repr(str(path))}: {e.strerror}") from None
+    from .pbin import load_index_pickle  # noqa: PLC0415  (the index format's module loads once an index is read)
+
     return load_index_pickle(data, f"raw index {str(path)!r}")

@@ -138,13 +138,13 @@ class DuckSQL:
         conn = duckdb.connect(":memory:", config=config)
         for name, (args, result) in HIST_SIGNATURES.items():
             conn.create_function(name, _fixed(wrapped(name, self._hist_errors), len(args)),
-                                 [duckdb.sqltype(a) for a in args],
-                                 duckdb.sqltype(result), side_effects=False)
+                                 [conn.sqltype(a) for a in args],
+                                 conn.sqltype(result), side_effects=False)
         if self._bytes is not None:
             for name, fn in self._bytes.functions().items():
                 args, result = BYTE_FUNCTIONS[name]
-                conn.create_function(name, _fixed(fn, len(args)), [duckdb.sqltype(a) for a in args],
-                                     duckdb.sqltype(result),
+                conn.create_function(name, _fixed(fn, len(args)), [conn.sqltype(a) for a in args],
+                                     conn.sqltype(result),
                                      type=ARROW_UDF, side_effects=False)
         bound_generators(conn)  # one call builds at most MAX_GENERATED_BYTES: the timeout holds (bounds.py)
         self._publish(conn)

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import InputError, short_repr
+from ..util.sets import distinct
 from .table import FILES_COLUMNS
 
 __all__ = ["FILES_SCHEMA", "SCHEMA_VERSION", "conform", "file_ids_of", "file_list", "files_statement",
@@ -124,7 +125,7 @@ def file_ids_of(source: Any, dataset_paths: Sequence[str]) -> np.ndarray:
                 if dataset_paths[i] != p and not _same_display(dataset_paths[i], p):
                     raise InputError(f"files: file_id {i} is {dataset_paths[i]!r} in this dataset, "
                                      f"the list says {p!r} (a list from another dataset?)")
-        return np.unique(ids)
+        return distinct(ids)
     paths, _ = file_list(table)
     lookup = {p: i for i, p in enumerate(dataset_paths)}
     found: list[int] = []
@@ -133,7 +134,7 @@ def file_ids_of(source: Any, dataset_paths: Sequence[str]) -> np.ndarray:
         if i is None:
             raise InputError(f"files: {p!r} is not a file of this dataset")
         found.append(i)
-    return np.unique(np.asarray(found, dtype=np.int64))
+    return distinct(np.asarray(found, dtype=np.int64))
 
 
 def _same_display(path: str, shown: object) -> bool:

@@ -12,6 +12,7 @@ import json
 import duckdb
 import numpy as np
 
+from ..util.sets import distinct
 from .statement import JSON, analyse
 
 __all__ = ["candidates"]
@@ -67,4 +68,4 @@ def candidates(conn: duckdb.DuckDBPyConnection, tree: JSON, unknown: set[str]) -
         found = conn.sql(sql).fetchnumpy()["file_id"]
     except Exception:  # noqa: BLE001  (a shape this reduction does not cover: compute every file)
         return None
-    return np.unique(np.asarray(found, dtype=np.int64))
+    return distinct(np.asarray(found, dtype=np.int64))

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, MissingDependencyError, short_repr
+from ..util.sets import distinct
 
 __all__ = ["Engine", "DaskEngine", "ExecutorEngine", "resolve_engine", "plan_tasks", "Cost", "COSTS",
            "MIN_TASK_SECONDS", "MAX_TASK_SECONDS", "MAX_TASK_FILES", "TASKS_PER_SLOT", "import_distributed", "connect"]
@@ -208,7 +209,7 @@ def plan_tasks(n_files: int, slots: int, cost: Cost, sizes: np.ndarray | None = 
     marks = np.arange(1, int(np.ceil(total / target)) + 1, dtype=np.float64) * target
     ends = np.minimum(np.searchsorted(running, marks, side="left") + 1, n_files)
     heavy = np.flatnonzero(per >= target)  # a file worth a task alone gets one (its neighbours do not wait on it)
-    ends = np.unique(np.concatenate([ends, heavy, heavy + 1]))
+    ends = distinct(np.concatenate([ends, heavy, heavy + 1]))
     ends = ends[ends > 0]
     bounds = [0, *ends.tolist()]
     if bounds[-1] != n_files:

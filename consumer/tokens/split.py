@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, short_repr
+from ..util.sets import distinct
 
 __all__ = ["split_file_ids", "crop_offsets"]
 
@@ -44,7 +45,7 @@ def split_file_ids(paths: Sequence[str], doc_class: np.ndarray, fractions: Any, 
     weights = np.array([shares[n] for n in names])
     parts: dict[str, list[np.ndarray]] = {n: [] for n in names}
     prefix = f"{int(seed)}\0".encode()
-    for c in np.unique(doc_class).tolist():
+    for c in distinct(doc_class).tolist():
         ids = np.flatnonzero(doc_class == c)
         keys = [hashlib.sha256(prefix + paths[i].encode("utf-8", "surrogateescape")).digest() for i in ids.tolist()]
         ordered = ids[sorted(range(ids.size), key=keys.__getitem__)]

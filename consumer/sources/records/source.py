@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import FileChangedError
+from ...util.sets import distinct
 from ..base import ByteSource, Handoff, check_ranges
 from ..paths import PathList
 from .compressed import compression_of
@@ -201,7 +202,7 @@ class RecordFiles(ByteSource):
                      at: np.ndarray) -> None:
         """Ranges of the decode caches of containers ``cont`` into ``out``, after checking that each container is
         still the version indexed (a byte of it is read: an object's ETag is checked on a response)."""
-        used = np.unique(cont)
+        used = distinct(cont)
         one = np.minimum(self.containers.sizes[used], 1)
         self.containers.read_ranges(used, np.zeros(used.size, dtype=np.int64), one, np.empty(used.size, np.uint8),
                                     np.cumsum(one) - one)
