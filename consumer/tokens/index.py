@@ -315,9 +315,14 @@ def build_diff(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") 
         doc, start, length, col, counts = _pieces(starts, doc_len, seqlen)
         return _assemble(doc, start, length, counts, col, doc_class, n_classes, seqlen)
     narrow = index_dtype(seqlen + 1)
-    return _assemble(np.arange(n_docs, dtype=index_dtype(n_docs)), np.zeros(n_docs, dtype=np.int64),
-                     np.minimum(doc_len, seqlen).astype(narrow), np.ones(n_docs, dtype=np.int64),
-                     np.zeros(n_docs, dtype=narrow), doc_class, n_classes, seqlen)
+    # one sample a document, its one segment: what _assemble makes of counts of ones, without the gathers
+    sample_class = doc_class.astype(index_dtype(n_classes))
+    class_ptr = np.zeros(n_classes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sample_class, minlength=n_classes), out=class_ptr[1:])
+    return SampleIndex(seqlen=seqlen, seg_ptr=np.arange(n_docs + 1, dtype=np.int64),
+                       seg_doc=np.arange(n_docs, dtype=index_dtype(n_docs)), seg_start=np.zeros(n_docs, np.int64),
+                       seg_len=np.minimum(doc_len, seqlen).astype(narrow), seg_col=np.zeros(n_docs, dtype=narrow),
+                       sample_class=sample_class, class_ptr=class_ptr)
 
 
 STYLES = {"diff": build_diff, "concat": build_concat}

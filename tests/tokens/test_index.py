@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer import InputError
-from consumer.tokens.index import build_index, resolve_seqlen
+from consumer.tokens.index import _assemble, build_index, index_dtype, resolve_seqlen
 
 
 @st.composite
@@ -68,6 +68,15 @@ def test_diff_truncate_one_sample_per_file(layout):
     assert (idx.seg_doc == np.arange(doc_len.size)).all()
     assert (idx.seg_len == np.minimum(doc_len, seqlen)).all() and (idx.seg_start == 0).all()
     assert (idx.samples_per_class() == np.bincount(doc_class, minlength=n_classes)).all()
+    # the same arrays, dtypes included, as the general assembly of one segment a sample gives
+    n = doc_len.size
+    narrow = index_dtype(seqlen + 1)
+    general = _assemble(np.arange(n, dtype=index_dtype(n)), np.zeros(n, dtype=np.int64),
+                        np.minimum(doc_len, seqlen).astype(narrow), np.ones(n, dtype=np.int64),
+                        np.zeros(n, dtype=narrow), doc_class, n_classes, seqlen)
+    for name in ("seg_ptr", "seg_doc", "seg_start", "seg_len", "seg_col", "sample_class", "class_ptr"):
+        got, want = getattr(idx, name), getattr(general, name)
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
 
 
 def test_worked_example_from_gperc_docs():

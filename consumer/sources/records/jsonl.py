@@ -128,13 +128,15 @@ def _blocks(container: Container) -> Iterator[tuple[np.ndarray, int, np.ndarray,
         work = append_piece(work, n, piece)
         newline = container.buffer("newline", m).view(np.bool_)
         np.equal(work[1 + n:1 + n + m], 10, out=newline)
-        nl = np.flatnonzero(newline) + n  # the carried bytes hold no newline
+        nl = np.flatnonzero(newline).astype(np.int64, copy=False)  # intp: int64 here, no copy
+        if n:
+            nl += n  # the carried bytes hold no newline
         n += m
         if nl.size:
             starts = np.empty(nl.size, dtype=np.int64)
             starts[0] = 0
-            starts[1:] = nl[:-1] + 1
-            yield work, base, starts, nl.astype(np.int64)
+            np.add(nl[:-1], 1, out=starts[1:])
+            yield work, base, starts, nl
             cut = int(nl[-1]) + 1
             work[1:1 + n - cut] = work[1 + cut:1 + n].copy()
             base, n = base + cut, n - cut
@@ -159,7 +161,8 @@ class _Chunk:
         ``sink`` (texts decoded from their lines when read) offsets 0 and the lengths."""
         if sink is None:
             ns = [n for _, _, n in self.pieces or []]
-            n = np.concatenate(ns) if ns else np.fromiter(map(len, self.texts), dtype=np.int64, count=len(self.texts))
+            n = (ns[0] if len(ns) == 1 else np.concatenate(ns)) if ns else \
+                np.fromiter(map(len, self.texts), dtype=np.int64, count=len(self.texts))
             return np.zeros(n.size, dtype=np.int64), n.astype(np.int64, copy=False)
         if self.pieces is None:
             return sink.put_many(self.texts)

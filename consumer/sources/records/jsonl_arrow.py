@@ -114,7 +114,8 @@ class ArrowLines:
             raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
             if not valid_utf8(raw[int(bounds[0]):int(bounds[-1])]):
                 return None
-            pieces.append((raw, bounds[:-1].astype(np.int64), np.diff(bounds).astype(np.int64)))
+            wide = bounds.astype(np.int64)
+            pieces.append((raw, wide[:-1], np.diff(wide)))
         classes = None
         if self.options.class_field:
             got = _leaf(table, self.options.class_field)
