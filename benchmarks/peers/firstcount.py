@@ -2,8 +2,8 @@
 
 ``python -m benchmarks.peers.firstcount SYSTEM GLOB`` (run by ``benchmarks/probes/jsonl_peers.py``) prints one
 JSON line: ``import_s`` (importing the system's library), ``first_count_s`` (from nothing, library imported, to
-the record count), ``count`` and ``peak_rss_mb`` (the process's peak resident memory, ``VmHWM``: import
-included). Systems:
+the record count), ``cpu_s`` (user and system CPU seconds of the process's threads during the count), ``count``
+and ``peak_rss_mb`` (the process's peak resident memory, ``VmHWM``: import included). Systems:
 
 - ``consumer``: ``Consumer(FOLDER, documents="jsonl", metadata=None, cache_dir=False)`` then
   ``ds.sql("SELECT count(*) FROM documents")`` (every record parsed: its text is a document);
@@ -99,11 +99,22 @@ def measure(system: str, glob: str) -> dict:
     t0 = time.perf_counter()
     count = SYSTEMS[system](glob)
     t1 = time.perf_counter()
+    c1 = _cpu_s()
     n = count()
     t2 = time.perf_counter()
+    cpu = _cpu_s() - c1
     from benchmarks.measure import peak_rss_mb  # after the timed count (it imports numpy)
 
-    return {"import_s": t1 - t0, "first_count_s": t2 - t1, "count": n, "peak_rss_mb": peak_rss_mb()}
+    return {"import_s": t1 - t0, "first_count_s": t2 - t1, "count": n, "peak_rss_mb": peak_rss_mb(), "cpu_s": cpu}
+
+
+def _cpu_s() -> float:
+    """User and system CPU seconds of this process so far, every thread included (a worker process of
+    ``consumer_pool`` is not: its time is its own)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def main(argv: list[str]) -> int:

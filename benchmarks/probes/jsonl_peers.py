@@ -6,7 +6,8 @@ Corpus: ``--records`` records in ``--shards`` ``.jsonl`` files (generated once u
 read once before the first repetition, so every system finds them in the page cache (otherwise the first system
 of the first repetition reads them from the device and the others do not). Per system and repetition a **fresh
 process** (:mod:`benchmarks.peers.firstcount`), systems interleaved, from nothing (library imported, import timed
-apart) to the number of records:
+apart) to the number of records, with the CPU time of the process's threads during the count (``cores``: CPU over
+wall time):
 
 - ``consumer``: ``Consumer(folder, documents="jsonl", metadata=None, cache_dir=False)`` +
   ``ds.sql("SELECT count(*) FROM documents")``; ``consumer_cached``: the same writing its per-container indexes
@@ -117,7 +118,9 @@ def run(args: argparse.Namespace) -> dict:
         if rs:
             out[s] = {"first_count_s": median(r["first_count_s"] for r in rs),
                       "runs_s": [r["first_count_s"] for r in rs], "import_s": median(r["import_s"] for r in rs),
-                      "peak_rss_mb": median(r.get("peak_rss_mb", float("nan")) for r in rs)}
+                      "peak_rss_mb": median(r.get("peak_rss_mb", float("nan")) for r in rs),
+                      "cpu_s": median(r.get("cpu_s", float("nan")) for r in rs)}
+            out[s]["cores"] = out[s]["cpu_s"] / out[s]["first_count_s"]  # the cores the count kept busy
     ours = out.get("consumer")
     for row in out.values():
         row["x_consumer"] = round(row["first_count_s"] / ours["first_count_s"], 2) if ours else None
