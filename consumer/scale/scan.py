@@ -20,7 +20,7 @@ from ..catalog.content import READ_CHUNK, ContentStats
 from ..errors import InputError
 from ..sources.base import ByteSource
 from ..sources.corpus import refuse_same_files
-from ..sources.listing import WalkPart
+from ..sources.walk import WalkPart
 from ..util.progress import progress_bar
 from .engines import COSTS, Engine, plan_tasks
 from .tasks import check_readable_task, content_task, describe_task, stat_task, walk_task

@@ -16,7 +16,8 @@ import numpy as np
 from ..catalog.content import READ_CHUNK, ContentStats, compute_source_content
 from ..sources.base import ByteSource
 from ..sources.corpus import stat_files
-from ..sources.listing import WalkPart, walk_part
+from ..sources.listing import walk_part
+from ..sources.walk import WalkPart
 
 __all__ = ["walk_task", "stat_task", "check_readable_task", "describe_task", "content_task"]
 

@@ -13,7 +13,8 @@ from consumer import Consumer
 from consumer.errors import InputError
 from consumer.scale.engines import DaskEngine, ExecutorEngine
 from consumer.scale.scan import MAX_WALK_SLICES, walk_slices, walker_on
-from consumer.sources.listing import BadFiles, scan_directory, walk_part
+from consumer.sources.listing import scan_directory, walk_part
+from consumer.sources.walk import BadFiles
 
 from .test_dask_build import _same_build
 
