@@ -131,6 +131,43 @@ def test_the_scan_lists_what_the_walk_listed_in_the_same_order(tmp_path):
     assert [list(c.paths) for c in new.classes] == [list(c.paths) for c in old.classes]
 
 
+@pytest.mark.parametrize("flat", [False, True])
+def test_listing_through_descriptors_equals_listing_by_paths(tmp_path, monkeypatch, flat):
+    """The walk lists each folder through an open descriptor where the platform allows it (each stat an
+    ``fstatat`` of one name) and by its path elsewhere: both give the same files, sizes, stamps and identities, the
+    same skipped entries, links to files followed and links to folders not."""
+    from consumer.sources import walk
+
+    root = tmp_path / "data"
+    base = root if flat else root / "k"
+    for rel in ("b/x", "b-c", "b.x", "b/y/z", "a", ".hidden", "é"):
+        if flat and "/" in rel:
+            continue
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_bytes(rel.encode() * 3)
+    (tmp_path / "outside.txt").write_bytes(b"outside")
+    os.symlink(tmp_path / "outside.txt", base / "link_out")  # to a file: followed (to "a" it would be an alias)
+    os.symlink(base / "missing", base / "broken")
+    if not flat:
+        os.symlink(base / "b", base / "linked_dir")
+        (root / "m").mkdir()
+        (root / "m" / "q").write_bytes(b"q")
+
+    def scan():
+        got = scan_directory(str(root), "skip")
+        return (list(got.paths), got.sizes.tolist(), got.stamps.tolist(), got.ident.tolist(), got.bad.counts,
+                got.corpus.class_names)
+
+    assert walk._BY_DESCRIPTOR  # Linux: folders are listed through descriptors
+    through_fd = scan()
+    monkeypatch.setattr(walk, "_BY_DESCRIPTOR", False)
+    assert scan() == through_fd
+    paths = through_fd[0]
+    assert any(p.endswith("link_out") for p in paths) and not any("linked_dir" in p for p in paths)
+    assert through_fd[4] == {"broken symlink": 1}
+    assert paths == sorted(paths)  # in path order as strings (a folder b sorts as "b/")
+
+
 def test_info_runs_libmagic_once_per_file(tmp_path, magic_calls, capsys):
     root = _tree(tmp_path / "data")
     for metadata in ("file", "mime", "none"):
