@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from consumer import Consumer
-from consumer.errors import FileChangedError
+from consumer.errors import FileChangedError, InputError
 from consumer.sources.records import RecordOptions
 from consumer.sources.records.jsonl_read import BadLine, line_texts
 from consumer.sources.records.source import RecordFiles
@@ -127,3 +127,25 @@ def test_any_ranges_of_any_documents_read_exactly(tmp_path_factory, data):
                            np.array(lengths, dtype=np.int64), out, at)
         want = b"".join(docs[i][o:o + n] for i, o, n in zip(ids, offsets, lengths))
         assert out.tobytes() == want + b"\xee\xee", kind
+
+
+@pytest.mark.parametrize("ids, offsets, lengths, out, at, match", [
+    ([9], [0], [1], np.zeros(4, np.uint8), [0], r"file ids in \[0, 6\)"),
+    ([5], [4999], [2], np.zeros(4, np.uint8), [0], "outside its 5000 bytes"),
+    ([2], [-1], [1], np.zeros(4, np.uint8), [0], "outside its"),
+    ([5], [0], [8], np.zeros(4, np.uint8), [0], "inside out"),
+    ([2], [0], [1], np.zeros(4, np.int64), [0], "writable 1-D numpy uint8"),
+    ([2, 3], [0], [1], np.zeros(4, np.uint8), [0], "1-D of one length"),
+    ([[2]], [[0]], [[1]], np.zeros(4, np.uint8), [[0]], "1-D of one length"),
+    ([5] * 12, [0] * 12, [1] * 12, np.zeros(4, np.uint8), list(range(12)), "inside out"),  # past FEW_RANGES
+])
+def test_malformed_ranges_of_documents_are_refused_with_the_bad_value(tmp_path, ids, offsets, lengths, out, at,
+                                                                      match):
+    """A few ranges (one document) are checked with plain ints, more with numpy: the same refusals."""
+    p = tmp_path / "d.jsonl"
+    p.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS), encoding="utf-8")
+    source = Consumer(str(p), documents="jsonl", cache_dir=False, metadata=None).documents.source
+    with pytest.raises(InputError, match=match):
+        source.read_ranges(np.array(ids), np.array(offsets), np.array(lengths), out, np.array(at))
+    with pytest.raises(InputError, match=match):
+        source.read_ranges(ids, offsets, lengths, out, at)

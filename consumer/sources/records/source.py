@@ -20,7 +20,7 @@ import numpy as np
 
 from ...errors import FileChangedError
 from ...util.sets import distinct
-from ..base import ByteSource, Handoff, check_ranges
+from ..base import FEW_RANGES, ByteSource, Handoff, check_few_ranges, check_ranges
 from ..paths import PathList
 from .compressed import compression_of
 from .jsonl_read import BadLine, LineTexts
@@ -124,7 +124,11 @@ class RecordFiles(ByteSource):
         containers' version checks), JSON texts decoded from their lines (read with the same checks), the others
         from the decode caches after checking their containers."""
         ids, offsets, lengths, at = (np.asarray(x, dtype=np.int64) for x in (ids, offsets, lengths, at))
-        check_ranges(len(self.paths), ids, offsets, lengths, out, at, self.sizes)
+        if ids.ndim == 1 and ids.size <= FEW_RANGES and ids.shape == offsets.shape == lengths.shape == at.shape:
+            check_few_ranges(len(self.paths), ids.tolist(), offsets.tolist(), lengths.tolist(), out, at.tolist(),
+                             self.sizes)  # a few ranges (one document): the same checks with plain ints
+        else:
+            check_ranges(len(self.paths), ids, offsets, lengths, out, at, self.sizes)
         if not ids.size:
             return
         cont, inplace = self.doc_container[ids].astype(np.int64), self.doc_inplace[ids]
@@ -175,7 +179,7 @@ class RecordFiles(ByteSource):
         if self._texts is None:
             assert self.options is not None  # checked on construction when a container is from_lines
             self._texts = LineTexts(self.options)
-        uniq, inv = np.unique(ids, return_inverse=True)
+        uniq, inv = (ids, np.zeros(1, dtype=np.int64)) if ids.size == 1 else np.unique(ids, return_inverse=True)
         assert self.json_offset is not None and self.json_length is not None  # checked on construction
         lens = self.json_length[uniq].astype(np.int64)  # the lines one after another, a free byte around each
         starts = np.zeros(uniq.size, dtype=np.int64)
