@@ -106,8 +106,11 @@ def verdicts(res: dict) -> list[dict]:
         out.append({"target": "in-memory structures of 10^7 files < 2 GiB (peak RSS), per-file cost flat",
                     "figure": f"{peak / 1024:.2f} GiB peak; per file " + ", ".join(f"{n:,}: {v:.2f} µs" for n, v in per)
                     + f" (spread {spread:.2f}×)", "met": peak < 2048 and spread <= 1.5,
-                    "why": "" if peak < 2048 and spread <= 1.5 else "see the table under *Build and reopen* and "
-                    "docs/design.md (memory at 10^7 files)"})
+                    "why": "" if peak < 2048 and spread <= 1.5 else "the arrays of 10^7 files are first touched "
+                    "under numpy's huge-page advice, which stalls in memory compaction on this machine (without it, "
+                    "`NUMPY_MADVISE_HUGEPAGE=0`, the array stages took half the time at 10^6 and 10^7 files: "
+                    "docs/design.md, huge pages and the build's arrays; memory: docs/design.md, memory at 10^7 "
+                    "files)"})
     else:
         out.append({"target": "in-memory structures of 10^7 files < 2 GiB", "figure": "—", "met": None,
                     "why": "10^7 files are measured with --full (benchmarks/scale_table.py)"})
