@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 from consumer import Consumer
 from consumer.errors import FileChangedError, InputError
 from consumer.sources.records import RecordOptions
-from consumer.sources.records.jsonl_read import BadLine, line_texts
+from consumer.sources.records.jsonl_read import BadLine, LineTexts
 from consumer.sources.records.source import RecordFiles
+
+from ..helpers.ranges import MALFORMED_RANGES
 
 TEXTS = ["plain", 'a "quoted" line\nbreak', "café 東京 \U0001f600", "", "tab\there \\ back", "x" * 5000]
 
@@ -90,7 +92,7 @@ def test_a_text_not_as_indexed_is_never_served(tmp_path):
 
 
 def test_line_texts_names_the_line_that_is_not_a_record():
-    texts = line_texts(RecordOptions("jsonl"))
+    texts = LineTexts(RecordOptions("jsonl"))
     data, at, n = texts([b'{"text": "a\\u00e9"}', b' {"x": 1, "text": "b"}\r'])
     assert [data[o:o + k].tobytes() for o, k in zip(at.tolist(), n.tolist())] == ["aé".encode(), b"b"]
     with pytest.raises(BadLine) as e:
@@ -129,21 +131,13 @@ def test_any_ranges_of_any_documents_read_exactly(tmp_path_factory, data):
         assert out.tobytes() == want + b"\xee\xee", kind
 
 
-@pytest.mark.parametrize("ids, offsets, lengths, out, at, match", [
-    ([9], [0], [1], np.zeros(4, np.uint8), [0], r"file ids in \[0, 6\)"),
-    ([5], [4999], [2], np.zeros(4, np.uint8), [0], "outside its 5000 bytes"),
-    ([2], [-1], [1], np.zeros(4, np.uint8), [0], "outside its"),
-    ([5], [0], [8], np.zeros(4, np.uint8), [0], "inside out"),
-    ([2], [0], [1], np.zeros(4, np.int64), [0], "writable 1-D numpy uint8"),
-    ([2, 3], [0], [1], np.zeros(4, np.uint8), [0], "1-D of one length"),
-    ([[2]], [[0]], [[1]], np.zeros(4, np.uint8), [[0]], "1-D of one length"),
-    ([5] * 12, [0] * 12, [1] * 12, np.zeros(4, np.uint8), list(range(12)), "inside out"),  # past FEW_RANGES
-])
+@pytest.mark.parametrize("ids, offsets, lengths, out, at, match", MALFORMED_RANGES)
 def test_malformed_ranges_of_documents_are_refused_with_the_bad_value(tmp_path, ids, offsets, lengths, out, at,
                                                                       match):
     """A few ranges (one document) are checked with plain ints, more with numpy: the same refusals."""
     p = tmp_path / "d.jsonl"
-    p.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS), encoding="utf-8")
+    texts = ["plain", "a", "x" * 5000, "b", "c", "d"]  # document 2 of 5,000 bytes, as the table wants
+    p.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
     source = Consumer(str(p), documents="jsonl", cache_dir=False, metadata=None).documents.source
     with pytest.raises(InputError, match=match):
         source.read_ranges(np.array(ids), np.array(offsets), np.array(lengths), out, np.array(at))

@@ -22,7 +22,7 @@ from consumer.sources.records import RecordOptions
 from consumer.sources.records.container import Container
 from consumer.sources.records.jsonl import scan_jsonl
 from consumer.sources.records.jsonl_arrow import ArrowLines
-from consumer.sources.records.jsonl_read import line_texts
+from consumer.sources.records.jsonl_read import LineTexts
 from consumer.sources.records.scanned import DecodeSink
 
 TEXT = st.text(st.sampled_from(["a", "b", " ", "\n", '"', "\\", "\t", "\u00e9", "\u4e2d", "\U0001f600", "\u2028",
@@ -59,7 +59,7 @@ def _reference(lines: list[str]) -> tuple[list[bytes], list[int], list[int], int
 def _read_back(got, data: bytes) -> list[bytes]:
     """The texts of a plain container's scan as a read gives them: decoded again from the records' lines, each of
     the length the scan indexed."""
-    blob, at, n = line_texts(RecordOptions("jsonl"))([data[o:o + k] for o, k in zip(got.json_offset.tolist(),
+    blob, at, n = LineTexts(RecordOptions("jsonl"))([data[o:o + k] for o, k in zip(got.json_offset.tolist(),
                                                                                      got.json_length.tolist())])
     assert n.tolist() == got.length.tolist()
     return [blob[o:o + k].tobytes() for o, k in zip(at.tolist(), n.tolist())]

@@ -22,6 +22,7 @@ from consumer.sources.token_store import MappedTokens
 from consumer.storage import Storage
 
 from ..conftest import write_corpus
+from ..helpers.ranges import MALFORMED_RANGES
 
 
 @pytest.fixture
@@ -115,14 +116,7 @@ def test_a_write_during_streaming_is_caught_at_the_end(files) -> None:
             pass
 
 
-@pytest.mark.parametrize("ids, offsets, lengths, out, at, match", [
-    ([9], [0], [1], np.zeros(4, np.uint8), [0], r"file ids in \[0, 6\)"),
-    ([2], [4999], [2], np.zeros(4, np.uint8), [0], "outside its 5000 bytes"),
-    ([2], [-1], [1], np.zeros(4, np.uint8), [0], "outside its"),
-    ([2], [0], [8], np.zeros(4, np.uint8), [0], "inside out"),
-    ([2], [0], [1], np.zeros(4, np.int64), [0], "writable 1-D numpy uint8"),
-    ([2, 3], [0], [1], np.zeros(4, np.uint8), [0], "1-D of one length"),
-])
+@pytest.mark.parametrize("ids, offsets, lengths, out, at, match", MALFORMED_RANGES)
 def test_malformed_ranges_are_refused_with_the_bad_value(files, ids, offsets, lengths, out, at, match) -> None:
     source = open_source(files, Storage.of(cache_dir=False))
     with pytest.raises(InputError, match=match):

@@ -12,7 +12,7 @@ import numpy as np
 from .jsonl import import_msgspec, msgspec_block, record_decoder, why_bad
 from .options import RecordOptions
 
-__all__ = ["BadLine", "LineTexts", "line_texts"]
+__all__ = ["BadLine", "LineTexts"]
 
 _FEW = 8  # up to this many lines, each is decoded alone (a str, encoded): numpy's steps cost more than they save
 
@@ -65,8 +65,3 @@ class LineTexts:
             np.cumsum(lens[:-1] + 1, out=starts[1:])
         work = np.frombuffer(bytearray(b"\n").join([b"", *lines, b""]), dtype=np.uint8).copy()
         return self.block(work, starts, starts + lens)
-
-
-def line_texts(options: RecordOptions) -> LineTexts:
-    """The :class:`LineTexts` of ``options``."""
-    return LineTexts(options)
