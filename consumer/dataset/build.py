@@ -48,6 +48,7 @@ from .cache import building, cache_key, file_table_sha256, load_entry, save_entr
 from .listed import list_corpus
 from .ranks import torch_group
 from .shared import build_once, fingerprint
+from .store_index import store_index
 
 __all__ = ["Built", "build", "build_packed", "build_subset", "build_from_dict", "restore", "files_listing"]
 
@@ -310,21 +311,27 @@ def build_packed(prefix: Any, spec: Spec, storage: Storage, verify: bool = False
     from a store at a URL with ``storage``), the store's ``n_bytes`` and header mode, ``spec.class_to_id`` or the
     store's. ``verify`` first checks every token (checksum and id range, see
     :func:`~consumer.packed.verify.verify_packed`)."""
-    from ..packed.open import load_store, open_store  # noqa: PLC0415  (the store modules load only when used)
+    from ..packed.open import check_lengths, load_store, open_store  # noqa: PLC0415  (the store modules load only when used)
     from ..packed.verify import verify_packed  # noqa: PLC0415
 
     t0 = time.perf_counter()
     loaded = load_store(prefix, storage)
     if verify:
         verify_packed(loaded)
-    store, corpus, documents, metadata = open_store(loaded)
+    store, corpus, documents, metadata = open_store(loaded, lengths=False)
     where = "class_to_id" if spec.class_to_id is not None else f"class_to_id in {store.prefix}.consumer.json"
     spec = spec.replace(n_bytes=store.vocab.n_bytes, metadata=metadata, class_to_id=check_class_to_id(
         store.sidecar["class_to_id"] if spec.class_to_id is None else spec.class_to_id, corpus.class_names, where))
     requested = spec
-    index = _index(spec, documents, len(corpus.classes))
+
+
+    def checked_index() -> SampleIndex:  # an index entry records that the lengths were checked
+        check_lengths(store, documents)
+        return _index(spec, documents, len(corpus.classes))
+
+    index, cached = store_index(storage.cache_dir, store.identity, spec.key_dict(), documents, checked_index)
     return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, None,
-                 _info("packed", None, 0, t0), recipe=("packed", str(store.prefix), requested,
+                 {**_info("packed", None, 0, t0), "index": cached}, recipe=("packed", str(store.prefix), requested,
                                                        (store.sidecar.get("tokens_sha256"), store.sidecar["files"]),
                                                        storage))
 

@@ -5,7 +5,7 @@ Layout under the cache directory (``cache_dir``; default ``$CONSUMER_CACHE_DIR``
 
     catalog.sqlite                 the file catalog (consumer.catalog.catalog)
     index/<key>/description.json   what the entry is: the spec it was built from, seqlen, counts, and
-                                   for every array its file name, dtype, shape, size and sha256
+                                   for every array its file name, dtype, shape, size and CRC-32C
     index/<key>/<name>.npy         plain numpy arrays (memory-mappable, no pickles)
 
 ``<key>`` is the sha256 of the canonical JSON (sorted keys, no spaces) of everything that determines
@@ -18,10 +18,12 @@ Writes are atomic: the entry is written into a temporary directory next to its f
 file fsynced, then renamed into place; if another process got there first, its entry is kept and
 ours discarded. Reads verify everything: ``description.json`` carries a sha256 over its own canonical
 JSON (so an edited ``seqlen`` or a flipped bit is caught), and every array its size, dtype, shape and
-sha256. A truncated, edited, incomplete or otherwise damaged entry is never served and never crashes
-the reader (:func:`load_entry` returns None and the caller rebuilds it). A read-only cache directory
-is used as it is (entries are read, new ones are not written: a warning says so); a full disk is an
-error naming the directory and the bytes needed. Only our own artefacts are ever
+CRC-32C (format 4; sha256 before: the same guarantee against damage, which is not an adversary, at 12 GB/s
+instead of 0.6, over the file's memory map rather than reads into the heap). Arrays of 1 MiB or more are
+memory-mapped read-only, so processes opening one entry share its pages. A truncated, edited, incomplete or
+otherwise damaged entry is never served and never crashes the reader (:func:`load_entry` returns None and the
+caller rebuilds it). A read-only cache directory is used as it is (entries are read, new ones are not written: a
+warning says so); a full disk is an error naming the directory and the bytes needed. Only our own artefacts are ever
 deleted (``consumer cache clear``: :mod:`consumer.dataset.clear`); source files are never touched.
 """
 
@@ -42,17 +44,18 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..errors import ConsumerWarning, FormatError
+from ..formats.chunksums import crc32c
 from ..sources.paths import PathList
-from ..util.fileio import SPACE_ERRNOS, fsync_dir, load_json_bounded, sha256_file, space_error, temp_path
+from ..util.fileio import SPACE_ERRNOS, fsync_dir, load_json_bounded, space_error, temp_path
 from ..util.locks import RangeLocks, slot_of
 
 __all__ = ["CACHE_FORMAT", "ENTRY_LOCKS", "building", "cache_key", "file_table_sha256",
            "save_entry", "load_entry", "list_entries", "is_entry", "INDEX_DIR"]
 
-CACHE_FORMAT = 3  # 2: settings from Spec.key_dict(), file mtimes stored as an array; 3: int32 index fields
+CACHE_FORMAT = 4  # 2: settings from Spec.key_dict(), file mtimes stored as an array; 3: int32 index fields; 4: CRC-32C
 INDEX_DIR = "index"
 ENTRY_LOCKS = "index.lock"  # the lock file of "building entry <key>" claims (consumer.util.locks)
-_MMAP_MIN_BYTES = 64 << 20
+_MMAP_MIN_BYTES = 1 << 20
 _KEY = re.compile(r"[0-9a-f]{64}")
 
 
@@ -73,6 +76,13 @@ def file_table_sha256(paths: Sequence[str], classes: np.ndarray, sizes: np.ndarr
     for arr in (classes, sizes, mtimes):
         h.update(np.ascontiguousarray(arr, dtype="<i8").tobytes())
     return h.hexdigest()
+
+
+def _crc32c_file(path: str) -> str:
+    """CRC-32C of a file's bytes as 8 hex digits, computed over a read-only map of it (no copy in the heap)."""
+    if os.path.getsize(path) == 0:
+        return f"{crc32c(b''):08x}"
+    return f"{crc32c(np.memmap(path, dtype=np.uint8, mode='r')):08x}"
 
 
 def cache_key(spec: dict) -> str:
@@ -164,7 +174,7 @@ def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: 
                 f.flush()
                 os.fsync(f.fileno())
             files[name] = {"file": f"{name}.npy", "dtype": arr.dtype.str, "shape": list(arr.shape),
-                           "bytes": os.path.getsize(path), "sha256": sha256_file(path)}
+                           "bytes": os.path.getsize(path), "crc32c": _crc32c_file(path)}
         desc = {**description, "cache_format": CACHE_FORMAT, "key": key, "created": time.time(), "arrays": files}
         desc["checksum"] = _checksum(desc)
         with open(os.path.join(tmp, "description.json"), "w", encoding="utf-8") as f:
@@ -204,7 +214,7 @@ def load_entry(root: str, key: str, skip: tuple[str, ...] = ()) -> tuple[dict[st
             if name in skip:
                 continue
             path = os.path.join(folder, meta["file"])
-            if os.path.getsize(path) != meta["bytes"] or sha256_file(path) != meta["sha256"]:
+            if os.path.getsize(path) != meta["bytes"] or _crc32c_file(path) != meta["crc32c"]:
                 return None
             # large arrays are memory-mapped (shared by forked workers); small ones are read, which
             # costs nothing extra after the checksum and keeps no file descriptor open per array

@@ -9,11 +9,14 @@ A packed store at ``prefix`` (for example ``/data/run1/corpus``) is four or five
     prefix.pbin               format "modalities": Modalities .pbin (consumer.formats.pbin), one index
                               entry per document, unsigned little-endian tokens of width 2 when
                               vocab.size <= 65536, else 4.
-    prefix.consumer.npz       the file table, in store order (np.savez_compressed, no pickled objects):
+    prefix.consumer.npz       the file table, in store order (consumer.packed.table): an .npz of stored, 64-byte
+                              aligned members that an open maps in place, no pickled objects:
                                 paths       uint8[...]  every source path, os.fsencode'd, joined by NUL
+                                path_at     int64[D+1]  where each path starts in paths
                                 doc_class   int32[D]    index into the sidecar's "classes"
                                 doc_size    int64[D]    source file size in bytes
                                 doc_header  int32[D]    index into the sidecar's "headers"
+                              (stores packed before 0.9: compressed, without path_at; still read)
     prefix.consumer.json      the sidecar (UTF-8 JSON object), written last:
                                 format            "consumer-packed"
                                 format_version    1
@@ -46,9 +49,11 @@ A packed store at ``prefix`` (for example ``/data/run1/corpus``) is four or five
 
 Document ``i`` of the store holds exactly the tokens ``Consumer.document_tokens`` gives for its file:
 ``[header tokens] SEP [content tokens] EOF`` (``[content] EOF`` without headers). Documents are stored
-in corpus order (class name, then path) by :func:`pack`; a merged store (:func:`merge_packed`) holds
-its inputs one after the other, and :func:`open_packed` sorts the file table back into corpus order
-(the tokens stay where they are: ``doc_ptr`` points at each document).
+in the packing dataset's order (classes by name; inside a class, files by path, records in container then record
+order) by :func:`pack`; a merged store (:func:`merge_packed`) holds its inputs one after the other. An open keeps
+the store's own order inside each class and only groups the documents by class when they are not grouped already
+(the tokens stay where they are: ``doc_ptr`` points at each document), so ``from_packed(pack(ds))`` serves
+``ds``'s samples.
 
 Writes are atomic: every file is written under a temporary hidden name (``.name.<hex>.tmp...``) in
 the target directory and fsynced; then an older sidecar at ``prefix`` is removed, the data files and

@@ -7,6 +7,9 @@ summarises a store for ``consumer inspect``. The byte layout is in :mod:`consume
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,11 +29,13 @@ from ..storage import Storage
 from ..tokens.documents import DocumentTable, tokenise_headers
 from ..tokens.vocab import Vocab, decode_ids
 from ..util.validate import check_int
-from .layout import FORMATS, as_prefix, check_file_sizes, read_sidecar_file, store_dtype
-from .sums import data_offset, load_verifier
+from .layout import FORMATS, as_prefix, check_file_sizes, read_sidecar_file, store_dtype, with_suffix
+from .sums import SUMS_SUFFIX, data_offset, load_verifier
 from .table import read_table
 
-__all__ = ["open_packed", "open_store", "read_sidecar", "inspect_packed", "load_store", "Store"]
+__all__ = ["open_packed", "open_store", "read_sidecar", "inspect_packed", "load_store", "check_lengths", "Store"]
+
+_WINDOW = 1 << 22  # documents checked at a time (bounded temporaries)
 
 
 @dataclass(eq=False)
@@ -41,13 +46,14 @@ class Store:
     sidecar: dict
     fmt: str
     vocab: Vocab
-    paths: list[str]
-    doc_class: np.ndarray   # int64 [D]
+    paths: PathList         # [D] mapped from the file table (format 2)
+    doc_class: np.ndarray   # int32 [D] (int64 from a format-1 table)
     doc_size: np.ndarray    # int64 [D]
-    doc_header: np.ndarray  # int64 [D]
+    doc_header: np.ndarray  # int32 [D] (int64 from a format-1 table)
     lengths: np.ndarray     # int64 [D] tokens per document, from the store's own index
     starts: np.ndarray      # int64 [D] first token of each document in ``tokens``
     tokens: TokenStore      # memory-mapped or read by ranges; reads check the chunk sums (``tokens.verifier``)
+    identity: str = ""      # sha256 of the sidecar and, for a local store, each file's inode, size and change time
 
     @property
     def verifier(self) -> ChunkVerifier | None:
@@ -85,7 +91,8 @@ def _load_local(local: Any, storage: Storage) -> Store:
     readahead = wants_readahead(int(tokens.size) * tokens.itemsize, storage.readahead)
     return Store(where, side, fmt, Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header, lengths,
                  np.asarray(starts, dtype=np.int64),
-                 MappedTokens(tokens, verifier, data_file, data_offset(fmt), readahead=readahead))
+                 MappedTokens(tokens, verifier, data_file, data_offset(fmt), readahead=readahead),
+                 _identity(side, [*files.values(), with_suffix(where, SUMS_SUFFIX)]))
 
 
 def _load_objects(url: str, storage: Storage) -> Store:
@@ -94,63 +101,88 @@ def _load_objects(url: str, storage: Storage) -> Store:
 
     side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths, verifier = load_remote_store(url, storage)
     return Store(url, side, side["store"], Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header, lengths,
-                 np.asarray(starts, dtype=np.int64), RangedTokens(tokens, verifier))
+                 np.asarray(starts, dtype=np.int64), RangedTokens(tokens, verifier), _identity(side, []))
+
+
+def _identity(side: dict, files: list[Path]) -> str:
+    """What names this version of a store (:attr:`Store.identity`): the sidecar (which records the token data's
+    sha256 and every file's size) and the inode, size and change time of each local file (a missing one: none)."""
+    stamps: list[list[int] | None] = []
+    for path in files:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            stamps.append(None)
+            continue
+        stamps.append([st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+    text = json.dumps({"sidecar": side, "files": stamps}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 _LOADERS = {"local": _load_local, "objects": _load_objects}  # by StoreLocation.kind
 
 
-def _corpus_order(paths: list[str], doc_class: np.ndarray, classes: list[str], where: Path) -> np.ndarray:
-    """Permutation putting store documents into corpus order (class, then path); checks for duplicates."""
-    order = np.argsort(doc_class, kind="stable")
-    bounds = np.searchsorted(doc_class[order], np.arange(len(classes) + 1))
-    for c in range(len(classes)):
-        lo, hi = int(bounds[c]), int(bounds[c + 1])
-        if lo == hi:
-            raise FormatError(f"{where}: class {classes[c]!r}: expected at least one document, got none")
-        part = order[lo:hi]
-        sub = [paths[i] for i in part.tolist()]
-        perm = sorted(range(len(sub)), key=sub.__getitem__)  # O(n) on sorted runs (timsort)
-        order[lo:hi] = part[perm]
-    if len(set(paths)) != len(paths):
-        seen: set[str] = set()
-        dup = ""
-        for p in paths:
-            if p in seen:
-                dup = p
-                break
-            seen.add(p)
-        raise FormatError(f"{where}: file table: expected each path once, got {dup!r} more than once")
+def _class_order(doc_class: np.ndarray, classes: list[str], where: Any) -> np.ndarray | None:
+    """The permutation grouping the store's documents by class, keeping the store's own order inside a class;
+    None when they are grouped already (every store :func:`~consumer.packed.write.pack` writes): nothing to gather.
+    FormatError for a class without a document."""
+    n = doc_class.size
+    grouped = all(bool((doc_class[a + 1:e + 1] >= doc_class[a:e]).all())
+                  for a in range(0, max(n - 1, 0), _WINDOW) for e in (min(a + _WINDOW, n - 1),))
+    order = None if grouped else np.argsort(doc_class, kind="stable")
+    present = np.bincount(doc_class if order is None else doc_class[order], minlength=len(classes))
+    if (present == 0).any():
+        c = int(np.argmax(present == 0))
+        raise FormatError(f"{where}: class {classes[c]!r}: expected at least one document, got none")
     return order
 
 
-def _open(prefix: Any, storage: Storage | None) -> tuple[Store, Corpus, DocumentTable]:
+def _gather(arr: np.ndarray, order: np.ndarray | None) -> np.ndarray:
+    """``arr`` in corpus order: itself (a mapped view stays mapped) when the store is in that order."""
+    return arr if order is None else arr[order]
+
+
+def _open(prefix: Any, storage: Storage | None, check_lengths: bool = True) -> tuple[Store, Corpus, DocumentTable]:
     """The store (``prefix``, or a loaded :class:`Store`), its corpus and its documents (corpus order; tokens
-    memory-mapped, or read by ranges for a store at a URL)."""
+    memory-mapped, or read by ranges for a store at a URL); ``check_lengths``: see :func:`check_lengths`."""
     store = prefix if isinstance(prefix, Store) else load_store(prefix, storage)
     side = store.sidecar
     classes: list[str] = side["classes"]
-    order = _corpus_order(store.paths, store.doc_class, classes, store.prefix)
-    paths = [store.paths[i] for i in order.tolist()]
-    doc_class = store.doc_class[order]
+    order = _class_order(store.doc_class, classes, store.prefix)
+    paths = store.paths if order is None else store.paths.gather(order)
+    doc_class = _gather(store.doc_class, order)
     header_ptr, header_tok = tokenise_headers(side["headers"], store.vocab, side["with_header"])
-    path_list = PathList.of(paths)
-    tokens = TokenData(tokens=store.tokens, doc_ptr=store.starts[order], store=store.fmt, prefix=str(store.prefix))
-    source = StoreFiles(tokens, path_list, store.doc_size[order])
+    tokens = TokenData(tokens=store.tokens, doc_ptr=_gather(store.starts, order), store=store.fmt,
+                       prefix=str(store.prefix))
+    source = StoreFiles(tokens, paths, _gather(store.doc_size, order))
     docs = DocumentTable(
-        vocab=store.vocab, paths=path_list, doc_class=doc_class, doc_size=source.sizes,
-        doc_header=store.doc_header[order], headers=list(side["headers"]), header_ptr=header_ptr,
+        vocab=store.vocab, paths=paths, doc_class=doc_class, doc_size=source.sizes,
+        doc_header=_gather(store.doc_header, order), headers=list(side["headers"]), header_ptr=header_ptr,
         header_tok=header_tok, with_header=side["with_header"], source=source)
-    actual = store.lengths[order]
-    bad = docs.doc_len != actual
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise FormatError(
-            f"{store.prefix}: document {int(order[i])} of the store ({paths[i]!r}): length expected "
-            f"{int(docs.doc_len[i])} tokens (from its size {int(docs.doc_size[i])} bytes and header), got "
-            f"{int(actual[i])} in the store")
+    if check_lengths:
+        _check_lengths(store, docs, order)
     corpus = Corpus.of(classes, paths, doc_class, "packed")
     return store, corpus, docs
+
+
+def check_lengths(store: Store, docs: DocumentTable) -> None:
+    """Every document's length in the store's own index equals the one its file table implies (size, header, SEP,
+    EOF): FormatError naming the first that differs, expected vs actual. An open does it unless the check was
+    made and recorded for this version of the store (its index cache entry, :mod:`consumer.dataset.store_index`)."""
+    _check_lengths(store, docs, _class_order(store.doc_class, store.sidecar["classes"], store.prefix))
+
+
+def _check_lengths(store: Store, docs: DocumentTable, order: np.ndarray | None) -> None:
+    actual = _gather(store.lengths, order)
+    for a in range(0, len(docs), _WINDOW):  # a window at a time: no temporary of the documents' size
+        expected = docs.content_start[a:a + _WINDOW] + docs.content_len[a:a + _WINDOW] + 1
+        bad = expected != actual[a:a + _WINDOW]
+        if bad.any():
+            i = a + int(np.argmax(bad))
+            raise FormatError(
+                f"{store.prefix}: document {i if order is None else int(order[i])} of the store "
+                f"({docs.paths[i]!r}): length expected {int(expected[i - a])} tokens (from its size "
+                f"{int(docs.doc_size[i])} bytes and header), got {int(actual[i])} in the store")
 
 
 def open_packed(prefix, **remote: Any) -> tuple[Corpus, DocumentTable, str | None]:
@@ -171,11 +203,13 @@ def open_packed(prefix, **remote: Any) -> tuple[Corpus, DocumentTable, str | Non
     return corpus, docs, store.sidecar["metadata"]
 
 
-def open_store(prefix: Any, storage: Storage | None = None) -> tuple[Store, Corpus, DocumentTable, Any]:
+def open_store(prefix: Any, storage: Storage | None = None, lengths: bool = True
+               ) -> tuple[Store, Corpus, DocumentTable, Any]:
     """:func:`open_packed` plus the validated store (sidecar included), with the header mode as a
     ``Spec`` accepts it (a store packed with a callable gets :func:`~consumer.spec.headers_already_made`).
-    ``prefix`` may be a :class:`Store` already loaded."""
-    store, corpus, docs = _open(prefix, storage)
+    ``prefix`` may be a :class:`Store` already loaded. ``lengths=False`` leaves :func:`check_lengths` to the
+    caller (who runs it unless it was recorded for this version of the store)."""
+    store, corpus, docs = _open(prefix, storage, lengths)
     metadata = store.sidecar["metadata"]
     return store, corpus, docs, headers_already_made if metadata == "callable" else metadata
 

@@ -33,6 +33,7 @@ from ..formats.chunksums import ChunkVerifier
 from ..formats.mmidx import read_index
 from ..formats.pbin import HEADER_SIZE, pbin_header, pbin_index
 from ..sources.objects import reader_of
+from ..sources.paths import PathList
 from ..sources.range_reader import RemoteReader
 from ..sources.remote_tokens import RemoteTokens
 from ..sources.urls import stat_objects
@@ -116,7 +117,7 @@ def _download(mirror: Path, reader: RemoteReader, files: dict[str, tuple[str, st
     atomic_write_bytes(mirror / "manifest.json", json.dumps(manifest, indent=1).encode())
 
 
-def load_remote_store(prefix: str, storage: Storage) -> tuple[dict, list[str], np.ndarray, np.ndarray, np.ndarray,
+def load_remote_store(prefix: str, storage: Storage) -> tuple[dict, PathList, np.ndarray, np.ndarray, np.ndarray,
                                                   RemoteTokens, np.ndarray, np.ndarray, ChunkVerifier | None]:
     """Open the store at the URL ``prefix``: ``(sidecar, paths, doc_class, doc_size, doc_header, tokens,
     starts, lengths, verifier)`` in store order, the small files copied under ``storage.cache_dir`` (see the

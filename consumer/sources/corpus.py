@@ -93,7 +93,8 @@ class Corpus(BaseModel):
     def of(cls, names: list[str], paths: Sequence[str], doc_class: np.ndarray, form: str) -> Corpus:
         """The corpus of ``paths`` in corpus order, path ``i`` in class ``names[doc_class[i]]`` (``doc_class``
         non-decreasing); classes without a path are left out. One ``searchsorted``, no scan per class."""
-        bounds = np.searchsorted(np.asarray(doc_class, dtype=np.int64), np.arange(len(names) + 1))
+        codes = np.asarray(doc_class)  # int32 or int64 as given: no widened copy of 10^7 codes
+        bounds = np.searchsorted(codes, np.arange(len(names) + 1, dtype=codes.dtype))
         packed = PathList.of(paths)
         return cls(classes=tuple(ClassFiles(name=n, paths=packed[int(bounds[k]):int(bounds[k + 1])])
                                  for k, n in enumerate(names) if bounds[k + 1] > bounds[k]), form=form)

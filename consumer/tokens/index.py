@@ -60,6 +60,9 @@ class SampleIndex:
     seg_col: np.ndarray     # [G] column inside the sample's row
     sample_class: np.ndarray  # [S]
     class_ptr: np.ndarray   # [C+1]
+    # [S] int64, a packed store's only: each sample's first token in the store when it is one range of it, else -1
+    # (fetch.reader.packed_runs); None: computed at the first fetch. Kept in the store's index cache entry.
+    runs: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.seg_ptr.size - 1)
@@ -71,6 +74,11 @@ class SampleIndex:
     def sample_tokens(self) -> np.ndarray:
         """Number of real (non-padding) tokens of each sample (computed once, then cached)."""
         return self._sample_tokens
+
+    def remember_sample_tokens(self, tokens: np.ndarray) -> None:
+        """Take ``tokens`` as :meth:`sample_tokens` (int32 [S], e.g. mapped from a cache entry) instead of
+        computing it."""
+        self.__dict__["_sample_tokens"] = tokens  # what the cached property stores: it is then never computed
 
     @cached_property
     def _sample_tokens(self) -> np.ndarray:

@@ -47,11 +47,26 @@ def old_world():
         corpus = _generator().write_corpus(ROOT)
         source = Consumer(str(corpus), style="concat", seqlen=48, metadata=None, cache_dir=False)
         source.pack(str(ROOT / "store" / "corpus"))
+        _as_0_2_table(str(ROOT / "store" / "corpus"))
         shutil.copytree(DATA / "cache" / "index", ROOT / "cache" / "index")
         yield corpus
     finally:
         shutil.rmtree(ROOT, ignore_errors=True)
         lock.close()
+
+
+def _as_0_2_table(prefix: str) -> None:
+    """The store's file table rewritten as 0.2 wrote it (a compressed .npz without ``path_at``), which the pickles
+    recorded the size of."""
+    table = Path(prefix + ".consumer.npz")
+    with np.load(table) as z:
+        arrays = {k: z[k] for k in ("paths", "doc_class", "doc_size", "doc_header")}
+    table.unlink()
+    np.savez_compressed(table, **arrays)
+    side_path = Path(prefix + ".consumer.json")
+    side = json.loads(side_path.read_text())
+    side["files"]["table"]["size"] = table.stat().st_size
+    side_path.write_text(json.dumps(side))
 
 
 def _load(name: str) -> Consumer:

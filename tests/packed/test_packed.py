@@ -130,7 +130,7 @@ def test_summary_sidecar_and_inspect(tmp_path: Path, corpus) -> None:
     assert {k: v["size"] for k, v in side["files"].items()} == {
         "bin": tokens * 4, "idx": os.path.getsize(prefix + ".idx"), "table": os.path.getsize(prefix + ".consumer.npz")}
     with np.load(prefix + ".consumer.npz", allow_pickle=False) as z:
-        assert sorted(z.files) == ["doc_class", "doc_header", "doc_size", "paths"]
+        assert sorted(z.files) == ["doc_class", "doc_header", "doc_size", "path_at", "paths"]
     info = inspect_packed(prefix)
     assert info["documents"] == len(ds.files) and info["tokens"] == tokens and info["n_bytes"] == 2
     assert info["classes"] == {"cat": 9, "dog": 6, "eel": 2}
