@@ -48,7 +48,7 @@ from .cache import building, cache_key, file_table_sha256, load_entry, save_entr
 from .listed import list_corpus
 from .ranks import torch_group
 from .shared import build_once, fingerprint
-from .store_index import store_index
+from .store_index import recall_checks, record_checks, store_index
 
 __all__ = ["Built", "build", "build_packed", "build_subset", "build_from_dict", "restore", "files_listing"]
 
@@ -315,7 +315,7 @@ def build_packed(prefix: Any, spec: Spec, storage: Storage, verify: bool = False
     from ..packed.verify import verify_packed  # noqa: PLC0415
 
     t0 = time.perf_counter()
-    loaded = load_store(prefix, storage)
+    loaded = load_store(prefix, storage, recall_checks(storage.cache_dir))
     if verify:
         verify_packed(loaded)
     store, corpus, documents, metadata = open_store(loaded, lengths=False)
@@ -324,16 +324,17 @@ def build_packed(prefix: Any, spec: Spec, storage: Storage, verify: bool = False
         store.sidecar["class_to_id"] if spec.class_to_id is None else spec.class_to_id, corpus.class_names, where))
     requested = spec
 
-
-    def checked_index() -> SampleIndex:  # an index entry records that the lengths were checked
-        check_lengths(store, documents)
+    def checked_index() -> SampleIndex:  # an index entry (or the store's recorded check) says lengths were checked
+        if store.checked is None:
+            check_lengths(store, documents)
         return _index(spec, documents, len(corpus.classes))
 
     index, cached = store_index(storage.cache_dir, store.identity, spec.key_dict(), documents, checked_index)
-    return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, None,
-                 {**_info("packed", None, 0, t0), "index": cached}, recipe=("packed", str(store.prefix), requested,
-                                                       (store.sidecar.get("tokens_sha256"), store.sidecar["files"]),
-                                                       storage))
+    record_checks(storage.cache_dir, store)
+    info = {**_info("packed", None, 0, t0), "index": cached, "checks": "full" if store.checked is None else "recorded"}
+    stamp = (store.sidecar.get("tokens_sha256"), store.sidecar["files"])
+    return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, None, info,
+                 recipe=("packed", str(store.prefix), requested, stamp, storage))
 
 
 def build_subset(parent: Built, file_ids: Any, catalog: Catalog | None = None) -> Built:

@@ -19,8 +19,11 @@ file fsynced, then renamed into place; if another process got there first, its e
 ours discarded. Reads verify everything: ``description.json`` carries a sha256 over its own canonical
 JSON (so an edited ``seqlen`` or a flipped bit is caught), and every array its size, dtype, shape and
 CRC-32C (format 4; sha256 before: the same guarantee against damage, which is not an adversary, at 12 GB/s
-instead of 0.6, over the file's memory map rather than reads into the heap). Arrays of 1 MiB or more are
-memory-mapped read-only, so processes opening one entry share its pages. A truncated, edited, incomplete or
+instead of 0.6, over the file's memory map rather than reads into the heap). The check is made when the entry is
+written and recorded with each array file's stamp (inode, size, modification and change times): an open whose
+files still carry their stamps maps them without reading them (O(1) in their size); a file written since, by
+anything, has another change time and is checked again. Arrays of 1 MiB or more are memory-mapped read-only, so
+processes opening one entry share its pages. A truncated, edited, incomplete or
 otherwise damaged entry is never served and never crashes the reader (:func:`load_entry` returns None and the
 caller rebuilds it). A read-only cache directory is used as it is (entries are read, new ones are not written: a
 warning says so); a full disk is an error naming the directory and the bytes needed. Only our own artefacts are ever
@@ -39,20 +42,23 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import numpy as np
 
 from ..errors import ConsumerWarning, FormatError
 from ..formats.chunksums import crc32c
 from ..sources.paths import PathList
-from ..util.fileio import SPACE_ERRNOS, fsync_dir, load_json_bounded, space_error, temp_path
+from ..util.fileio import SPACE_ERRNOS, fsync_dir, load_json_bounded, sha256_file, space_error, temp_path
 from ..util.locks import RangeLocks, slot_of
 
-__all__ = ["CACHE_FORMAT", "ENTRY_LOCKS", "building", "cache_key", "file_table_sha256",
+__all__ = ["CACHE_FORMAT", "ENTRY_LOCKS", "building", "cache_key", "entry_contents", "file_table_sha256",
            "save_entry", "load_entry", "list_entries", "is_entry", "INDEX_DIR"]
 
 CACHE_FORMAT = 4  # 2: settings from Spec.key_dict(), file mtimes stored as an array; 3: int32 index fields; 4: CRC-32C
+_READABLE = (3, 4)  # formats read: 4 holds the arrays of 3, checked by CRC-32C and stamps instead of sha256
+_KEY_FORMAT = 3  # what keys an entry: the arrays are those of format 3, so its entries keep their keys (and are
+# upgraded to format 4 in place the first time they are read)
 INDEX_DIR = "index"
 ENTRY_LOCKS = "index.lock"  # the lock file of "building entry <key>" claims (consumer.util.locks)
 _MMAP_MIN_BYTES = 1 << 20
@@ -85,9 +91,25 @@ def _crc32c_file(path: str) -> str:
     return f"{crc32c(np.memmap(path, dtype=np.uint8, mode='r')):08x}"
 
 
+def _stamp(path: str) -> list[int]:
+    """What changes whenever a file is written through the file system: inode, size, modification and change
+    times (the change time cannot be set by a process: any write, rename over, chmod or utime moves it)."""
+    st = os.stat(path)
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def entry_contents(desc: dict) -> dict:
+    """An entry's description without what says when and where it was written (its creation time, the array
+    files' stamps, the checksum over both): two builds of the same dataset give equal contents."""
+    out = {k: v for k, v in desc.items() if k not in ("created", "checksum")}
+    if isinstance(out.get("arrays"), dict):
+        out["arrays"] = {name: {k: v for k, v in meta.items() if k != "stamp"} for name, meta in out["arrays"].items()}
+    return out
+
+
 def cache_key(spec: dict) -> str:
     """sha256 hex of the canonical JSON of ``spec`` (which includes the file-table hash)."""
-    canonical = json.dumps({"cache_format": CACHE_FORMAT, **spec}, sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps({"cache_format": _KEY_FORMAT, **spec}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -174,7 +196,7 @@ def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: 
                 f.flush()
                 os.fsync(f.fileno())
             files[name] = {"file": f"{name}.npy", "dtype": arr.dtype.str, "shape": list(arr.shape),
-                           "bytes": os.path.getsize(path), "crc32c": _crc32c_file(path)}
+                           "bytes": os.path.getsize(path), "crc32c": _crc32c_file(path), "stamp": _stamp(path)}
         desc = {**description, "cache_format": CACHE_FORMAT, "key": key, "created": time.time(), "arrays": files}
         desc["checksum"] = _checksum(desc)
         with open(os.path.join(tmp, "description.json"), "w", encoding="utf-8") as f:
@@ -206,25 +228,56 @@ def load_entry(root: str, key: str, skip: tuple[str, ...] = ()) -> tuple[dict[st
     try:
         with open(os.path.join(folder, "description.json"), "rb") as f:
             desc = load_json_bounded(f.read(), os.path.join(folder, "description.json"))
-        if not isinstance(desc, dict) or desc.get("cache_format") != CACHE_FORMAT or desc.get("key") != key \
+        if not isinstance(desc, dict) or desc.get("cache_format") not in _READABLE or desc.get("key") != key \
                 or desc.get("checksum") != _checksum(desc):
             return None
         arrays = {}
+        old = desc["cache_format"] == 3
         for name, meta in desc["arrays"].items():
             if name in skip:
                 continue
             path = os.path.join(folder, meta["file"])
-            if os.path.getsize(path) != meta["bytes"] or _crc32c_file(path) != meta["crc32c"]:
+            if os.path.getsize(path) != meta["bytes"]:
                 return None
+            if "crc32c" not in meta:  # format 3 (an entry a pickled dataset of 0.8 or before names)
+                if sha256_file(path) != meta["sha256"]:
+                    return None
+            elif meta.get("stamp") != _stamp(path) and _crc32c_file(path) != meta["crc32c"]:
+                return None  # written since it was checked, and damaged
             # large arrays are memory-mapped (shared by forked workers); small ones are read, which
             # costs nothing extra after the checksum and keeps no file descriptor open per array
             arr = np.load(path, mmap_mode="r" if meta["bytes"] >= _MMAP_MIN_BYTES else None, allow_pickle=False)
             if arr.dtype.str != meta["dtype"] or list(arr.shape) != meta["shape"]:
                 return None
             arrays[name] = arr
+        if old and not skip:
+            _upgrade(folder, desc)
         return arrays, desc
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, FormatError):
         return None  # damaged or incomplete in any way: rebuilt by the caller, never served
+
+
+def _upgrade(folder: str, desc: dict) -> None:
+    """A format-3 entry's description rewritten as format 4 (its arrays just checked by sha256: their CRC-32C
+    and stamps recorded), so later opens need not read them; left as it is where the folder is read-only."""
+    new = {k: v for k, v in desc.items() if k != "checksum"}
+    new["cache_format"] = CACHE_FORMAT
+    new["arrays"] = {name: {**{k: v for k, v in meta.items() if k != "sha256"},
+                            "crc32c": _crc32c_file(os.path.join(folder, meta["file"])),
+                            "stamp": _stamp(os.path.join(folder, meta["file"]))}
+                     for name, meta in desc["arrays"].items()}
+    new["checksum"] = _checksum(new)
+    target = os.path.join(folder, "description.json")
+    tmp = str(temp_path(target))
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(new, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except OSError:
+        with suppress(OSError):
+            os.unlink(tmp)
 
 
 def list_entries(root: str) -> list[dict]:

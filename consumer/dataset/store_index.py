@@ -12,23 +12,36 @@ long_files, sampling and its seed, ...), the package version and the store's ide
 (:attr:`~consumer.packed.open.Store.identity`: its sidecar, and for a local store the inode, size and change time
 of each of its files), so a store packed again, or replaced under the same prefix, gets a new entry. Without a
 cache directory (``cache_dir=False``) or with a read-only one, the index is built at every open, as before.
+
+The full check of a store version is recorded the same way (:func:`record_checks`, :func:`recall_checks`): the
+first open checks every document (the ``.idx`` pointers and document indices, the file table's CRC-32, offsets,
+classes and sizes, each document's length against its file table) and records, keyed by the store's identity,
+each document's first token and length and whether the documents are grouped by class. A later open of the same
+version checks the sidecar, the files' sizes and every header, maps what was recorded, and reads nothing per
+document. The identity holds each file's change time, which any write moves (a process cannot set it), so a
+store written since is checked in full again; ``consumer verify`` (and ``verify=True``) reads everything on demand.
+Megatron stores only: a ``.pbin``'s index is a pickle, read whole (and so checked) at every open.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._version import __version__
 from ..fetch.reader import packed_runs
 from ..tokens.documents import DocumentTable
-from ..tokens.index import AUTO_SEQLEN_CAP, INDEX_ARRAYS, SampleIndex
+from ..tokens.index import AUTO_SEQLEN_CAP, INDEX_ARRAYS, SampleIndex, StoreRuns
 from .cache import building, cache_key, load_entry, save_entry
 
-__all__ = ["store_index"]
+if TYPE_CHECKING:  # the store modules load only when a store is opened
+    from ..packed.open import Checked, Recall, Store
 
-_FORMAT = 1  # of this entry's arrays and description
+__all__ = ["store_index", "recall_checks", "record_checks"]
+
+_FORMAT = 2  # of these entries' arrays and descriptions
 
 
 def store_index(root: str | None, identity: str, spec_key: dict, documents: DocumentTable,
@@ -40,25 +53,68 @@ def store_index(root: str | None, identity: str, spec_key: dict, documents: Docu
         return build(), "off"
     key = cache_key({"packed_store_index": _FORMAT, "store": identity, "spec": spec_key,
                      "auto_seqlen_cap": AUTO_SEQLEN_CAP, "consumer_version": __version__})
-    index = _mapped(root, key)
+    index = _mapped(root, key, documents)
     if index is not None:
         return index, "hit"
     with building(root, key):
-        index = _mapped(root, key)
+        index = _mapped(root, key, documents)
         if index is not None:
             return index, "hit"
         index = build()
         runs = packed_runs(index, documents)
+        all_runs = bool((runs >= 0).all())
         arrays = {**{k: getattr(index, k) for k in INDEX_ARRAYS}, "sample_tokens": index.sample_tokens(),
                   "runs": runs}
         save_entry(root, key, arrays, {"kind": "packed store index", "spec": spec_key, "seqlen": index.seqlen,
-                                       "samples": len(index), "documents": len(documents)})
-    out = SampleIndex(seqlen=index.seqlen, **{k: getattr(index, k) for k in INDEX_ARRAYS}, runs=runs)
+                                       "samples": len(index), "documents": len(documents), "all_runs": all_runs})
+    out = SampleIndex(seqlen=index.seqlen, **{k: getattr(index, k) for k in INDEX_ARRAYS},
+                      runs=StoreRuns(runs, all_runs, _doc_ptr(documents)))
     out.remember_sample_tokens(arrays["sample_tokens"])
     return out, "miss"
 
 
-def _mapped(root: str, key: str) -> SampleIndex | None:
+def _checked_key(identity: str) -> str:
+    return cache_key({"packed_store_checked": _FORMAT, "store": identity, "consumer_version": __version__})
+
+
+def recall_checks(root: str | None) -> Recall | None:
+    """How :func:`~consumer.packed.open.load_store` finds the recorded check of a store version under ``root``
+    (None without a cache directory: every open checks everything)."""
+    if not root:
+        return None
+
+    def recall(identity: str) -> Checked | None:
+        from ..packed.open import Checked  # noqa: PLC0415
+
+        entry = load_entry(root, _checked_key(identity))
+        if entry is None or "starts" not in entry[0] or "lengths" not in entry[0]:
+            return None
+        arrays, desc = entry
+        return Checked(arrays["starts"], arrays["lengths"], bool(desc.get("grouped")))
+    return recall
+
+
+def record_checks(root: str | None, store: Store) -> None:
+    """Record what the full check of ``store`` found (after its open and its lengths' check passed), so that the
+    next open of this version of it does nothing per document."""
+    found = store.findings()
+    if not root or not store.identity or store.checked is not None or found is None or store.fmt != "megatron":
+        return
+    save_entry(root, _checked_key(store.identity), {"starts": found.starts, "lengths": found.lengths},
+               {"kind": "packed store check", "documents": int(found.starts.size), "grouped": found.grouped})
+
+
+def _doc_ptr(documents: DocumentTable) -> np.ndarray:
+    """The first token of each document in the store (the array the runs are bound to)."""
+    ptr: np.ndarray = documents.source.choose(files=_not_a_store, store=lambda tokens: tokens.doc_ptr)
+    return ptr
+
+
+def _not_a_store(_: object) -> np.ndarray:
+    raise TypeError("documents: a packed store's index needs the store's documents")
+
+
+def _mapped(root: str, key: str, documents: DocumentTable) -> SampleIndex | None:
     """The entry's index (its arrays mapped), or None when it is missing or damaged (then it is built again)."""
     entry = load_entry(root, key)
     if entry is None:
@@ -66,7 +122,10 @@ def _mapped(root: str, key: str) -> SampleIndex | None:
     arrays, desc = entry
     if any(k not in arrays for k in (*INDEX_ARRAYS, "sample_tokens", "runs")):
         return None
+    all_runs = desc.get("all_runs")
+    if not isinstance(all_runs, bool):
+        return None
     index = SampleIndex(seqlen=int(desc["seqlen"]), **{k: arrays[k] for k in INDEX_ARRAYS},
-                        runs=np.asarray(arrays["runs"]))
+                        runs=StoreRuns(np.asarray(arrays["runs"]), all_runs, _doc_ptr(documents)))
     index.remember_sample_tokens(arrays["sample_tokens"])
     return index

@@ -117,7 +117,8 @@ class OneRow:
         """Take what a call reads from the store's :class:`PackedRows`."""
         self.packed = packed
         self.start = np.ascontiguousarray(packed.start, dtype=np.int64).data
-        self.length = np.ascontiguousarray(packed.length, dtype=np.int64).data
+        length = packed.length  # int32 from the index (mapped from the cache): read as it is, not widened
+        self.length = np.ascontiguousarray(length, dtype=length.dtype if length.dtype.isnative else np.int64).data
         self.seqlen = packed.seqlen
         self.tokens, self.pad = packed.tokens, packed.pad
         self.fd = packed._fd

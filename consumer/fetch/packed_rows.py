@@ -81,7 +81,9 @@ class PackedRows:
         self.blocks = np.zeros(-(-n_tokens >> block_shift), dtype=bool)  # per block of the store: found clean
         self.eager = self.local and n_tokens * self.tokens.itemsize <= eager_bytes
         self.clean = False  # every block found clean: a call only compares the stamp
-        self.all_runs = bool((self.start >= 0).all())  # every sample is one store range: no per-call test
+        # every sample is one store range: no per-call test (recorded with a cached index: not read here)
+        known = index.runs.of(packed.doc_ptr) if index.runs is not None else None
+        self.all_runs = bool((self.start >= 0).all()) if known is None else known.all_runs
         self.stamp: FileVersion | None = None
         # per sample, 1 once its chunks were found intact (made at the first batch of a few rows that looks): the
         # verifier's map only grows, so a mark holds for good, and a batch of a few rows costs one lookup per row

@@ -49,6 +49,7 @@ The writer writes to temporary files and renames them into place at :meth:`Index
 from __future__ import annotations
 
 import array
+import functools
 import os
 import shutil
 import struct
@@ -315,12 +316,14 @@ def _check_document_indices(doc_idx: np.ndarray, n: int, path: Path) -> None:
         )
 
 
-def read_index(idx_path: str | os.PathLike[str], *, multimodal: bool = False) -> MMIndex:
+def read_index(idx_path: str | os.PathLike[str], *, multimodal: bool = False, check: bool = True) -> MMIndex:
     """Parse and validate one ``.idx`` file (either flavour, detected by size).
 
     ``multimodal`` cannot be detected from the file: pass True for Megatron files written with modes.
     Raises FormatError for a wrong magic, version or dtype code, a size that fits neither flavour,
     negative lengths, pointers that are not the cumulative lengths, or a malformed document index.
+    ``check=False`` checks the header and the file's size only (O(1): the arrays are mapped, not read), for a
+    caller that recorded the full check of this very file before.
     """
     path = Path(_path_text(idx_path, "idx_path"))
     size = _regular_file_size(path, "idx_path")
@@ -349,9 +352,10 @@ def read_index(idx_path: str | os.PathLike[str], *, multimodal: bool = False) ->
         doc_idx = np.frombuffer(buf, dtype="<i8", count=m, offset=start + 12 * n)
         if multimodal:
             modes = np.frombuffer(buf, dtype=np.int8, count=n, offset=start + 12 * n + 8 * m)
-    _check_lengths(lengths, path)
-    _check_pointers(lengths, pointers, dtype.itemsize, path)
-    _check_document_indices(doc_idx, n, path)
+    if check:
+        _check_lengths(lengths, path)
+        _check_pointers(lengths, pointers, dtype.itemsize, path)
+        _check_document_indices(doc_idx, n, path)
     return MMIndex(path, flavour, code, dtype, lengths, pointers, doc_idx, modes)
 
 
@@ -367,10 +371,10 @@ class IndexedReader:
     Empty datasets (N=0, empty ``.bin``) are fine.
     """
 
-    def __init__(self, prefix: str | os.PathLike[str], *, multimodal: bool = False) -> None:
+    def __init__(self, prefix: str | os.PathLike[str], *, multimodal: bool = False, check: bool = True) -> None:
         idx_path, bin_path = _prefix_paths(prefix)
         self.prefix = os.fspath(prefix)
-        self.index = read_index(idx_path, multimodal=multimodal)
+        self.index = read_index(idx_path, multimodal=multimodal, check=check)
         bin_size = _regular_file_size(bin_path, "prefix (.bin)")
         expected = self.index.bin_size
         if bin_size != expected:
@@ -380,8 +384,11 @@ class IndexedReader:
                 f"tokens * itemsize {self.dtype.itemsize}), got {bin_size}"
             )
         self._tokens = np.frombuffer(_map_readonly(bin_path, bin_size), dtype=self.dtype)
-        # Element offsets of each sequence (pointers are validated multiples of itemsize).
-        self._starts = self.index.pointers // self.dtype.itemsize
+
+    @functools.cached_property
+    def _starts(self) -> np.ndarray:
+        """Element offsets of each sequence (pointers are validated multiples of itemsize); made at first use."""
+        return self.index.pointers // self.dtype.itemsize
 
     # -- metadata --------------------------------------------------------------------------------
     @property
@@ -685,6 +692,43 @@ class IndexedWriter:
             raise InputError(f"tokens: a sequence holds at most {_INT32_MAX} tokens, got {total} after extend_item")
         self._bin.write(arr.data)
         self._lengths[-1] = total
+
+    def add_segments(self, tokens: object, lengths: object, first: object) -> None:
+        """Append many documents of one sequence each in one write: ``tokens`` holds segments of ``lengths``
+        tokens back to back; a segment whose ``first`` is True starts a new document (ending the one before, if
+        any), and only the first segment may have ``first`` False, continuing the sequence added last (a long
+        document written over several calls). The documents started here stay open to that continuation: call
+        :meth:`end_document` after the last one. Byte for byte the files of ``add_item``/``extend_item``/
+        ``end_document`` per segment, without a Python call per document (pack writes 10^7 documents this way)."""
+        self._require_open()
+        arr = _as_tokens(tokens, self.dtype, "tokens")
+        lens = np.asarray(lengths, dtype=np.int64).reshape(-1)
+        firsts = np.asarray(first, dtype=bool).reshape(-1)
+        if lens.shape != firsts.shape or int(lens.sum()) != arr.shape[0] or (lens.size and int(lens.min()) < 0):
+            raise InputError(f"lengths: expected {firsts.size} non-negative lengths summing to len(tokens) = "
+                             f"{arr.shape[0]}, got {short_repr(lens.tolist())}")
+        if self.multimodal:
+            raise InputError("add_segments: a multimodal index takes a mode per sequence: use add_item")
+        if lens.size and not firsts[0]:
+            self.extend_item(arr[:int(lens[0])])
+            arr, lens, firsts = arr[int(lens[0]):], lens[1:], firsts[1:]
+        if not lens.size:
+            return
+        if not firsts.all():
+            raise InputError(f"first: only the first segment of a call may continue a sequence, got False at "
+                             f"{int(np.argmin(firsts)) + 1}")
+        if int(lens.max()) > _INT32_MAX:
+            raise InputError(f"tokens: a sequence holds at most {_INT32_MAX} tokens, got {int(lens.max())}")
+        if len(self._lengths) > self._doc_idx[-1]:  # the document before is complete now
+            self._doc_idx.append(len(self._lengths))
+        self._bin.write(arr.data)
+        at = len(self._lengths)
+        self._lengths.frombytes(lens.astype("=i8").tobytes())
+        self._doc_idx.frombytes(np.arange(at + 1, at + lens.size, dtype="=i8").tobytes())  # all but the last end
+
+    def open_document(self) -> bool:
+        """Whether sequences were added since the last :meth:`end_document` (a document is still open)."""
+        return len(self._lengths) > self._doc_idx[-1]
 
     def end_document(self) -> None:
         """Close the current document (its sequences are those added since the last call)."""

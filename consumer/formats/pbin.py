@@ -359,6 +359,32 @@ class PbinWriter:
         offset = self.data_len
         self._index.append((offset, self._write(tokens, len(self._index))))
 
+    def add_segments(self, tokens: object, lengths: object, first: object) -> None:
+        """Append many documents in one write: ``tokens`` holds segments of ``lengths`` tokens back to back; a
+        segment whose ``first`` is True starts a document, and only the first segment may continue the document
+        added last (``first`` False). The same file as ``add_document``/``extend_document`` per segment."""
+        lens = np.asarray(lengths, dtype=np.int64).reshape(-1)
+        firsts = np.asarray(first, dtype=bool).reshape(-1)
+        if self._state != "open":
+            raise InputError(f"the writer for {self._final} is {self._state}; no more writes are possible")
+        arr = _as_tokens(tokens, self.width, len(self._index))
+        if lens.shape != firsts.shape or int(lens.sum()) != arr.shape[0] or (lens.size and int(lens.min()) < 0):
+            raise InputError(f"lengths: expected {firsts.size} non-negative lengths summing to len(tokens) = "
+                             f"{arr.shape[0]}, got {lens.tolist()[:8]}")
+        if lens.size and not firsts[0]:
+            self.extend_document(arr[:int(lens[0])])
+            arr, lens, firsts = arr[int(lens[0]):], lens[1:], firsts[1:]
+        if not lens.size:
+            return
+        if not firsts.all():
+            raise InputError(f"first: only the first segment of a call may continue a document, got False at "
+                             f"{int(np.argmin(firsts)) + 1}")
+        sizes = lens * self.width
+        offsets = self.data_len + np.cumsum(sizes) - sizes
+        self._out.write(arr.data)
+        self.data_len += arr.nbytes
+        self._index.extend(zip(offsets.tolist(), sizes.tolist()))
+
     def extend_document(self, tokens: object) -> None:
         """Append ``tokens`` to the document added last (InputError before the first ``add_document``)."""
         if not self._index:

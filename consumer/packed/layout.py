@@ -104,28 +104,29 @@ def _modalities_dtype(vocab_size: int) -> np.dtype:
     return np.dtype("<u2") if vocab_size <= 65536 else np.dtype("<u4")
 
 
-def _write_megatron(tmp: Path, pieces: Iterable[tuple[np.ndarray, bool]], dtype: np.dtype) -> None:
+Pieces = Iterable[tuple]  # (tokens, first) for one piece of a document, or (tokens, lengths, first) for many
+
+
+def _segments(piece: tuple) -> tuple[np.ndarray, Any, Any]:
+    """A piece as ``(tokens, lengths, first)``: many segments, or the one segment of a ``(tokens, first)``."""
+    if len(piece) == 3:
+        return piece[0], piece[1], piece[2]
+    tokens, first = piece
+    return tokens, (len(tokens),), (bool(first),)
+
+
+def _write_megatron(tmp: Path, pieces: Pieces, dtype: np.dtype) -> None:
     with IndexedWriter(str(tmp), dtype, atomic=False) as writer:
-        started = False
-        for tokens, first in pieces:
-            if first:
-                if started:
-                    writer.end_document()
-                writer.add_item(tokens)
-                started = True
-            else:
-                writer.extend_item(tokens)
-        if started:
+        for piece in pieces:
+            writer.add_segments(*_segments(piece))
+        if writer.open_document():
             writer.end_document()
 
 
-def _write_modalities(tmp: Path, pieces: Iterable[tuple[np.ndarray, bool]], dtype: np.dtype) -> None:
+def _write_modalities(tmp: Path, pieces: Pieces, dtype: np.dtype) -> None:
     with PbinWriter(with_suffix(tmp, ".pbin"), dtype.itemsize, atomic=False) as writer:
-        for tokens, first in pieces:
-            if first:
-                writer.add_document(tokens)
-            else:
-                writer.extend_document(tokens)
+        for piece in pieces:
+            writer.add_segments(*_segments(piece))
 
 
 def megatron_index(where: Any, index: MMIndex, side: dict, dtype: np.dtype, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -156,13 +157,21 @@ def modalities_index(where: Any, width: int, index: np.ndarray, side: dict, dtyp
     return index[:, 0] // width, index[:, 1] // width
 
 
-def _open_megatron(prefix: Path, files: dict[str, Path], side: dict, dtype: np.dtype, n: int):
-    reader = IndexedReader(str(prefix))
-    starts, lengths = megatron_index(files["idx"], reader.index, side, dtype, n)
-    return reader.tokens, starts, lengths
+def _open_megatron(prefix: Path, files: dict[str, Path], side: dict, dtype: np.dtype, n: int,
+                   known: tuple[np.ndarray, np.ndarray] | None = None):
+    reader = IndexedReader(str(prefix), check=known is None)
+    if known is None:
+        starts, lengths = megatron_index(files["idx"], reader.index, side, dtype, n)
+        return reader.tokens, starts, lengths
+    index = reader.index  # checked before (``known``): the header against the sidecar, nothing read per document
+    if index.flavour != "megatron" or index.dtype != dtype or index.sequence_count != n or known[0].size != n:
+        megatron_index(files["idx"], index, side, dtype, n)  # raises, naming what differs
+        raise FormatError(f"{files['idx']}: expected {n} documents as recorded, got {known[0].size}")
+    return reader.tokens, known[0], known[1]
 
 
-def _open_modalities(prefix: Path, files: dict[str, Path], side: dict, dtype: np.dtype, n: int):
+def _open_modalities(prefix: Path, files: dict[str, Path], side: dict, dtype: np.dtype, n: int,
+                     known: tuple[np.ndarray, np.ndarray] | None = None):  # its pickled index is always read
     pb = read_pbin(files["pbin"])
     starts, lengths = modalities_index(files["pbin"], pb.token_size_in_bytes, pb.index, side, dtype, n)
     # a plain ndarray view of the np.memmap: slicing a memmap subclass costs ~1 us more per slice
@@ -176,15 +185,16 @@ class StoreFormat:
     ``write(tmp_prefix, pieces, dtype)`` writes the token files under a temporary prefix (the caller
     commits them); ``pieces`` yields ``(tokens, first)``: a document is one or more pieces, ``first``
     True on its first, so a document longer than memory is written piece by piece.
-    ``open(prefix, files, sidecar, dtype, n)`` returns ``(tokens, starts, lengths)`` in store order
-    after the format reader's own checks.
+    ``open(prefix, files, sidecar, dtype, n, known)`` returns ``(tokens, starts, lengths)`` in store order
+    after the format reader's own checks; ``known``, the ``(starts, lengths)`` a full check of this version of
+    the store found, lets a format skip what it would read per document.
     """
 
     name: str
     files: dict[str, str]
     dtype: Callable[[int], np.dtype]
-    write: Callable[[Path, Iterable[tuple[np.ndarray, bool]], np.dtype], None]
-    open: Callable[[Path, dict, dict, np.dtype, int], tuple[np.ndarray, np.ndarray, np.ndarray]]
+    write: Callable[[Path, Pieces, np.dtype], None]
+    open: Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 FORMATS: dict[str, StoreFormat] = {

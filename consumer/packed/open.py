@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,25 @@ from .layout import FORMATS, as_prefix, check_file_sizes, read_sidecar_file, sto
 from .sums import SUMS_SUFFIX, data_offset, load_verifier
 from .table import read_table
 
-__all__ = ["open_packed", "open_store", "read_sidecar", "inspect_packed", "load_store", "check_lengths", "Store"]
+__all__ = ["open_packed", "open_store", "read_sidecar", "inspect_packed", "load_store", "check_lengths", "Store",
+           "Checked", "Recall"]
 
 _WINDOW = 1 << 22  # documents checked at a time (bounded temporaries)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What the full check of one version of a store found (its :attr:`Store.identity`), recorded by the caller
+    (the index cache: :mod:`consumer.dataset.store_index`) so that a later open of the same version does nothing
+    per document: each document's first token and length in the store, and whether the documents are grouped by
+    class already."""
+
+    starts: np.ndarray   # int64 [D]
+    lengths: np.ndarray  # int64 [D]
+    grouped: bool
+
+
+Recall = Callable[[str], "Checked | None"]  # a store's identity -> its recorded check, or None
 
 
 @dataclass(eq=False)
@@ -54,45 +71,65 @@ class Store:
     starts: np.ndarray      # int64 [D] first token of each document in ``tokens``
     tokens: TokenStore      # memory-mapped or read by ranges; reads check the chunk sums (``tokens.verifier``)
     identity: str = ""      # sha256 of the sidecar and, for a local store, each file's inode, size and change time
+    checked: Checked | None = None  # the recorded check this open relied on (None: it checked everything itself)
+    grouped: bool | None = None     # documents grouped by class in store order (known once the store is opened)
 
     @property
     def verifier(self) -> ChunkVerifier | None:
         """The chunk verifier of the tokens (:mod:`consumer.packed.sums`), None for a store without sums."""
         return self.tokens.verifier
 
+    def findings(self) -> Checked | None:
+        """What this open found, to record for the store's version (None before :func:`open_store` grouped it)."""
+        if self.grouped is None:
+            return None
+        return Checked(np.asarray(self.starts, dtype=np.int64), np.asarray(self.lengths, dtype=np.int64),
+                       self.grouped)
 
-def load_store(prefix: Any, storage: Storage | None = None) -> Store:
+
+def load_store(prefix: Any, storage: Storage | None = None, recall: Recall | None = None) -> Store:
     """Open and check the store at ``prefix``: sidecar, file sizes, the format's index, the file table.
 
     ``prefix`` may be a URL (``s3://``, ``https://``, ...): its index files are copied once under the cache
     directory of ``storage`` (default: :meth:`Storage.of() <consumer.storage.Storage.of>`) and its tokens read by
-    ranges with its fsspec options, through its read-through cache when set (see :mod:`consumer.packed.remote`)."""
+    ranges with its fsspec options, through its read-through cache when set (see :mod:`consumer.packed.remote`).
+    ``recall(identity)`` gives the recorded check of a local store's version, if any: then the sidecar, the
+    files' sizes and every header are checked, and nothing per document (the open is O(1) in documents)."""
     storage = Storage.of() if storage is None else storage
     location = locate_store(prefix, storage)
-    store = _LOADERS[location.kind](location.where, storage)
+    if location.kind == "local":
+        store = _load_local(location.where, storage, recall)
+    else:
+        store = _load_objects(location.where, storage)
     side = store.sidecar
-    if int(store.lengths.sum()) != side["tokens"]:
+    if store.checked is None and int(store.lengths.sum()) != side["tokens"]:
         raise FormatError(f"{store.prefix}: token count expected {side['tokens']} (sidecar 'tokens'), got "
                           f"{int(store.lengths.sum())} in the store")
     return store
 
 
-def _load_local(local: Any, storage: Storage) -> Store:
-    """A store on a local file system: every file checked against the sidecar, tokens memory-mapped."""
+def _load_local(local: Any, storage: Storage, recall: Recall | None = None) -> Store:
+    """A store on a local file system: every file checked against the sidecar (each document too, unless a
+    check of this version was recorded), tokens memory-mapped."""
     where = as_prefix(local)
     side = read_sidecar_file(where)
     files = check_file_sizes(where, side)
     fmt = side["store"]
+    identity = _identity(side, [*files.values(), with_suffix(where, SUMS_SUFFIX)])
+    checked = recall(identity) if recall is not None else None
+    if checked is not None and fmt != "megatron":
+        checked = None  # a .pbin's index is a pickle: read whole at every open, so checked at every open
+    known = None if checked is None else (checked.starts, checked.lengths)
     tokens, starts, lengths = FORMATS[fmt].open(where, files, side, store_dtype(fmt, side["vocab_size"]),
-                                                side["documents"])
-    paths, doc_class, doc_size, doc_header = read_table(files["table"], side)
+                                                side["documents"], known)
+    paths, doc_class, doc_size, doc_header = read_table(files["table"], side, checked is not None)
     verifier = load_verifier(where, side, tokens.itemsize, int(tokens.size) * tokens.itemsize)
     data_file = str(files["bin" if "bin" in files else "pbin"])
     readahead = wants_readahead(int(tokens.size) * tokens.itemsize, storage.readahead)
     return Store(where, side, fmt, Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header, lengths,
                  np.asarray(starts, dtype=np.int64),
                  MappedTokens(tokens, verifier, data_file, data_offset(fmt), readahead=readahead),
-                 _identity(side, [*files.values(), with_suffix(where, SUMS_SUFFIX)]))
+                 identity, checked)
 
 
 def _load_objects(url: str, storage: Storage) -> Store:
@@ -117,9 +154,6 @@ def _identity(side: dict, files: list[Path]) -> str:
         stamps.append([st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
     text = json.dumps({"sidecar": side, "files": stamps}, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-_LOADERS = {"local": _load_local, "objects": _load_objects}  # by StoreLocation.kind
 
 
 def _class_order(doc_class: np.ndarray, classes: list[str], where: Any) -> np.ndarray | None:
@@ -148,7 +182,9 @@ def _open(prefix: Any, storage: Storage | None, check_lengths: bool = True) -> t
     store = prefix if isinstance(prefix, Store) else load_store(prefix, storage)
     side = store.sidecar
     classes: list[str] = side["classes"]
-    order = _class_order(store.doc_class, classes, store.prefix)
+    order = None if store.checked is not None and store.checked.grouped else \
+        _class_order(store.doc_class, classes, store.prefix)
+    store.grouped = order is None
     paths = store.paths if order is None else store.paths.gather(order)
     doc_class = _gather(store.doc_class, order)
     header_ptr, header_tok = tokenise_headers(side["headers"], store.vocab, side["with_header"])

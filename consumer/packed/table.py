@@ -87,13 +87,17 @@ def _write_member(z: zipfile.ZipFile, f: Any, name: str, arr: np.ndarray) -> Non
         np.lib.format.write_array(out, arr, allow_pickle=False)
 
 
-def read_table(path: Path, side: dict) -> tuple[PathList, np.ndarray, np.ndarray, np.ndarray]:
+def read_table(path: Path, side: dict, checked: bool = False) -> tuple[PathList, np.ndarray, np.ndarray, np.ndarray]:
     """The file table (store order): paths, class index, size, header index, all checked; a format-2 table's
-    columns are read-only views of its memory map, a format-1 table's arrays are read into memory."""
+    columns are read-only views of its memory map, a format-1 table's arrays are read into memory.
+    ``checked``: this very file was checked whole before (the caller recorded it): a format-2 table's headers,
+    dtypes and shapes are checked, not its values (nothing is read per document)."""
     n = side["documents"]
     infos = _members(path)
     if all(i.compress_type == zipfile.ZIP_STORED for i in infos.values()) and "path_at.npy" in infos:
-        cols = _mapped_columns(path, infos, n)
+        cols = _mapped_columns(path, infos, n, checked)
+        if checked:
+            return PathList(cols["paths"], cols["path_at"]), cols["doc_class"], cols["doc_size"], cols["doc_header"]
     else:
         cols = _inflated_columns(path, infos, n)
     listed = _paths(path, cols, n)
@@ -124,8 +128,10 @@ def _members(path: Path) -> dict[str, zipfile.ZipInfo]:
         raise _unreadable(path, e) from None
 
 
-def _mapped_columns(path: Path, infos: dict[str, zipfile.ZipInfo], n: int) -> dict[str, np.ndarray]:
-    """Format 2: every column a read-only view of one memory map of the file, its CRC-32 and header checked."""
+def _mapped_columns(path: Path, infos: dict[str, zipfile.ZipInfo], n: int, checked: bool = False
+                    ) -> dict[str, np.ndarray]:
+    """Format 2: every column a read-only view of one memory map of the file, its header checked, and its CRC-32
+    unless the file was ``checked`` whole before."""
     missing = [k for k in TABLE_KEYS if k + ".npy" not in infos]
     if missing:
         raise FormatError(f"{path}: file table: expected arrays {list(TABLE_KEYS)}, missing {missing}")
@@ -137,7 +143,8 @@ def _mapped_columns(path: Path, infos: dict[str, zipfile.ZipInfo], n: int) -> di
         info = infos[key + ".npy"]
         lo = _data_start(path, whole, info, size)
         hi = lo + info.file_size
-        _check_crc(path, key, whole, lo, hi, info.CRC)
+        if not checked:
+            _check_crc(path, key, whole, lo, hi, info.CRC)
         cols[key] = _npy_view(path, key, whole, lo, hi)
     _check_shapes(path, cols, n, {"path_at": n + 1})
     return cols

@@ -66,10 +66,12 @@ def _chunks(doc_len: np.ndarray, chunk_tokens: int) -> Iterator[tuple[np.ndarray
 
 
 def token_pieces(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar, digest
-                 ) -> Iterator[tuple[np.ndarray, bool]]:
-    """Every document's tokens in ``dtype``, in order, as ``(piece, first)``: one :func:`read_segments`
-    call per chunk of ``chunk_tokens`` tokens, so memory stays bounded whatever the document sizes
-    (``digest`` hashes every token, the same bytes as the whole documents back to back)."""
+                 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Every document's tokens in ``dtype``, in order, a chunk of ``chunk_tokens`` tokens at a time, as
+    ``(tokens, lengths, first)``: the chunk's segments back to back, each one a document or a piece of one
+    (``first``: the document's first piece). One :func:`read_segments` call and one write per chunk, so memory
+    stays bounded whatever the document sizes and nothing runs per document in Python (``digest`` hashes every
+    token, the same bytes as the whole documents back to back)."""
     for d, a, n, first in _chunks(docs.doc_len, chunk_tokens):
         ptr = np.zeros(n.size + 1, dtype=np.int64)
         np.cumsum(n, out=ptr[1:])
@@ -78,8 +80,7 @@ def token_pieces(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar, d
         tokens = rows[0].astype(dtype)
         del rows
         digest.update(tokens.data)
-        for lo, hi, f in zip(ptr[:-1].tolist(), ptr[1:].tolist(), first.tolist()):
-            yield tokens[lo:hi], f
+        yield tokens, n, first
         bar.update(tokens.nbytes)
 
 

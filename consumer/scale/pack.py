@@ -49,8 +49,8 @@ def pack_part_task(documents: DocumentTable, dtype: str, chunk_tokens: int, path
     count = 0
     try:
         with open(tmp, "wb") as f:
-            for piece, _ in token_pieces(documents, np.dtype(dtype), chunk_tokens, progress_bar(0, False, ""),
-                                         hashlib.sha256()):
+            for piece, _, _ in token_pieces(documents, np.dtype(dtype), chunk_tokens,
+                                            progress_bar(0, False, ""), hashlib.sha256()):
                 f.write(piece.data)
                 count += piece.size
         os.replace(tmp, path)  # no fsync: a part lives only while its pack runs (the final store is fsynced)

@@ -32,14 +32,31 @@ import numpy as np
 from ..errors import ConsumerWarning, InputError, short_repr
 from ..util.validate import check_int, int_vector
 
-__all__ = ["AUTO_SEQLEN_CAP", "INDEX_ARRAYS", "LONG_FILES", "MAX_SEQLEN", "STYLES", "SampleIndex", "auto_seqlen",
-           "build_index", "check_seqlen", "index_dtype", "resolve_seqlen", "warn_if_padded", "PaddingNotice"]
+__all__ = ["AUTO_SEQLEN_CAP", "INDEX_ARRAYS", "LONG_FILES", "MAX_SEQLEN", "STYLES", "SampleIndex", "StoreRuns",
+           "auto_seqlen", "build_index", "check_seqlen", "index_dtype", "resolve_seqlen", "warn_if_padded",
+           "PaddingNotice"]
 
 LONG_FILES = ("truncate", "windows", "crop")  # crop: like truncate, the window moved per epoch at fetch time
 _CHUNK = 1 << 20  # elements per step of the once-per-index checks (bounded temporaries at 10^7 files)
 
 # the flat arrays that make a SampleIndex (beside its seqlen): what the index cache stores
 INDEX_ARRAYS = ("seg_ptr", "seg_doc", "seg_start", "seg_len", "seg_col", "sample_class", "class_ptr")
+
+
+@dataclass(frozen=True, eq=False)
+class StoreRuns:
+    """Per sample of a packed store, what :func:`~consumer.fetch.reader.packed_runs` finds: the store position of
+    its first token when its segments are one contiguous range of the store, else -1 (``start``, int64 [S]), and
+    whether every sample is one range. They hold for the documents whose first tokens are ``doc_ptr`` (that very
+    array: a reader given other documents finds its own)."""
+
+    start: np.ndarray
+    all_runs: bool
+    doc_ptr: np.ndarray
+
+    def of(self, doc_ptr: np.ndarray) -> StoreRuns | None:
+        """These runs if they were found for ``doc_ptr``, else None."""
+        return self if doc_ptr is self.doc_ptr else None
 
 
 @dataclass(frozen=True)
@@ -60,9 +77,8 @@ class SampleIndex:
     seg_col: np.ndarray     # [G] column inside the sample's row
     sample_class: np.ndarray  # [S]
     class_ptr: np.ndarray   # [C+1]
-    # [S] int64, a packed store's only: each sample's first token in the store when it is one range of it, else -1
-    # (fetch.reader.packed_runs); None: computed at the first fetch. Kept in the store's index cache entry.
-    runs: np.ndarray | None = None
+    # a packed store's only, kept in its index cache entry: each sample's store range (None: found at the first fetch)
+    runs: StoreRuns | None = None
 
     def __len__(self) -> int:
         return int(self.seg_ptr.size - 1)

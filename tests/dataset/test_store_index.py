@@ -42,7 +42,8 @@ def test_the_second_open_maps_the_index_the_first_built(tmp_path, style, seqlen,
         ("miss", "hit", "off")
     for k in INDEX_ARRAYS:
         np.testing.assert_array_equal(getattr(again.index, k), getattr(uncached.index, k), err_msg=k)
-    np.testing.assert_array_equal(again.index.runs, packed_runs(uncached.index, uncached.documents))
+    assert again.index.runs is not None
+    np.testing.assert_array_equal(again.index.runs.start, packed_runs(uncached.index, uncached.documents))
     np.testing.assert_array_equal(again.index.sample_tokens(), uncached.index.sample_tokens())
     want = _all(uncached)
     for ds in (first, again):
@@ -72,12 +73,20 @@ def test_a_store_packed_again_at_the_same_prefix_is_a_new_entry(tmp_path):
     np.testing.assert_array_equal(_all(new)["input_array"], _all(fresh)["input_array"])
 
 
+def _entry(cache: str, kind: str) -> Path:
+    """The cache entry of that kind (``description.json``'s ``kind``)."""
+    for folder in Path(cache, INDEX_DIR).iterdir():
+        if folder.is_dir() and json.loads((folder / "description.json").read_text()).get("kind") == kind:
+            return folder
+    raise AssertionError(f"no {kind} entry under {cache}")
+
+
 def test_a_damaged_entry_is_built_again_never_served(tmp_path):
     prefix = _store(tmp_path, {"a": [5, 80, 3, 200], "b": [17, 1, 64]})
     cache = str(tmp_path / "cache")
     want = _all(Consumer.from_packed(prefix, style="concat", seqlen=23, cache_dir=False))
     Consumer.from_packed(prefix, style="concat", seqlen=23, cache_dir=cache)
-    entry = next(Path(cache, INDEX_DIR).iterdir())
+    entry = _entry(cache, "packed store index")
     arrays = sorted(p for p in entry.iterdir() if p.suffix == ".npy")
     assert {p.stem for p in arrays} == {*INDEX_ARRAYS, "sample_tokens", "runs"}
     for victim in arrays:
@@ -89,7 +98,7 @@ def test_a_damaged_entry_is_built_again_never_served(tmp_path):
         got = _all(ds)
         for k in want:
             np.testing.assert_array_equal(got[k], want[k], err_msg=f"{victim.name}: {k}")
-        entry = next(p for p in Path(cache, INDEX_DIR).iterdir() if p.is_dir())
+        entry = _entry(cache, "packed store index")
 
 
 def test_lengths_edited_after_the_index_was_cached_are_still_refused(tmp_path):
@@ -111,3 +120,32 @@ def test_lengths_edited_after_the_index_was_cached_are_still_refused(tmp_path):
     assert table.stat().st_size == side["files"]["table"]["size"]
     with pytest.raises(FormatError, match=r"document 1 of the store .*length expected"):
         Consumer.from_packed(prefix, style="concat", seqlen=16, cache_dir=cache)
+
+
+def test_the_full_check_is_recorded_once_per_store_version(tmp_path):
+    """The first open checks every document and records it; later opens of the same files rely on the record; a
+    store file written since (any write moves its change time) is checked in full again, and a damaged record is
+    never relied on."""
+    prefix = _store(tmp_path, {"a": [5, 80, 3, 200], "b": [17, 1, 64]})
+    cache = str(tmp_path / "cache")
+    first = Consumer.from_packed(prefix, style="concat", seqlen=23, cache_dir=cache)
+    second = Consumer.from_packed(prefix, style="diff", seqlen=40, cache_dir=cache)
+    assert (first.build_info["checks"], second.build_info["checks"]) == ("full", "recorded")
+    want = _all(Consumer.from_packed(prefix, style="diff", seqlen=40, cache_dir=False))
+    got = _all(second)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    record = _entry(cache, "packed store check")
+    for victim in sorted(record.glob("*.npy")):
+        raw = bytearray(victim.read_bytes())
+        raw[-3] ^= 0x01
+        victim.write_bytes(bytes(raw))
+        again = Consumer.from_packed(prefix, style="diff", seqlen=40, cache_dir=cache)
+        assert again.build_info["checks"] == "full", victim.name
+        got = _all(again)
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+        record = _entry(cache, "packed store check")
+    idx = Path(prefix + ".idx")
+    idx.write_bytes(idx.read_bytes())  # the same bytes, written again: another change time
+    assert Consumer.from_packed(prefix, style="diff", seqlen=40, cache_dir=cache).build_info["checks"] == "full"

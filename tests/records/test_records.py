@@ -17,7 +17,7 @@ from consumer import Consumer
 from consumer.errors import FileChangedError, FormatError, InputError
 from consumer.sources.records import options as record_limits
 
-from .writers import write_jsonl, write_lines, write_parquet, write_tar
+from .writers import patch_header, pax_record, tar_bytes, write_jsonl, write_lines, write_parquet, write_tar
 
 
 def docs_of(ds: Consumer) -> list[bytes]:
@@ -145,6 +145,27 @@ def _tar_truncated(tmp: Path) -> Path:
     return p
 
 
+def _tar(pax: dict[str, str] | None = None, first: bool = False, raw: bytes | None = None) -> bytes:
+    """Members ``m0`` (2 bytes: its header at byte 0), ``evil`` (its headers at byte 1024, or at 0 when ``first``)
+    with PAX headers ``pax`` (or the raw PAX records ``raw`` before it), and ``after``."""
+    evil = ([("@pax", raw, {})] if raw is not None else []) + [("evil", b"hello", pax or {})]
+    return tar_bytes(([] if first else [("m0", b"hi", {})]) + evil + [("after", b"abc", {})])
+
+
+def _tar_base256_size(size: int) -> bytes:
+    """Member ``evil`` (header at byte 1024) with a base-256 size field: ``size`` may be below zero."""
+    plain = tar_bytes([("m0", b"hi", {}), ("evil", b"hello", {}), ("after", b"abc", {})], fmt=tarfile.USTAR_FORMAT)
+    return patch_header(plain, 1024, slice(124, 136), b"\xff" + (256 ** 11 + size).to_bytes(11, "big"))
+
+
+def _tar_with(at: int, field: slice, value: bytes, checksum: bool = True) -> bytes:
+    plain = _tar()
+    if checksum:
+        return patch_header(plain, at, field, value)
+    return plain[:at] + plain[at:at + 512][:field.start] + value + plain[at + field.stop:]
+
+
+DAMAGED = r"damaged tar header"
 MALFORMED = [
     ("jsonl", b'{"text": "a"}\n{"text": \n', r"line 2 at byte 14: invalid JSON record"),
     ("jsonl", b'{"text": "a"}\n[1, 2]\n', r"line 2 at byte 14: not a JSON object \(array\)"),
@@ -156,17 +177,82 @@ MALFORMED = [
     ("jsonl", b'{"text": "a"}\n{"text": "\\udc00 b"}\n', r"line 2 at byte 14: the record holds an unpaired surrogate"),
     ("jsonl", b'{"text": "a\xffb"}\n', r"line 1 at byte 0: the field 'text' is not UTF-8 text \(invalid start byte"),
     ("jsonl", b'{"text": "\xed\xa0\x80"}\n', r"line 1 at byte 0: the field 'text' is not UTF-8 text"),
+    ("jsonl", b'{"text": "a"}\n{"text": "b", "y": ' + b"[" * 1000 + b"]" * 1000 + b"}\n",
+     r"line 2 at byte 14: the record nests arrays and objects 1001 levels deep \(its own object is level 1\), deeper "
+     r"than the limit of 512 \(MAX_JSON_DEPTH\)"),
+    # hostile tar headers: tarfile's OSError, ValueError, UnicodeDecodeError, endless loops, silent ends
+    ("tar", _tar({"size": "-4096"}), rf"member 1 at byte 1024: {DAMAGED}: member 'evil' has a size of -4096 bytes "
+                                     r"\(below zero\)"),
+    ("tar", _tar({"size": "-1536"}), rf"member 1 at byte 1024: {DAMAGED}: member 'evil' has a size of -1536 bytes"),
+    ("tar", _tar({"size": "-1"}), rf"member 1 at byte 1024: {DAMAGED}: member 'evil' has a size of -1 bytes"),
+    ("tar", _tar({"size": "-4096"}, first=True), rf"member 0 at byte 0: {DAMAGED}: member 'evil' has a size of -4096"),
+    ("tar", _tar({"GNU.sparse.realsize": "-5"}), rf"member 1 at byte 1024: {DAMAGED}: member 'evil' has a size of -5"),
+    ("tar", _tar_base256_size(-512), rf"member 1 at byte 1024: {DAMAGED}: member 'evil' has a size of -512 bytes"),
+    ("tar", _tar({"GNU.sparse.map": "0,x"}), rf"member 1 at byte 1024: {DAMAGED}: ValueError: invalid literal for "
+                                             r"int\(\) with base 10: 'x'"),
+    ("tar", _tar({"GNU.sparse.map": "0,x"}, first=True), rf"member 0 at byte 0: {DAMAGED}: ValueError: invalid"),
+    ("tar", _tar({"GNU.sparse.size": "big"}), rf"member 1 at byte 1024: {DAMAGED}: ValueError: invalid literal"),
+    ("tar", _tar({"GNU.sparse.major": "1", "GNU.sparse.minor": "0"}),
+     rf"member 1 at byte 1024: {DAMAGED}: ValueError: not enough values to unpack"),
+    ("tar", _tar(raw=pax_record(b"hdrcharset", b"\xff\xfe")),
+     rf"member 1 at byte 1024: {DAMAGED}: UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff"),
+    ("tar", _tar(raw=b"0 path=x\n"), rf"member 1 at byte 1024: {DAMAGED}: its extended \(PAX or GNU\) header cannot "
+                                     r"be read"),
+    ("tar", _tar_with(1024, slice(148, 156), b"0000000\0", checksum=False),
+     rf"member 1 at byte 1024: {DAMAGED}: not a tar header \(bad checksum\)"),
+    ("tar", _tar()[:1024 + 300], rf"member 1 at byte 1024: {DAMAGED}: the archive ends inside it \(300 of 512 bytes\)"),
+    ("tar", _tar()[:300], r"not a readable tar archive"),
 ]
 
 
 @pytest.mark.parametrize("kind, data, message", MALFORMED)
 def test_malformed_records_name_file_record_and_offset(tmp_path, kind, data, message):
-    p = tmp_path / "bad.jsonl"
+    p = tmp_path / f"bad.{kind}"
     p.write_bytes(data)
     cache = tmp_path / "cache"
-    with pytest.raises(FormatError, match=rf"bad\.jsonl'?: {message}"):
+    with pytest.raises(FormatError, match=rf"bad\.{kind}'?: {message}"):
         Consumer(str(p), documents=kind, cache_dir=cache)
     assert not list((cache / "records").rglob("meta.json")) if (cache / "records").exists() else True
+    if kind == "tar":  # a damaged header is no bad record: skipping does not pass over it
+        with pytest.raises(FormatError, match=rf"bad\.{kind}'?: {message}"):
+            Consumer(str(p), documents=kind, cache_dir=False, on_bad_record="skip")
+
+
+@pytest.mark.parametrize("data", [_tar({"size": "-4096"}), _tar_with(1024, slice(148, 156), b"0000000\0", False)])
+def test_damaged_tar_headers_in_a_compressed_archive(tmp_path, data):
+    import gzip
+
+    p = tmp_path / "bad.tar.gz"
+    p.write_bytes(gzip.compress(data))
+    with pytest.raises(FormatError, match=rf"bad\.tar\.gz'?: member 1 at byte 1024: {DAMAGED}: "):
+        Consumer(str(p), documents="tar", cache_dir=False)
+
+
+def test_chunk_stream_holds_the_bytes_behind_it():
+    """A streamed archive's header is read again where tarfile stopped: the stream holds ``keep`` bytes before its
+    current piece."""
+    from consumer.sources.records.container import ChunkStream
+
+    data = bytes(range(40))
+    stream = ChunkStream(iter([data[:7], data[7:9], data[9:30], data[30:]]), keep=10)
+    assert stream.read(5) == data[:5] and stream.held(2, 100) == data[2:5]  # only bytes already read
+    assert stream.read(30) == data[5:35]  # now in the last piece (from byte 30), bytes 20-29 held behind it
+    assert stream.held(20, 8) == data[20:28] and stream.held(28, 4) == data[28:32]
+    assert stream.held(33, 512) == data[33:35]
+    assert stream.held(19, 2) is None and stream.held(0, 1) is None  # dropped
+    assert stream.read() == data[35:] and stream.held(36, 100) == data[36:]
+
+
+def test_a_truncated_tar_member_is_skipped_with_skip(tmp_path):
+    ds = Consumer(str(_tar_truncated(tmp_path)), documents="tar", cache_dir=False, on_bad_record="skip", n_bytes=1,
+                  metadata=None)
+    assert docs_of(ds) == [b"a" * 600]
+    assert ds.build_info["records"]["skipped_records"] == 1
+    huge = tmp_path / "huge.tar"  # a PAX size past any file: skipped too, no seek out of range
+    huge.write_bytes(_tar({"size": "1" + "0" * 30}))
+    ds = Consumer(str(huge), documents="tar", cache_dir=False, on_bad_record="skip", n_bytes=1,
+                  metadata=None)
+    assert docs_of(ds) == [b"hi"] and ds.build_info["records"]["skipped_records"] == 1
 
 
 def test_malformed_containers(tmp_path, monkeypatch):

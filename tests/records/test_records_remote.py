@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from consumer import Consumer, FileChangedError
+from consumer.errors import FormatError
 
 from ..helpers.remote_servers import file_server, s3_with_files
-from .writers import write_jsonl, write_lines, write_tar
+from .writers import tar_bytes, write_jsonl, write_lines, write_tar
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")
@@ -94,3 +95,25 @@ def test_object_changed_after_indexing_is_never_served(served, tmp_path, kind):
     finally:
         fs.pipe(key, original)
 
+
+
+def _three(pax: dict[str, str]) -> bytes:
+    return tar_bytes([("m0", b"hi", {}), ("evil", b"hello", pax), ("after", b"abc", {})])
+
+
+DAMAGED_TARS = {  # streamed once for their headers: the same errors as a local archive's
+    "negative size": (lambda: _three({"size": "-4096"}), r"member 'evil' has a size of -4096 bytes \(below zero\)"),
+    "bad sparse map": (lambda: _three({"GNU.sparse.map": "0,x"}), r"ValueError: invalid literal for int\(\)"),
+    "bad checksum": (lambda: _three({})[:1024 + 148] + b"0000000\0" + _three({})[1024 + 156:],
+                     r"not a tar header \(bad checksum\)"),
+    "cut header": (lambda: _three({})[:1024 + 300], r"the archive ends inside it \(300 of 512 bytes\)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGED_TARS))
+def test_damaged_tar_headers_behind_urls_name_the_member(tmp_path, case):
+    make, message = DAMAGED_TARS[case]
+    (tmp_path / "bad.tar").write_bytes(make())
+    with file_server(tmp_path) as server:
+        with pytest.raises(FormatError, match=rf"bad\.tar'?: member 1 at byte 1024: damaged tar header: {message}"):
+            Consumer([f"{server.url}bad.tar"], documents="tar", cache_dir=False)

@@ -51,6 +51,38 @@ def write_tar(path: Path, docs: list[bytes], fmt: int = tarfile.PAX_FORMAT, name
     return path
 
 
+def tar_bytes(members: list[tuple[str, bytes, dict[str, str]]], fmt: int = tarfile.PAX_FORMAT) -> bytes:
+    """An archive in memory: each member ``(name, data, PAX headers)``; a member named ``@pax`` is a PAX extended
+    header whose records are its data, written as they are (for the member after it)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tf:
+        for name, data, pax in members:
+            info = tarfile.TarInfo("././@PaxHeader" if name == "@pax" else name)
+            if name == "@pax":
+                info.type = tarfile.XHDTYPE
+            info.size, info.pax_headers = len(data), pax
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def pax_record(key: bytes, value: bytes) -> bytes:
+    """One PAX record ``"<length> key=value\n"`` (the length counts itself)."""
+    body = b" " + key + b"=" + value + b"\n"
+    n = len(body) + 1
+    while len(str(n)) + len(body) != n:
+        n += 1
+    return str(n).encode() + body
+
+
+def patch_header(archive: bytes, at: int, field: slice, value: bytes) -> bytes:
+    """``archive`` with bytes ``field`` of the header block at byte ``at`` replaced, its checksum made right again."""
+    block = bytearray(archive[at:at + 512])
+    block[field] = value
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return archive[:at] + bytes(block) + archive[at + 512:]
+
+
 def write_exploded(folder: Path, docs: list[bytes]) -> list[str]:
     """Each document as its own file, in record order."""
     folder.mkdir(parents=True, exist_ok=True)

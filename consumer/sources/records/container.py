@@ -117,11 +117,13 @@ def line_spans(container: Container) -> Iterator[tuple[memoryview, int, np.ndarr
 
 class ChunkStream:
     """A read-only, forward-only file object over ``pieces`` (e.g. ``container.chunks()``: what :mod:`tarfile`'s
-    stream mode and the decompressors read): the bytes in one pass, never seeking back."""
+    stream mode and the decompressors read): the bytes in one pass, never seeking back. ``keep``: how many bytes
+    before the current piece stay held for :meth:`held` (0: none)."""
 
-    def __init__(self, pieces: Iterator[Any]) -> None:
+    def __init__(self, pieces: Iterator[Any], keep: int = 0) -> None:
         self._pieces = pieces
         self._buf, self._pos = b"", 0  # the current piece and the next byte of it to give
+        self._keep, self._kept, self._start = keep, b"", 0  # bytes held before the piece, where the piece starts
 
     def read(self, n: int = -1) -> bytes:
         """Up to ``n`` bytes (all that are left when ``n`` < 0); fewer only at the end."""
@@ -132,6 +134,9 @@ class ChunkStream:
                 piece = next(self._pieces, None)
                 if piece is None:
                     break
+                if self._keep:
+                    self._kept = (self._kept + self._buf[-self._keep:])[-self._keep:]
+                self._start += len(self._buf)
                 self._buf, self._pos = bytes(piece), 0
             take = len(self._buf) - self._pos if want < 0 else min(want, len(self._buf) - self._pos)
             parts.append(self._buf[self._pos:self._pos + take])
@@ -139,3 +144,13 @@ class ChunkStream:
             if want > 0:
                 want -= take
         return b"".join(parts)
+
+    def held(self, at: int, n: int) -> bytes | None:
+        """The bytes read from offset ``at`` on, at most ``n``; None when some of them are no longer held (more than
+        ``keep`` bytes before the current piece)."""
+        lo = self._start - len(self._kept)
+        if at < lo:
+            return None
+        if at >= self._start:
+            return self._buf[at - self._start:min(at - self._start + n, self._pos)]
+        return (self._kept + self._buf[:self._pos])[at - lo:at - lo + n]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["strings_to_utf8", "valid_utf8"]
+__all__ = ["escape_starts", "strings_to_utf8", "valid_utf8"]
 
 _HEX = np.full(256, -1, dtype=np.int32)
 for _k, _c in enumerate(b"0123456789abcdef"):
@@ -37,7 +37,7 @@ for _c, _v in zip(b"bfnrt", b"\b\f\n\r\t"):
     _SIMPLE[_c] = _v
 
 
-def _escape_starts(buf: np.ndarray) -> np.ndarray:
+def escape_starts(buf: np.ndarray) -> np.ndarray:
     """Positions of the backslashes that start an escape (even offsets in their run of backslashes)."""
     bs = np.flatnonzero(buf == 0x5C)
     if bs.size < 2:
@@ -123,7 +123,7 @@ def strings_to_utf8(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray
         return None  # another JSON value (a number, an object, null) where a string was wanted
     if not valid_utf8(buf):  # escapes are ASCII: the strings are UTF-8 exactly when their texts are
         return None
-    esc = _escape_starts(buf)
+    esc = escape_starts(buf)
     if not esc.size:
         return buf, starts + 1, ends - starts - 2
     work = buf if buf.flags.writeable else buf.copy()

@@ -20,99 +20,33 @@ byte range (the SQL ``json`` column) and the text's decoded length, and nothing 
 stored twice. In a compressed container (no byte ranges) each chunk's texts and lines go to the decode cache.
 
 Bad records (invalid JSON, not an object, the field missing or not a string, a UTF-8 BOM, text that is not UTF-8
-or not valid Unicode, a line over :data:`MAX_RECORD_BYTES`) raise a FormatError naming the file, the line and its
-byte offset, or are skipped and counted with ``on_bad_record="skip"``.
+or not valid Unicode, a line over :data:`MAX_RECORD_BYTES`, arrays and objects nested deeper than
+:data:`MAX_JSON_DEPTH`: see :mod:`.json_depth`) raise a FormatError naming the file, the line and its byte offset,
+or are skipped and counted with ``on_bad_record="skip"``.
 """
 
 from __future__ import annotations
 
 import collections
-import functools
-import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
-from ...errors import MissingDependencyError
 from ...util.buffers import byte_buffer
 from .container import SCAN_CHUNK, Container, append_piece, indexed_lines
+from .json_depth import fresh_stack, records_too_deep, too_deep, why_too_deep
 from .json_strings import strings_to_utf8
 from .jsonl_arrow import ArrowLines
-from .options import RecordOptions, field_tree
+from .jsonl_decoders import import_msgspec, record_decoder, why_bad
+from .options import RecordOptions
 from .scanned import INT32_MAX, BadRecords, ClassTable, DecodeSink, Scanned
 
-__all__ = ["scan_jsonl", "record_decoder", "msgspec_block", "why_bad", "import_msgspec"]
+__all__ = ["scan_jsonl", "record_decoder", "msgspec_block", "why_bad", "why_too_deep", "import_msgspec"]
 
 _BLANK = b" \t\r\n"
-_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-
-
-def import_msgspec() -> Any:
-    """The msgspec module (MissingDependencyError naming the install when it is missing)."""
-    try:
-        import msgspec  # noqa: PLC0415  (the one home of this dependency)
-    except ImportError as e:
-        raise MissingDependencyError(f"documents='jsonl' needs msgspec (pip install msgspec): {e}") from e
-    return msgspec
-
-
-def _struct(msgspec: Any, tree: dict[str, Any], name: str) -> Any:
-    """A struct type for a tree ``{json key: subtree or leaf type}`` (fields ``f0, f1, ...`` renamed to the keys)."""
-    fields, rename = [], {}
-    for j, (key, sub) in enumerate(sorted(tree.items())):
-        fields.append((f"f{j}", _struct(msgspec, sub, f"{name}_{j}") if isinstance(sub, dict) else sub))
-        rename[f"f{j}"] = key
-    return msgspec.defstruct(name, fields, rename=rename)
-
-
-def _attrs(tree: dict[str, Any], parts: list[str]) -> list[str]:
-    """The struct attribute names along the dotted path ``parts`` of ``tree``."""
-    out, node = [], tree
-    for key in parts:
-        out.append(f"f{sorted(node).index(key)}")
-        node = node[key]
-    return out
-
-
-@functools.lru_cache(maxsize=16)  # built once per options (msgspec types): not once per container scanned
-def record_decoder(options: RecordOptions) -> tuple[Any, Any, Any]:
-    """msgspec decoders of one JSON line and of a JSON array of lines into structs holding only the text (at
-    ``text_field``) and the class (at ``class_field``), and ``take(records) -> (texts, classes or None)``. One
-    line's text is a ``str``; the array's texts are :class:`msgspec.Raw` (the string's JSON, not decoded: see
-    :mod:`.json_strings`)."""
-    msgspec = import_msgspec()
-    tree = field_tree(options, str, str | int | bool)
-    record = _struct(msgspec, tree, "Record")
-    raw_record = _struct(msgspec, field_tree(options, msgspec.Raw, str | int | bool), "RawRecord")
-    text_of = attrgetter(".".join(_attrs(tree, options.text_field.split("."))))
-    class_of = attrgetter(".".join(_attrs(tree, options.class_field.split(".")))) if options.class_field else None
-
-    def take(records: list[Any]) -> tuple[list[Any], list[str] | None]:
-        texts = list(map(text_of, records))
-        if class_of is None:
-            return texts, None
-        return texts, [str(v).lower() if isinstance(v, bool) else str(v) for v in map(class_of, records)]
-
-    return msgspec.json.Decoder(record), msgspec.json.Decoder(list[raw_record]), take  # type: ignore[valid-type]
-
-
-def why_bad(line: bytes, error: Exception, options: RecordOptions) -> str:
-    """What is wrong with a line msgspec refused, in the user's terms."""
-    if line.startswith(b"\xef\xbb\xbf"):
-        return "starts with a UTF-8 byte order mark (EF BB BF), which is not JSON; remove it"
-    msg = str(error)
-    if _SURROGATE.search(line):
-        return "the record holds an unpaired surrogate escape (\\ud800-\\udfff): not Unicode text"
-    if msg.startswith("Expected `object`"):
-        return f"not a JSON object ({msg.split(', got ')[-1].split(' ')[0].strip('`')}); expected an object with " \
-               f"the field {options.text_field!r}"
-    if "missing required field" in msg:
-        return f"the object has no field {msg.split('`')[1] if '`' in msg else options.text_field!r}: {msg}"
-    return f"invalid JSON record ({msg})"
 
 
 def _blocks(container: Container) -> Iterator[tuple[np.ndarray, int, np.ndarray, np.ndarray]]:
@@ -203,7 +137,8 @@ def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, fir
     Arrow refuses the block, by msgspec: the lines joined into one JSON array in place (``[`` before the first, a
     comma after each record but the last, every other newline a space, ``]`` after the last line: numpy steps) and
     decoded in one call. The number of blank lines (passed over), or None (nothing added) when a line is too long
-    or bad: the caller then reads the block line by line."""
+    or bad, or nests deeper than :data:`MAX_JSON_DEPTH` (Arrow's reader takes any depth, msgspec's reads do not:
+    checked once parsed, :func:`.json_depth.records_too_deep`): the caller then reads the block line by line."""
     from . import options as limits  # noqa: PLC0415  (read at call time: tests lower the limit)
 
     lens = ends - starts
@@ -220,6 +155,10 @@ def _fast(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, fir
         parsed = msgspec_block(work, ends, kept, decoders.many, decoders.take)
         if parsed is None:
             return None
+    texts = [n for _, _, n in parsed[0]]
+    if records_too_deep(work[1:1 + int(ends[-1])], starts[kept], ends[kept],
+                        texts[0] if len(texts) == 1 else np.concatenate(texts), limits.MAX_JSON_DEPTH):
+        return None
     out.pieces, classes = parsed
     out.arrays = lines
     if classes is not None:
@@ -300,10 +239,59 @@ def _decoded_blocks(container: Container, decoders: _Decoders, threads: int,
                 waiting.cancel()
 
 
+def _line_by_line(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndarray, line_no: int, got: Any,
+                  bad: BadRecords, decoding: tuple[Any, Any, Any], options: RecordOptions) -> int:
+    """A block the fast tiers refused, read a line at a time into ``got`` (each bad line reported to ``bad`` by its
+    number and offset); the number of blank lines passed over."""
+    from . import options as limits  # noqa: PLC0415  (read at call time: tests lower the limit)
+
+    decode, take, errors = decoding
+    blank = 0
+    buf = work.data[1:]
+    measured = np.where(ends - starts > limits.MAX_RECORD_BYTES, starts, ends)  # not an over-long line
+    deep = too_deep(work[1:1 + int(ends[-1])], starts, measured, limits.MAX_JSON_DEPTH)
+    for k, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
+        line_no += 1
+        if b - a > limits.MAX_RECORD_BYTES:
+            bad.bad(f"a line of {b - a} bytes is longer than the limit of {limits.MAX_RECORD_BYTES} bytes",
+                    f"line {line_no}", a + base)
+            continue
+        if k in deep:
+            bad.bad(why_too_deep(deep[k]), f"line {line_no}", a + base)
+            continue
+        try:
+            texts, labels = take([fresh_stack(decode, buf[a:b])])
+            data = texts[0].encode("utf-8")
+        except RecursionError:  # within the limit, yet too deep for msgspec even on a fresh thread
+            bad.bad(why_too_deep(None), f"line {line_no}", a + base)
+            continue
+        except errors as e:
+            line = bytes(buf[a:b])
+            if not line.strip(_BLANK):
+                blank += 1
+                continue
+            bad.bad(why_bad(line, e, options), f"line {line_no}", a + base)
+            continue
+        except UnicodeEncodeError:
+            bad.bad(f"the field {options.text_field!r} holds an unpaired surrogate escape (\\ud800-\\udfff): "
+                    "not Unicode text", f"line {line_no}", a + base)
+            continue
+        except UnicodeDecodeError as e:  # msgspec's, for bytes of a string that are not UTF-8
+            bad.bad(f"the field {options.text_field!r} is not UTF-8 text ({e.reason}: byte "
+                    f"0x{e.object[e.start]:02x})", f"line {line_no}", a + base)
+            continue
+        got.texts.append(data)
+        got.starts.append(a + base)
+        got.ends.append(b + base)
+        got.records.append(line_no - 1)
+        if labels is not None:
+            got.classes.extend(labels)
+    return blank
+
+
 def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink, threads: int = 1) -> Scanned:
     """The JSON records of ``container`` as documents (see the module docstring); ``threads`` > 1 decodes its
     blocks on that many threads (:func:`_decoded_blocks`), with the same result."""
-    from . import options as limits  # noqa: PLC0415  (read at call time: tests lower the limit)
 
     msgspec = import_msgspec()
     one, many, take = record_decoder(options)
@@ -325,37 +313,7 @@ def scan_jsonl(container: Container, options: RecordOptions, sink: DecodeSink, t
         if blanks is not None:
             blank += blanks
         else:
-            buf = work.data[1:]
-            for a, b in zip(starts.tolist(), ends.tolist()):
-                line_no += 1
-                if b - a > limits.MAX_RECORD_BYTES:
-                    bad.bad(f"a line of {b - a} bytes is longer than the limit of {limits.MAX_RECORD_BYTES} bytes",
-                            f"line {line_no}", a + base)
-                    continue
-                try:
-                    texts, labels = take([decode(buf[a:b])])
-                    data = texts[0].encode("utf-8")
-                except errors as e:
-                    line = bytes(buf[a:b])
-                    if not line.strip(_BLANK):
-                        blank += 1
-                        continue
-                    bad.bad(why_bad(line, e, options), f"line {line_no}", a + base)
-                    continue
-                except UnicodeEncodeError:
-                    bad.bad(f"the field {options.text_field!r} holds an unpaired surrogate escape (\\ud800-\\udfff): "
-                            "not Unicode text", f"line {line_no}", a + base)
-                    continue
-                except UnicodeDecodeError as e:  # msgspec's, for bytes of a string that are not UTF-8
-                    bad.bad(f"the field {options.text_field!r} is not UTF-8 text ({e.reason}: byte "
-                            f"0x{e.object[e.start]:02x})", f"line {line_no}", a + base)
-                    continue
-                got.texts.append(data)
-                got.starts.append(a + base)
-                got.ends.append(b + base)
-                got.records.append(line_no - 1)
-                if labels is not None:
-                    got.classes.extend(labels)
+            blank += _line_by_line(work, base, starts, ends, line_no, got, bad, (decode, take, errors), options)
         if got:
             at, n = got.put(sink if keep else None)
             line_starts, line_ends, numbers = got.lines()

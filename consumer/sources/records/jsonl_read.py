@@ -2,14 +2,18 @@
 
 The scanner (:mod:`.jsonl`) keeps each record's line and its text's decoded length, not the text: a read
 (:class:`~.source.RecordFiles`) reads the lines into one buffer and decodes them again with the scanner's own
-msgspec tier (:func:`~.jsonl.msgspec_block`), then checks each length against the index.
+msgspec tier (:func:`~.jsonl.msgspec_block`), then checks each length against the index. msgspec recurses once a
+level of nesting: the scanner refuses records nested deeper than :data:`~.options.MAX_JSON_DEPTH`, and a record
+within it that runs out of Python's recursion limit from the caller's deep stack is decoded again on a fresh thread
+(:func:`~.json_depth.fresh_stack`), so a read never raises ``RecursionError``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .jsonl import import_msgspec, msgspec_block, record_decoder, why_bad
+from .json_depth import fresh_stack
+from .jsonl import import_msgspec, msgspec_block, record_decoder, why_bad, why_too_deep
 from .options import RecordOptions
 
 __all__ = ["BadLine", "LineTexts"]
@@ -18,11 +22,12 @@ _FEW = 8  # up to this many lines, each is decoded alone (a str, encoded): numpy
 
 
 class BadLine(ValueError):
-    """Line ``index`` (of those given to :class:`LineTexts`) is not a record: ``why``."""
+    """Line ``index`` (of those given to :class:`LineTexts`) is not a record: ``why``. ``changed``: it cannot be
+    the line indexed (else it is, but cannot be decoded here: nested too deep for Python's recursion limit)."""
 
-    def __init__(self, index: int, why: str) -> None:
+    def __init__(self, index: int, why: str, changed: bool = True) -> None:
         super().__init__(f"line {index}: {why}")
-        self.index, self.why = index, why
+        self.index, self.why, self.changed = index, why, changed
 
 
 class LineTexts:
@@ -48,9 +53,11 @@ class LineTexts:
         for k, (a, b) in enumerate(zip(starts.tolist(), ends.tolist())):
             line = bytes(work[1 + a:1 + b])
             try:
-                pieces.append(self.take([self.one.decode(line)])[0][0].encode("utf-8"))
+                pieces.append(self.take([fresh_stack(self.one.decode, line)])[0][0].encode("utf-8"))
             except (self.msgspec.DecodeError, self.msgspec.ValidationError, UnicodeError) as e:
                 raise BadLine(k, why_bad(line, e, self.options)) from None
+            except RecursionError:
+                raise BadLine(k, why_too_deep(None), changed=False) from None
         n = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
         at = np.zeros(n.size, dtype=np.int64)
         if n.size > 1:

@@ -9,12 +9,16 @@ from typing import Any
 from ...errors import InputError, short_repr
 
 __all__ = ["default_metadata", "field_tree", "DOCUMENT_KINDS", "RECORD_KINDS", "BAD_RECORD_MODES", "MAX_RECORD_BYTES",
-           "RecordOptions"]
+           "MAX_JSON_DEPTH", "RecordOptions"]
 
 RECORD_KINDS = ("lines", "jsonl", "parquet", "tar")  # documents inside container files
 DOCUMENT_KINDS = ("files", *RECORD_KINDS)  # "files": a document is a whole file (the default)
 BAD_RECORD_MODES = ("raise", "skip")
 MAX_RECORD_BYTES = 1 << 28  # 256 MiB: the longest line (lines, jsonl) a container may hold; longer is a bad record
+# the deepest a JSON record may nest arrays and objects (its own object is level 1); deeper is a bad record. msgspec,
+# which decodes every read, recurses once a level within Python's recursion limit (1000) less the caller's stack:
+# 512 leaves the reader ~480 frames (see .json_depth)
+MAX_JSON_DEPTH = 512
 
 
 def _field(name: str, value: object, optional: bool) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FileChangedError
+from ...errors import FileChangedError, FormatError
 from ...util.sets import distinct
 from ..base import FEW_RANGES, ByteSource, Handoff, check_few_ranges, check_ranges
 from ..paths import PathList
@@ -191,6 +191,9 @@ class RecordFiles(ByteSource):
         try:
             data, offset, length = self._texts.block(work, starts, ends)
         except BadLine as e:
+            if not e.changed:
+                raise FormatError(f"{self.paths[int(uniq[e.index])]!r}: its JSON record cannot be decoded: {e.why}"
+                                  ) from None
             raise FileChangedError(f"{self.paths[int(uniq[e.index])]!r}: its JSON record no longer decodes "
                                    f"({e.why}); the container changed after indexing: build the dataset again"
                                    ) from None

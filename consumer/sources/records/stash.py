@@ -37,9 +37,10 @@ from .scanned import DecodeSink, Scanned
 
 __all__ = ["STASH_VERSION", "FEW_FILES", "StashBatch", "durable", "load_stash", "stash_key", "sweep"]
 
-STASH_VERSION = 4  # 2: compressed JSONL entries hold their lines in the decode cache; 3: index.bin (raw arrays,
+STASH_VERSION = 5  # 2: compressed JSONL entries hold their lines in the decode cache; 3: index.bin (raw arrays,
 # int32 where they fit; classes as codes) instead of index.npz; 4: plain JSONL texts decoded from their lines when
-# read (``from_lines`` in meta.json), not written to the decode cache
+# read (``from_lines`` in meta.json), not written to the decode cache; 5: JSON records nested deeper than
+# MAX_JSON_DEPTH and tar members with a negative size are refused (an entry of 4 may hold one)
 _ARRAYS = ("offset", "length", "record", "inplace", "json_offset", "json_length", "class_codes")
 _TEXTS = ("names", "class_names")  # lists of str, stored as (ends, utf-8 blob)
 FEW_FILES = 8
