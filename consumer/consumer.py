@@ -99,13 +99,14 @@ class Consumer(SQLMethods, ModeMethods):
     @classmethod
     def from_packed(cls, prefix: Any, *, style: str = "diff", seqlen: int | str = "auto",
                     class_to_id: dict | None = None, seed: int = 4, long_files: str = "truncate",
-                    sampling: Any = "consumer", verify: bool = False, **remote: Any) -> Consumer:
-        """A store written by :meth:`pack`: the same tokens, memory-mapped; ``verify`` first reads all of it. A URL
-        prefix (index copied once, tokens read by ranges) takes ``storage_options``, ``cache_dir``, ``remote_cache``;
-        a local one ``readahead`` (None: off for a store bigger than memory, False: read only the rows fetched)."""
-        return cls._from_built(build_packed(prefix, Spec(style=style, seqlen=seqlen, long_files=long_files,
-                                                         sampling=sampling, class_to_id=class_to_id, seed=seed),
-                                            Storage.from_kwargs(remote, "from_packed"), check_bool("verify", verify)))
+                    sampling: Any = "consumer", verify: bool = False, vocab_size: int | None = None, **remote: Any
+                    ) -> Consumer:
+        """A store :meth:`pack` or Megatron/fairseq/Modalities wrote (then sequences are documents, ids a vocabulary of
+        ``vocab_size``, None: the dtype's), mapped; ``verify`` reads it all first; storage options: docs/remote.md."""
+        spec = Spec(style=style, seqlen=seqlen, long_files=long_files, seed=seed, sampling=sampling,
+                    class_to_id=class_to_id, vocab_size=vocab_size)
+        return cls._from_built(build_packed(prefix, spec, Storage.from_kwargs(remote, "from_packed"),
+                                            check_bool("verify", verify)))
 
     @classmethod
     def from_dict(cls, d: Any, *, cache_dir: Any = None, verbose: bool = False,
@@ -133,8 +134,8 @@ class Consumer(SQLMethods, ModeMethods):
 
     @classmethod
     def from_catalog(cls, files: Any, **options: Any) -> Consumer:
-        """A dataset over a file list (an Arrow table, dataframe or Parquet file with ``path`` and optionally
-        ``class`` columns, e.g. from ``export_catalog`` filtered elsewhere, or a list of paths)."""
+        """A dataset over a file list (an Arrow table, dataframe or Parquet file with ``path`` and, optionally,
+        ``class`` columns, e.g. ``export_catalog`` output filtered elsewhere), or a list of paths."""
         from .query.export import file_list_fps  # noqa: PLC0415
         return cls(file_list_fps(files), **options)
 

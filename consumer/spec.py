@@ -27,7 +27,7 @@ from .errors import InputError, short_repr
 from .sources.records.options import RecordOptions
 from .tokens.index import LONG_FILES, STYLES, check_seqlen
 from .tokens.sampling import ConsumerSampling, MegatronSampling, Sampling, parse_sampling
-from .tokens.vocab import Vocab
+from .tokens.vocab import TokenVocab, Vocab
 from .util.validate import check_choice, check_class_to_id, check_int
 
 __all__ = ["Spec", "Metadata", "metadata_name", "check_class_to_id", "headers_already_made", "DEDUPE_MODES"]
@@ -64,6 +64,7 @@ class Spec:
     dedupe: str | None = None
     resolved_seqlen: int | None = None
     records: RecordOptions = field(default_factory=RecordOptions)  # what a document is (files, or records)
+    vocab_size: int | None = None  # a store another tool wrote: its ids' vocabulary (None: byte tokens, n_bytes)
 
     def __post_init__(self) -> None:
         check_choice("style", self.style, sorted(STYLES))
@@ -80,6 +81,8 @@ class Spec:
             raise InputError(f"class_to_id must be a dict {{class: int}}, got {short_repr(self.class_to_id)}")
         if self.resolved_seqlen is not None:
             object.__setattr__(self, "resolved_seqlen", check_int("resolved_seqlen", self.resolved_seqlen, 1))
+        if self.vocab_size is not None:
+            object.__setattr__(self, "vocab_size", TokenVocab(self.vocab_size).n_tokens)
         if not isinstance(self.records, RecordOptions):
             if not isinstance(self.records, dict):
                 raise InputError(f"records must be RecordOptions or its dict, got {short_repr(self.records)}")
@@ -87,13 +90,13 @@ class Spec:
 
     def __setstate__(self, state: dict) -> None:
         """Unpickle, also a spec pickled before documents inside containers existed (whole files then)."""
-        self.__dict__.update({"records": RecordOptions(), **state})
+        self.__dict__.update({"records": RecordOptions(), "vocab_size": None, **state})
 
     # ------------------------------------------------------------------ derived
     @property
     def vocab(self) -> Vocab:
-        """The vocabulary of ``n_bytes``."""
-        return Vocab(self.n_bytes)
+        """The vocabulary of ``n_bytes``, or of a store's ``vocab_size`` ids (:class:`TokenVocab`)."""
+        return Vocab(self.n_bytes) if self.vocab_size is None else TokenVocab(self.vocab_size)
 
     @property
     def megatron(self) -> bool:
@@ -136,8 +139,9 @@ class Spec:
 
     def _records_dict(self) -> dict:
         """The record options as JSON, or nothing when documents are whole files (keys of file datasets stay as
-        they were)."""
-        return self.records.to_dict() if self.records.records else {}
+        they were); a store's ``vocab_size`` when it has one (the same rule)."""
+        out = self.records.to_dict() if self.records.records else {}
+        return out if self.vocab_size is None else {**out, "vocab_size": self.vocab_size}
 
     def to_dict(self) -> dict:
         """Every setting as JSON: ``seqlen`` is the resolved width (the request if not resolved yet)."""
@@ -166,4 +170,5 @@ class Spec:
         return cls(style=d["style"], n_bytes=d["n_bytes"], seqlen=d.get("seqlen_requested", d["seqlen"]),
                    metadata=mode, long_files=d["long_files"], sampling=d["sampling"],
                    class_to_id=d.get("class_to_id"), seed=d["seed"], dedupe=d.get("dedupe"),
-                   records=RecordOptions(**{k: d[k] for k in RecordOptions().to_dict() if k in d}))
+                   records=RecordOptions(**{k: d[k] for k in RecordOptions().to_dict() if k in d}),
+                   vocab_size=d.get("vocab_size"))

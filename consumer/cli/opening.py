@@ -1,12 +1,15 @@
 """How a command opens its dataset: the ``Consumer`` of the common options (``--shard``, ``--scheduler``, cache,
-progress bars), and libmagic for every file when a command needs all of them."""
+progress bars; a packed store's prefix, ours or another tool's, opens the store), and libmagic for every file when a
+command needs all of them."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
@@ -38,9 +41,22 @@ def _engine(args: argparse.Namespace) -> Iterator[Any]:
         client.close()
 
 
+def _store_prefix(path: str) -> bool:
+    """Whether ``path`` names a packed store (ours, by its sidecar, or one another tool wrote) rather than files."""
+    if os.path.isdir(path) or not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        return False
+    from ..packed.layout import SIDECAR_SUFFIX  # noqa: PLC0415  (the store modules load only for a store)
+    from ..packed.peer import is_peer_store  # noqa: PLC0415
+
+    return os.path.isfile(path + SIDECAR_SUFFIX) or is_peer_store(Path(path))
+
+
 def _open(args: argparse.Namespace, engine: Any = None):
     from ..consumer import Consumer  # noqa: PLC0415
 
+    if args.documents == "files" and _store_prefix(args.dir):  # info / sql on a packed store
+        return Consumer.from_packed(args.dir, style=args.style, seqlen=args.seqlen, long_files=args.long_files,
+                                    cache_dir=False if args.cache_dir == "off" else args.cache_dir)
     fps: Any = check_root(args.dir, "DIR") if args.documents == "files" else args.dir  # a file, a glob: records
     cache_dir = False if args.cache_dir == "off" else args.cache_dir
     class_to_id = None

@@ -41,7 +41,7 @@ from ..spec import Metadata, Spec, headers_already_made
 from ..storage import Storage
 from ..tokens.documents import DOC_ARRAYS, DocumentTable, build_documents
 from ..tokens.index import AUTO_SEQLEN_CAP, INDEX_ARRAYS, SampleIndex
-from ..tokens.vocab import Vocab
+from ..tokens.vocab import TokenVocab, Vocab
 from ..util.sets import distinct
 from ..util.validate import check_bool, check_class_to_id, int_vector
 from .cache import building, cache_key, file_table_sha256, load_entry, save_entry
@@ -315,13 +315,15 @@ def build_packed(prefix: Any, spec: Spec, storage: Storage, verify: bool = False
     from ..packed.verify import verify_packed  # noqa: PLC0415
 
     t0 = time.perf_counter()
-    loaded = load_store(prefix, storage, recall_checks(storage.cache_dir))
+    loaded = load_store(prefix, storage, recall_checks(storage.cache_dir), spec.vocab_size)
     if verify:
         verify_packed(loaded)
     store, corpus, documents, metadata = open_store(loaded, lengths=False)
     where = "class_to_id" if spec.class_to_id is not None else f"class_to_id in {store.prefix}.consumer.json"
-    spec = spec.replace(n_bytes=store.vocab.n_bytes, metadata=metadata, class_to_id=check_class_to_id(
-        store.sidecar["class_to_id"] if spec.class_to_id is None else spec.class_to_id, corpus.class_names, where))
+    vocab_size = store.vocab.n_tokens if isinstance(store.vocab, TokenVocab) else None  # a store another tool wrote
+    class_to_id = check_class_to_id(store.sidecar["class_to_id"] if spec.class_to_id is None else spec.class_to_id,
+                                    corpus.class_names, where)
+    spec = spec.replace(n_bytes=store.vocab.n_bytes, metadata=metadata, vocab_size=vocab_size, class_to_id=class_to_id)
     requested = spec
 
     def checked_index() -> SampleIndex:  # an index entry (or the store's recorded check) says lengths were checked

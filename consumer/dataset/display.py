@@ -26,7 +26,9 @@ def text_repr(ds: Any) -> str:
     """
     classes = list(ds.classes)
     shown = repr(classes) if len(classes) <= MAX_REPR_CLASSES else str(len(classes))
-    parts = [f"style={ds.style!r}", f"n_bytes={ds.vocab.n_bytes}", f"seqlen={ds.seqlen}"]
+    size = ds.spec.vocab_size  # a store another tool wrote: its ids are not bytes
+    parts = [f"style={ds.style!r}", f"n_bytes={ds.vocab.n_bytes}" if size is None else f"vocab_size={size}",
+             f"seqlen={ds.seqlen}"]
     if ds.long_files != "truncate":
         parts.append(f"long_files={ds.long_files!r}")
     if ds.spec.megatron:

@@ -64,7 +64,7 @@ class PackedRows:
         self.local = mapped is not None
         self.tokens: np.ndarray = np.zeros(0, np.uint8) if mapped is None else mapped
         self.pad = int(docs.vocab.pad)
-        self.size = int(docs.vocab.size)
+        self.size = int(docs.vocab.stored_ids)  # ids a store may hold (every id; a peer store's: its own ids)
         self.prefix = packed.prefix
         self.store_file = packed.data_file
         if self.local:
@@ -138,7 +138,7 @@ class PackedRows:
             raise self._bad(sample, self.tokens[s:s + n])
 
     def _bad(self, sample: int, row: np.ndarray) -> FormatError:
-        bad = row[(row < 0) | (row >= self.size)]
+        bad = row[(row < 0) | ((row >= self.size) & (row != self.pad))]
         return FormatError(f"{self.prefix}: sample {sample}: token ids must be in [0, {self.size}), got "
                            f"{short_repr(bad[:4].tolist())}; the store is damaged (consumer verify PREFIX checks all "
                            "of it)")
@@ -161,8 +161,11 @@ class PackedRows:
                 rows = tokens[fresh]
         size = self.size
         if rows.size and int(rows.reshape(-1).view(np.dtype(f"u{tokens.itemsize}")).max()) >= size:
-            row = int(np.argmax(((tokens < 0) | (tokens >= size)).any(axis=1)))
-            raise self._bad(int(sample_ids[row]), tokens[row])
+            # the rows hold PAD, which a store of another tool's ids never holds (it lies above them): not a bad id
+            bad = (tokens < 0) | ((tokens >= size) & (tokens != self.pad))
+            if bad.any():
+                row = int(np.argmax(bad.any(axis=1)))
+                raise self._bad(int(sample_ids[row]), tokens[row])
         if checked is not None:
             checked[sample_ids] = True
 

@@ -52,8 +52,10 @@ def _commit(tmp: Path, prefix: Path, fmt: str, sidecar: dict) -> dict[str, dict]
         os.fsync(f.fileno())
     with_suffix(prefix, SIDECAR_SUFFIX).unlink(missing_ok=True)  # an old sidecar never describes new data
     fsync_dir(prefix.parent)
-    for suffix in kinds.values():
-        os.replace(with_suffix(tmp, suffix), with_suffix(prefix, suffix))
+    # the file table first: a prefix with data files and no table is a store another tool wrote (packed/peer.py),
+    # so a pack stopped between these renames must leave its table in place ("incomplete pack", not another store)
+    for kind in sorted(kinds, key=lambda k: k != "table"):
+        os.replace(with_suffix(tmp, kinds[kind]), with_suffix(prefix, kinds[kind]))
     fsync_dir(prefix.parent)
     os.replace(with_suffix(tmp, SIDECAR_SUFFIX), with_suffix(prefix, SIDECAR_SUFFIX))
     fsync_dir(prefix.parent)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError
+from ..errors import FormatError, InputError
 from ..formats.chunksums import ChunkVerifier
 from ..sources.corpus import Corpus
 from ..sources.open import locate_store
@@ -27,10 +27,11 @@ from ..sources.store import StoreFiles, TokenData
 from ..sources.token_store import MappedTokens, RangedTokens, TokenStore
 from ..spec import headers_already_made
 from ..storage import Storage
-from ..tokens.documents import DocumentTable, tokenise_headers
-from ..tokens.vocab import Vocab, decode_ids
+from ..tokens.documents import DocumentTable, StoreDocuments, tokenise_headers
+from ..tokens.vocab import TokenVocab, Vocab, decode_ids
 from ..util.validate import check_int
 from .layout import FORMATS, as_prefix, check_file_sizes, read_sidecar_file, store_dtype, with_suffix
+from .peer import is_peer_store, load_peer
 from .sums import SUMS_SUFFIX, data_offset, load_verifier
 from .table import read_table
 
@@ -87,20 +88,28 @@ class Store:
                        self.grouped)
 
 
-def load_store(prefix: Any, storage: Storage | None = None, recall: Recall | None = None) -> Store:
+def load_store(prefix: Any, storage: Storage | None = None, recall: Recall | None = None,
+               vocab_size: int | None = None) -> Store:
     """Open and check the store at ``prefix``: sidecar, file sizes, the format's index, the file table.
 
     ``prefix`` may be a URL (``s3://``, ``https://``, ...): its index files are copied once under the cache
     directory of ``storage`` (default: :meth:`Storage.of() <consumer.storage.Storage.of>`) and its tokens read by
     ranges with its fsspec options, through its read-through cache when set (see :mod:`consumer.packed.remote`).
     ``recall(identity)`` gives the recorded check of a local store's version, if any: then the sidecar, the
-    files' sizes and every header are checked, and nothing per document (the open is O(1) in documents)."""
+    files' sizes and every header are checked, and nothing per document (the open is O(1) in documents).
+    A local prefix without a sidecar that holds a store another tool wrote opens as one (:mod:`.peer`), its ids
+    a vocabulary of ``vocab_size`` (None: from its token dtype); ``vocab_size`` is refused for a store of ours."""
     storage = Storage.of() if storage is None else storage
     location = locate_store(prefix, storage)
+    if location.kind == "local" and is_peer_store(as_prefix(location.where)):
+        return Store(**load_peer(as_prefix(location.where), storage, vocab_size))
     if location.kind == "local":
         store = _load_local(location.where, storage, recall)
     else:
         store = _load_objects(location.where, storage)
+    if vocab_size is not None:
+        raise InputError(f"vocab_size is for stores other tools wrote (no consumer sidecar); {str(store.prefix)!r} "
+                         f"records its vocabulary ({store.vocab.size} ids), got vocab_size={vocab_size}")
     side = store.sidecar
     if store.checked is None and int(store.lengths.sum()) != side["tokens"]:
         raise FormatError(f"{store.prefix}: token count expected {side['tokens']} (sidecar 'tokens'), got "
@@ -182,7 +191,8 @@ def _open(prefix: Any, storage: Storage | None, check_lengths: bool = True) -> t
     store = prefix if isinstance(prefix, Store) else load_store(prefix, storage)
     side = store.sidecar
     classes: list[str] = side["classes"]
-    order = None if store.checked is not None and store.checked.grouped else \
+    peer = bool(side.get("peer"))  # one class: grouped
+    order = None if peer or (store.checked is not None and store.checked.grouped) else \
         _class_order(store.doc_class, classes, store.prefix)
     store.grouped = order is None
     paths = store.paths if order is None else store.paths.gather(order)
@@ -191,10 +201,10 @@ def _open(prefix: Any, storage: Storage | None, check_lengths: bool = True) -> t
     tokens = TokenData(tokens=store.tokens, doc_ptr=_gather(store.starts, order), store=store.fmt,
                        prefix=str(store.prefix))
     source = StoreFiles(tokens, paths, _gather(store.doc_size, order))
-    docs = DocumentTable(
-        vocab=store.vocab, paths=paths, doc_class=doc_class, doc_size=source.sizes,
-        doc_header=_gather(store.doc_header, order), headers=list(side["headers"]), header_ptr=header_ptr,
-        header_tok=header_tok, with_header=side["with_header"], source=source)
+    fields = dict(vocab=store.vocab, paths=paths, doc_class=doc_class, doc_size=source.sizes,
+                  doc_header=_gather(store.doc_header, order), headers=list(side["headers"]), header_ptr=header_ptr,
+                  header_tok=header_tok, with_header=side["with_header"], source=source)
+    docs = StoreDocuments(**fields, token_lengths=store.lengths) if peer else DocumentTable(**fields)
     if check_lengths:
         _check_lengths(store, docs, order)
     corpus = Corpus.of(classes, paths, doc_class, "packed")
@@ -209,6 +219,8 @@ def check_lengths(store: Store, docs: DocumentTable) -> None:
 
 
 def _check_lengths(store: Store, docs: DocumentTable, order: np.ndarray | None) -> None:
+    if store.sidecar.get("peer"):
+        return  # a store another tool wrote: its own lengths are the documents'
     actual = _gather(store.lengths, order)
     for a in range(0, len(docs), _WINDOW):  # a window at a time: no temporary of the documents' size
         expected = docs.content_start[a:a + _WINDOW] + docs.content_len[a:a + _WINDOW] + 1
@@ -279,7 +291,8 @@ def inspect_packed(prefix, preview_tokens: int = 64, **remote: Any) -> dict:
     n = min(int(docs.doc_len[0]), int(preview_tokens))
     ids = docs.source.choose(files=_no_tokens(store.prefix),
                              store=lambda t: t.tokens.read(int(t.doc_ptr[0]), n).astype(np.int64))
-    text = decode_ids(ids, docs.vocab, specials="tags").decode("utf-8", errors="backslashreplace")
+    text = None if isinstance(docs.vocab, TokenVocab) else \
+        decode_ids(ids, docs.vocab, specials="tags").decode("utf-8", errors="backslashreplace")
     return {
         "prefix": str(store.prefix),
         "format": store.fmt,

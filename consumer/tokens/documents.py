@@ -29,7 +29,7 @@ from ..sources.paths import PathList
 from ..sources.store import StoreFiles, TokenData
 from .vocab import Vocab, encode_bytes, n_content_tokens
 
-__all__ = ["DOC_ARRAYS", "DocumentTable", "build_documents", "tokenise_headers"]
+__all__ = ["DOC_ARRAYS", "DocumentTable", "StoreDocuments", "build_documents", "tokenise_headers"]
 
 # the per-document arrays of a DocumentTable that the index cache stores (beside the paths and header texts)
 DOC_ARRAYS = ("doc_class", "doc_size", "doc_header", "header_ptr", "header_tok", "doc_mtime")
@@ -139,6 +139,43 @@ class DocumentTable:
     def header_text(self, doc: int) -> str:
         """The normalised header text of one document."""
         return self.headers[int(self.doc_header[doc])]
+
+
+@dataclass(frozen=True)
+class StoreDocuments(DocumentTable):
+    """The documents of a store another tool wrote (:mod:`consumer.packed.peer`): each one is its tokens as stored
+    (``token_lengths`` of them), with no header, no SEP and no EOF of ours; ``doc_size`` is its token count."""
+
+    token_lengths: np.ndarray = field(default_factory=lambda: _NO_MTIMES)  # [D] tokens of each document
+
+    @cached_property
+    def header_len(self) -> np.ndarray:
+        """Zeros: no header (pages never written take no memory)."""
+        return np.zeros(len(self), dtype=np.int64)
+
+    @cached_property
+    def content_start(self) -> np.ndarray:
+        """Zeros: every token of a document is content."""
+        return np.zeros(len(self), dtype=np.int64)
+
+    @cached_property
+    def content_len(self) -> np.ndarray:
+        """The document's tokens as stored."""
+        return self.token_lengths
+
+    @cached_property
+    def doc_len(self) -> np.ndarray:
+        """The document's tokens as stored: nothing is added."""
+        return self.token_lengths
+
+    def subset(self, ids: np.ndarray, new_class: np.ndarray) -> StoreDocuments:
+        """The documents ``ids`` (sorted), classes renumbered through ``new_class`` (old index -> new)."""
+        base = DocumentTable.subset(self, ids, new_class)
+        return StoreDocuments(**{f: getattr(base, f) for f in _FIELDS}, token_lengths=self.token_lengths[ids])
+
+
+_FIELDS = ("vocab", "paths", "doc_class", "doc_size", "doc_header", "headers", "header_ptr", "header_tok",
+           "with_header", "doc_mtime", "source")
 
 
 def _class_codes(doc_class: Any) -> np.ndarray:

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import InputError, short_repr
 
-__all__ = ["VALID_N_BYTES", "Vocab", "bytes_to_ids", "decode_ids", "encode_bytes", "n_content_tokens"]
+__all__ = ["VALID_N_BYTES", "Vocab", "TokenVocab", "bytes_to_ids", "decode_ids", "encode_bytes", "n_content_tokens"]
 
 VALID_N_BYTES = (1, 2, 3)
 _SPECIAL_NAMES = ("EOF", "PAD", "MASK", "CLS", "SEP")
@@ -89,6 +89,12 @@ class Vocab:
         return self.n_data + 5 + (self.n_bytes - 1)
 
     @property
+    def stored_ids(self) -> int:
+        """The ids a packed store may hold are ``< stored_ids``: every id (a store of ours holds whole documents,
+        specials included)."""
+        return self.size
+
+    @property
     def specials(self) -> dict[str, int]:
         """Every special id by name (``EOF``, ``PAD``, ``MASK``, ``CLS``, ``SEP``, ``TAIL1`` ...)."""
         out = {name: self.n_data + i for i, name in enumerate(_SPECIAL_NAMES)}
@@ -107,6 +113,65 @@ class Vocab:
     def decode(self, ids, *, specials: str = "skip") -> bytes:
         """Bytes of a token sequence. Same as :func:`decode_ids`."""
         return decode_ids(ids, self, specials=specials)
+
+
+@dataclass(frozen=True, init=False)
+class TokenVocab(Vocab):
+    """The ids of a store another tool wrote (Megatron, fairseq, Modalities): a tokenizer's ids, not bytes.
+
+    ``TokenVocab(n_tokens)``: data ids ``0 .. n_tokens - 1`` as the store holds them, then the five specials in
+    the usual order (EOF, PAD, MASK, CLS, SEP); no tail markers. ``n_bytes`` is 1 (one id a token) and means
+    nothing else here. Nothing decodes to bytes: :meth:`decode` and :meth:`encode` refuse, naming why.
+    """
+
+    n_tokens: int
+
+    def __init__(self, n_tokens: int) -> None:
+        if isinstance(n_tokens, bool) or not isinstance(n_tokens, (int, np.integer)) or int(n_tokens) < 1:
+            raise InputError(f"vocab_size must be an int >= 1, got {short_repr(n_tokens)}")
+        object.__setattr__(self, "n_bytes", 1)
+        object.__setattr__(self, "n_tokens", int(n_tokens))
+
+    @property
+    def n_data(self) -> int:
+        """Number of data ids, the store's vocabulary size."""
+        return self.n_tokens
+
+    def tail(self, k: int) -> int:
+        """Refused: a token store has no partial tokens."""
+        raise InputError(f"tail markers: a vocabulary of {self.n_tokens} store ids has none")
+
+    @property
+    def size(self) -> int:
+        """Total number of ids: the store's ids and the 5 specials."""
+        return self.n_tokens + 5
+
+    @property
+    def specials(self) -> dict[str, int]:
+        """Every special id by name (``EOF``, ``PAD``, ``MASK``, ``CLS``, ``SEP``)."""
+        return {name: self.n_tokens + i for i, name in enumerate(_SPECIAL_NAMES)}
+
+    @property
+    def stored_ids(self) -> int:
+        """The ids the store may hold are its own, ``< n_tokens`` (the specials are ours: never in the store)."""
+        return self.n_tokens
+
+    def to_dict(self) -> dict:
+        """JSON-able description: ``n_tokens`` (the store's vocabulary), ``size``, ``n_data`` and the specials."""
+        return {"n_tokens": self.n_tokens, "size": self.size, "n_data": self.n_data, "specials": self.specials}
+
+    def refuse(self, what: str) -> InputError:
+        """Why ``what`` (decode, encode) cannot be done with store ids."""
+        return InputError(f"{what}: the ids of this store are a tokenizer's ({self.n_tokens} ids, written by another "
+                          "tool), not bytes; decode them with the tokenizer that wrote the store")
+
+    def encode(self, data: bytes | bytearray | memoryview) -> np.ndarray:
+        """Refused (InputError): bytes are not store ids."""
+        raise self.refuse("encode")
+
+    def decode(self, ids, *, specials: str = "skip") -> bytes:
+        """Refused (InputError): store ids are not bytes."""
+        raise self.refuse("decode")
 
 
 def n_content_tokens(n_bytes_in: np.ndarray | int, n_bytes: int):
@@ -143,6 +208,8 @@ def encode_bytes(data: bytes | bytearray | memoryview, vocab: Vocab) -> np.ndarr
     """Token ids (int64) of ``data``: full big-endian tokens, then ``TAIL_k`` + padded tail if needed."""
     if not isinstance(data, (bytes, bytearray, memoryview)):  # bytes(10**10) would allocate 10 GB of zeros
         raise InputError(f"data must be bytes, bytearray or memoryview, got {type(data).__name__}: {short_repr(data)}")
+    if isinstance(vocab, TokenVocab):
+        raise vocab.refuse("encode")
     nb = vocab.n_bytes
     raw = np.frombuffer(bytes(data), dtype=np.uint8)
     nfull, k = divmod(raw.size, nb)
@@ -166,8 +233,11 @@ def decode_ids(ids, vocab: Vocab, *, specials: str = "skip") -> bytes:
     dropped (``specials="skip"``) or rendered as ``<EOF>``, ``<PAD>``, ... (``specials="tags"``).
     A data token after ``TAIL_k`` contributes only its first ``k`` bytes. Ids outside
     ``[0, vocab.size)`` and non-integers (``1.7`` is not rounded to 1, ``True`` is not 1) raise
-    :class:`InputError`. Fully vectorised.
+    :class:`InputError`. Fully vectorised. A :class:`TokenVocab` (a store another tool wrote) refuses: its ids
+    are a tokenizer's, not bytes.
     """
+    if isinstance(vocab, TokenVocab):
+        raise vocab.refuse("decode")
     if specials not in _SPECIAL_MODES:
         raise InputError(f"specials must be one of {_SPECIAL_MODES}, got {short_repr(specials)}")
     if not isinstance(vocab, Vocab):
