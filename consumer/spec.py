@@ -139,9 +139,10 @@ class Spec:
 
     def _records_dict(self) -> dict:
         """The record options as JSON, or nothing when documents are whole files (keys of file datasets stay as
-        they were); a store's ``vocab_size`` when it has one (the same rule)."""
+        they were); a store's ``vocab_size`` when it has one, as ``store_vocab_size`` (the same rule; get_dict's
+        ``vocab_size`` is every id of the vocabulary)."""
         out = self.records.to_dict() if self.records.records else {}
-        return out if self.vocab_size is None else {**out, "vocab_size": self.vocab_size}
+        return out if self.vocab_size is None else {**out, "store_vocab_size": self.vocab_size}
 
     def to_dict(self) -> dict:
         """Every setting as JSON: ``seqlen`` is the resolved width (the request if not resolved yet)."""
@@ -171,4 +172,4 @@ class Spec:
                    metadata=mode, long_files=d["long_files"], sampling=d["sampling"],
                    class_to_id=d.get("class_to_id"), seed=d["seed"], dedupe=d.get("dedupe"),
                    records=RecordOptions(**{k: d[k] for k in RecordOptions().to_dict() if k in d}),
-                   vocab_size=d.get("vocab_size"))
+                   vocab_size=d.get("store_vocab_size"))  # not get_dict()'s "vocab_size" (every id, specials too)

@@ -70,6 +70,7 @@ class Built:
     info: dict
     catalog: Catalog | None = None
     recipe: tuple = ()  # how to make it again in another process (see restore)
+    files_digest: str | None = None  # get_dict()["files_sha256"], found once (dataset/export.py)
 
 
 def _index(spec: Spec, documents: DocumentTable, n_classes: int) -> SampleIndex:

@@ -18,6 +18,7 @@ from ..catalog.headers import MAX_HEADER_BYTES
 from ..fetch.columns import MaskConfig
 from ..sources.magic import libmagic_version
 from .build import Built, files_listing, listing_sha256
+from .listing_digest import files_sha256
 from .records import container_listing
 
 __all__ = ["dataset_dict", "dump_json", "load_json"]
@@ -33,7 +34,14 @@ def dataset_dict(built: Built, *, mode: str | None, mask: MaskConfig, batches: d
     bytes_ = np.bincount(docs.doc_class, weights=docs.doc_size, minlength=n).astype(np.int64)
     tokens = np.bincount(docs.doc_class, weights=docs.doc_len, minlength=n).astype(np.int64)
     samples = index.samples_per_class()
-    listing = files_listing(docs, classes)
+    listing = files_listing(docs, classes) if include_files else None
+    digest = built.files_digest  # found once per dataset: the files never change under it
+    if digest is None:
+        digest = files_sha256(docs, classes)  # numpy, no object per document; None: a path JSON escapes
+    if digest is None:
+        listing = files_listing(docs, classes) if listing is None else listing
+        digest = listing_sha256(listing)
+    built.files_digest = digest
     settings = spec.to_dict()
     out = {
         "consumer_version": __version__,
@@ -55,7 +63,7 @@ def dataset_dict(built: Built, *, mode: str | None, mask: MaskConfig, batches: d
         "vocab": spec.vocab.to_dict(),
         "vocab_size": spec.vocab.size,
         "libmagic_version": libmagic_version(),
-        "files_sha256": listing_sha256(listing),
+        "files_sha256": digest,
     }
     if batches is not None:
         out["batches"] = {k: v for k, v in batches.items() if k not in ("version", "epoch", "position")}

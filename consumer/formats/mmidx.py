@@ -64,6 +64,7 @@ import numpy as np
 from ..errors import FormatError, InputError, SampleIndexError, short_repr
 from ..util.fileio import check_path, discard, fsync_dir, open_temp, stat_regular
 from ..util.validate import int_vector, is_int
+from .segments import split_segments
 
 __all__ = [
     "MAGIC",
@@ -701,22 +702,13 @@ class IndexedWriter:
         :meth:`end_document` after the last one. Byte for byte the files of ``add_item``/``extend_item``/
         ``end_document`` per segment, without a Python call per document (pack writes 10^7 documents this way)."""
         self._require_open()
-        arr = _as_tokens(tokens, self.dtype, "tokens")
-        lens = np.asarray(lengths, dtype=np.int64).reshape(-1)
-        firsts = np.asarray(first, dtype=bool).reshape(-1)
-        if lens.shape != firsts.shape or int(lens.sum()) != arr.shape[0] or (lens.size and int(lens.min()) < 0):
-            raise InputError(f"lengths: expected {firsts.size} non-negative lengths summing to len(tokens) = "
-                             f"{arr.shape[0]}, got {short_repr(lens.tolist())}")
         if self.multimodal:
             raise InputError("add_segments: a multimodal index takes a mode per sequence: use add_item")
-        if lens.size and not firsts[0]:
-            self.extend_item(arr[:int(lens[0])])
-            arr, lens, firsts = arr[int(lens[0]):], lens[1:], firsts[1:]
+        head, arr, lens = split_segments(_as_tokens(tokens, self.dtype, "tokens"), lengths, first, "sequence")
+        if head is not None:
+            self.extend_item(head)
         if not lens.size:
             return
-        if not firsts.all():
-            raise InputError(f"first: only the first segment of a call may continue a sequence, got False at "
-                             f"{int(np.argmin(firsts)) + 1}")
         if int(lens.max()) > _INT32_MAX:
             raise InputError(f"tokens: a sequence holds at most {_INT32_MAX} tokens, got {int(lens.max())}")
         if len(self._lengths) > self._doc_idx[-1]:  # the document before is complete now

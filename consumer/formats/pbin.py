@@ -43,6 +43,7 @@ from ..util.fileio import check_path, discard, open_temp, stat_regular
 from ..util.validate import is_int
 from .safe_pickle import MAX_MEMO_INDEX, MAX_PICKLE_DEPTH, MAX_PICKLE_UNITS, PickleRefused
 from .safe_pickle import IndexUnpickler as _IndexUnpickler
+from .segments import split_segments
 
 __all__ = [
     "HEADER_SIZE",
@@ -363,22 +364,14 @@ class PbinWriter:
         """Append many documents in one write: ``tokens`` holds segments of ``lengths`` tokens back to back; a
         segment whose ``first`` is True starts a document, and only the first segment may continue the document
         added last (``first`` False). The same file as ``add_document``/``extend_document`` per segment."""
-        lens = np.asarray(lengths, dtype=np.int64).reshape(-1)
-        firsts = np.asarray(first, dtype=bool).reshape(-1)
         if self._state != "open":
             raise InputError(f"the writer for {self._final} is {self._state}; no more writes are possible")
-        arr = _as_tokens(tokens, self.width, len(self._index))
-        if lens.shape != firsts.shape or int(lens.sum()) != arr.shape[0] or (lens.size and int(lens.min()) < 0):
-            raise InputError(f"lengths: expected {firsts.size} non-negative lengths summing to len(tokens) = "
-                             f"{arr.shape[0]}, got {lens.tolist()[:8]}")
-        if lens.size and not firsts[0]:
-            self.extend_document(arr[:int(lens[0])])
-            arr, lens, firsts = arr[int(lens[0]):], lens[1:], firsts[1:]
+        head, arr, lens = split_segments(_as_tokens(tokens, self.width, len(self._index)), lengths, first,
+                                         "document")
+        if head is not None:
+            self.extend_document(head)
         if not lens.size:
             return
-        if not firsts.all():
-            raise InputError(f"first: only the first segment of a call may continue a document, got False at "
-                             f"{int(np.argmin(firsts)) + 1}")
         sizes = lens * self.width
         offsets = self.data_len + np.cumsum(sizes) - sizes
         self._out.write(arr.data)

@@ -22,6 +22,8 @@ from consumer import Consumer, FileChangedError
 from consumer.catalog.catalog import Catalog
 from consumer.dataset.cache import cache_key, file_table_sha256, load_entry
 
+from ..helpers.stores import as_format_1_table
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "v0.2.0"
 ROOT = Path("/tmp/consumer-pickle-0.2.0")
 EXPECTED = json.loads((DATA / "expected.json").read_text())
@@ -47,26 +49,12 @@ def old_world():
         corpus = _generator().write_corpus(ROOT)
         source = Consumer(str(corpus), style="concat", seqlen=48, metadata=None, cache_dir=False)
         source.pack(str(ROOT / "store" / "corpus"))
-        _as_0_2_table(str(ROOT / "store" / "corpus"))
+        as_format_1_table(str(ROOT / "store" / "corpus"))  # what 0.2 wrote, whose size the pickles recorded
         shutil.copytree(DATA / "cache" / "index", ROOT / "cache" / "index")
         yield corpus
     finally:
         shutil.rmtree(ROOT, ignore_errors=True)
         lock.close()
-
-
-def _as_0_2_table(prefix: str) -> None:
-    """The store's file table rewritten as 0.2 wrote it (a compressed .npz without ``path_at``), which the pickles
-    recorded the size of."""
-    table = Path(prefix + ".consumer.npz")
-    with np.load(table) as z:
-        arrays = {k: z[k] for k in ("paths", "doc_class", "doc_size", "doc_header")}
-    table.unlink()
-    np.savez_compressed(table, **arrays)
-    side_path = Path(prefix + ".consumer.json")
-    side = json.loads(side_path.read_text())
-    side["files"]["table"]["size"] = table.stat().st_size
-    side_path.write_text(json.dumps(side))
 
 
 def _load(name: str) -> Consumer:

@@ -178,3 +178,14 @@ def test_vocab_size_is_refused_for_a_store_of_ours_and_an_interrupted_pack_is_no
     (tmp_path / "ours.consumer.json").unlink()  # data files and table renamed, sidecar not yet: incomplete
     with pytest.raises(FormatError, match=r"incomplete pack .* sidecar .* is missing"):
         Consumer.from_packed(tmp_path / "ours")
+
+
+def test_the_store_vocabulary_survives_the_settings_round_trip(tmp_path):
+    from consumer.spec import Spec
+
+    ds = Consumer.from_packed(_write(tmp_path / "s", "megatron", _docs(top=900)), vocab_size=1000, cache_dir=False)
+    assert Spec.from_dict(ds.spec.to_dict()).vocab == TokenVocab(1000)
+    assert ds.get_dict()["vocab_size"] == 1005  # every id of the vocabulary, as for byte tokens
+    (tmp_path / "f.bin").write_bytes(b"abc")
+    byte_ds = Consumer({"a": [str(tmp_path / "f.bin")]}, n_bytes=1, cache_dir=False)
+    assert Spec.from_dict(byte_ds.get_dict()).vocab_size is None  # get_dict's vocab_size is not a store's

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 import zipfile
@@ -18,6 +17,7 @@ from consumer.errors import FormatError
 from consumer.packed.table import TABLE_KEYS, read_table, write_table
 
 from ..conftest import write_corpus
+from ..helpers.stores import as_format_1_table
 from ..records.writers import write_jsonl, write_lines, write_parquet, write_tar
 
 _paths = st.lists(st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), min_size=1,
@@ -142,15 +142,7 @@ def test_a_format_1_table_still_opens(tmp_path):
     prefix = str(tmp_path / "store")
     ds = Consumer(fps, style="concat", seqlen=16)
     ds.pack(prefix)
-    table = Path(prefix + ".consumer.npz")
-    with np.load(table) as z:
-        arrays = {k: z[k] for k in z.files if k != "path_at"}
-    table.unlink()
-    np.savez_compressed(table, **arrays)
-    side_path = Path(prefix + ".consumer.json")
-    side = json.loads(side_path.read_text())
-    side["files"]["table"]["size"] = table.stat().st_size
-    side_path.write_text(json.dumps(side))
+    as_format_1_table(prefix)
     back = Consumer.from_packed(prefix, style="concat", seqlen=16)
     assert list(back.files) == list(ds.files)
     np.testing.assert_array_equal(back.fetch_numpy(np.arange(len(ds)))["input_array"],
