@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
+from ..sources.paths import PathList
 from ..storage import Storage
 from ..util.validate import check_choice
 from .open import Store, load_store
@@ -32,8 +33,9 @@ _LISTED = 20  # damaged chunks named in an error message (the report lists them 
 def verify_packed(prefix: Any, *, errors: str = "raise", **remote: Any) -> dict:
     """Check every token of the store at ``prefix``, chunk by chunk.
 
-    Returns ``{prefix, documents, tokens, max_id, checksum, chunks, chunk_bytes, bad_chunks, bad_id, ok, error,
-    seconds}``: ``checksum`` is ``"ok"``, ``"bad"``, or ``"absent"`` for stores packed before the sha256 was
+    Returns ``{prefix, documents, tokens, max_id, checksum, chunks, chunk_bytes, bad_chunks, bad_id,
+    duplicate_path, ok, error, seconds}``: ``duplicate_path`` a path the file table holds twice (an open does not
+    look), or None; ``checksum`` is ``"ok"``, ``"bad"``, or ``"absent"`` for stores packed before the sha256 was
     recorded; ``chunks`` the number of chunks checked (0 for a store packed before chunk sums); ``bad_chunks``
     one ``{chunk, bytes: [lo, hi], file, expected, actual}`` per damaged chunk (``bytes``: its range in the data
     file ``file``; ``expected``/``actual``: CRC-32C as 8 hex digits); ``bad_id`` the first id outside the
@@ -77,14 +79,35 @@ def verify_packed(prefix: Any, *, errors: str = "raise", **remote: Any) -> dict:
         "chunk_bytes": None if verifier is None else verifier.sums.chunk_bytes,
         "bad_chunks": [{"chunk": b.chunk, "bytes": [b.file_lo, b.file_hi], "file": data_file,
                         "expected": f"{b.expected:08x}", "actual": f"{b.actual:08x}"} for b in bad_chunks],
-        "bad_id": bad_id, "ok": not bad_chunks and bad_id is None and checksum != "bad", "error": None,
+        "bad_id": bad_id, "duplicate_path": None if side.get("peer") else _duplicate_path(store.paths),
+        "error": None,
         "seconds": time.perf_counter() - t0,
     }
+    report["ok"] = not bad_chunks and bad_id is None and checksum != "bad" and report["duplicate_path"] is None
     if not report["ok"]:
         report["error"] = _message(store, report, bad_chunks, data_file, size, expected, actual)
         if errors == "raise":
             raise FormatError(report["error"])
     return report
+
+
+def _duplicate_path(paths: PathList) -> str | None:
+    """A path the file table holds more than once, or None (Arrow's hash of every path's bytes: no ``str`` per
+    path). An open does not look for this: it is checked here, on demand, and when a store is packed or merged."""
+    import pyarrow as pa  # noqa: PLC0415  (only a verify needs it)
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    n = len(paths)
+    if n < 2:
+        return None
+    data = np.concatenate([paths.packed(), np.zeros(1, dtype=np.uint8)])  # every path followed by its NUL
+    offsets = paths.offsets()
+    column = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    if pc.count_distinct(column).as_py() == n:
+        return None
+    counts = pc.value_counts(column)
+    twice = pc.filter(counts, pc.greater(counts.field("counts"), 1))
+    return bytes(twice.field("values")[0].as_py()[:-1]).decode("utf-8", "surrogateescape")
 
 
 def _message(store: Store, report: dict, bad_chunks: list, data_file: str | None, size: int, expected: str | None,
@@ -99,6 +122,8 @@ def _message(store: Store, report: dict, bad_chunks: list, data_file: str | None
     if bad_id is not None:
         parts.append(f"token {bad_id['token']} (document {bad_id['document']}, {bad_id['path']!r}): ids must be in "
                      f"[0, {size}), got {bad_id['id']}")
+    if report["duplicate_path"] is not None:
+        parts.append(f"file table: expected each path once, got {report['duplicate_path']!r} more than once")
     if report["checksum"] == "bad":
         parts.append(f"token data sha256 expected {expected} (recorded at pack time), got {actual}: the store was "
                      "modified or damaged")

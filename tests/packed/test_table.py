@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import zipfile
@@ -193,3 +194,28 @@ def test_twelve_jsonl_records_read_back_in_record_order(tmp_path):
     texts = [back.decode(back[k]["input_array"]).rstrip(b"\0") for k in range(12)]
     assert [t[:len(f"doc{k}")] for k, t in enumerate(texts)] == [f"doc{k}".encode() for k in range(12)]
     assert os.path.basename(back.files[10]) == "d.jsonl#10"
+
+
+def test_a_path_twice_in_the_table_opens_and_verify_names_it(tmp_path):
+    """An open does not look for duplicate paths (that would read every path); ``consumer verify`` does."""
+    from consumer import verify_packed
+
+    fps = write_corpus(tmp_path / "data", {"cat": [3, 50, 7], "dog": [9, 300]}, seed=1)
+    prefix = str(tmp_path / "store")
+    Consumer(fps, style="diff", seqlen=16).pack(prefix)
+    assert verify_packed(prefix)["duplicate_path"] is None
+    table = Path(prefix + ".consumer.npz")
+    with np.load(table) as z:
+        arrays = {k: z[k] for k in z.files}
+    paths = [p.decode() for p in bytes(arrays["paths"]).split(b"\0")]
+    paths[3] = paths[1]
+    table.unlink()
+    write_table(table, paths, arrays["doc_class"], arrays["doc_size"], arrays["doc_header"])
+    side_path = Path(prefix + ".consumer.json")
+    side = json.loads(side_path.read_text())
+    side["files"]["table"]["size"] = table.stat().st_size
+    side_path.write_text(json.dumps(side))
+    Consumer.from_packed(prefix, style="diff", seqlen=16, cache_dir=False)
+    with pytest.raises(FormatError, match=r"file table: expected each path once, got .* more than once"):
+        verify_packed(prefix)
+    assert verify_packed(prefix, errors="report")["duplicate_path"] == paths[1]
