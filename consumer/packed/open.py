@@ -102,7 +102,7 @@ def load_store(prefix: Any, storage: Storage | None = None, recall: Recall | Non
     storage = Storage.of() if storage is None else storage
     location = locate_store(prefix, storage)
     if location.kind == "local" and is_peer_store(as_prefix(location.where)):
-        return Store(**load_peer(as_prefix(location.where), storage, vocab_size))
+        return Store(**load_peer(as_prefix(location.where), storage, vocab_size, recall))
     if location.kind == "local":
         store = _load_local(location.where, storage, recall)
     else:

@@ -62,14 +62,14 @@ def dtype_vocab_size(dtype: np.dtype, where: Any) -> int:
     return _FROM_DTYPE[key]
 
 
-def _indexed(prefix: Path) -> IndexedReader:
-    """The ``.bin/.idx`` pair, a multimodal ``.idx`` recognised by its size."""
+def _indexed(prefix: Path, check: bool = True) -> IndexedReader:
+    """The ``.bin/.idx`` pair, a multimodal ``.idx`` recognised by its size (``check=False``: its header only)."""
     try:
-        return IndexedReader(str(prefix))
+        return IndexedReader(str(prefix), check=check)
     except FormatError as e:
         if "pass multimodal=True" not in str(e):
             raise
-    return IndexedReader(str(prefix), multimodal=True)
+    return IndexedReader(str(prefix), multimodal=True, check=check)
 
 
 class _Counting:
@@ -91,14 +91,25 @@ def peer_paths(name: str, n: int) -> PathList:
     return RecordPaths(([name], np.zeros(n, dtype=np.int8), _Counting(n)))
 
 
-def load_peer(prefix: Path, storage: Storage, vocab_size: int | None) -> dict[str, Any]:
+def load_peer(prefix: Path, storage: Storage, vocab_size: int | None, recall: Any = None) -> dict[str, Any]:
     """The peer store at ``prefix``, as the fields of a :class:`~consumer.packed.open.Store`: its sidecar made
-    here (``"peer": True``), tokens memory-mapped, every sequence a document of class ``prefix.name``."""
+    here (``"peer": True``), tokens memory-mapped, every sequence a document of class ``prefix.name``.
+    ``recall(identity)``: the recorded full check of this version of a ``.bin/.idx`` store (each document's start
+    and length), which spares reading its ``.idx`` per document (see :func:`~consumer.packed.open.load_store`)."""
+    checked = None
     if with_suffix(prefix, ".idx").is_file():
-        reader = _indexed(prefix)
+        files = {"bin": ".bin", "idx": ".idx"}
+        identity = _identity(prefix, files, vocab_size)
+        checked = recall(identity) if recall is not None else None
+        reader = _indexed(prefix, check=checked is None)
+        if checked is not None and checked.starts.shape[0] != len(reader):  # a record of another store: check all
+            checked, reader = None, _indexed(prefix)
         fmt, dtype, tokens = "megatron", reader.dtype, reader.tokens
-        lengths, starts = reader.lengths, reader.pointers // dtype.itemsize
-        data_file, files = with_suffix(prefix, ".bin"), {"bin": ".bin", "idx": ".idx"}
+        if checked is not None:
+            lengths, starts = checked.lengths, checked.starts
+        else:
+            lengths, starts = reader.lengths, reader.pointers // dtype.itemsize
+        data_file = with_suffix(prefix, ".bin")
         flavour = reader.flavour + (" (multimodal)" if reader.modes is not None else "")
     else:
         pb = read_pbin(with_suffix(prefix, ".pbin"))
@@ -106,6 +117,7 @@ def load_peer(prefix: Path, storage: Storage, vocab_size: int | None) -> dict[st
         dtype = tokens.dtype
         lengths, starts = pb.index[:, 1] // width, pb.index[:, 0] // width
         data_file, files, flavour = with_suffix(prefix, ".pbin"), {"pbin": ".pbin"}, "modalities"
+        identity = _identity(prefix, files, vocab_size)
     where = str(prefix)
     size = dtype_vocab_size(dtype, where) if vocab_size is None else vocab_size
     if dtype.kind not in "iu":
@@ -115,14 +127,23 @@ def load_peer(prefix: Path, storage: Storage, vocab_size: int | None) -> dict[st
     side = {"format": "peer", "peer": True, "store": fmt, "flavour": flavour, "dtype": dtype.name, "n_bytes": None,
             "vocab_size": int(size), "metadata": None, "with_header": False, "max_header_bytes": 0, "headers": [""],
             "classes": [prefix.name], "class_to_id": {prefix.name: 0}, "documents": n,
-            "tokens": int(lengths.sum(dtype=np.int64)), "spec": None, "tokens_sha256": None,
+            "tokens": int(tokens.size), "spec": None, "tokens_sha256": None,
             "files": {kind: {"name": prefix.name + files[kind], "size": st.st_size} for kind, st in stats.items()}}
-    stamps = [[st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns] for st in stats.values()]
-    identity = hashlib.sha256(json.dumps({"sidecar": side, "files": stamps}, sort_keys=True).encode()).hexdigest()
     readahead = wants_readahead(int(tokens.size) * tokens.itemsize, storage.readahead)
     return {"prefix": prefix, "sidecar": side, "fmt": fmt, "vocab": TokenVocab(int(size)),
             "paths": peer_paths(prefix.name, n), "doc_class": np.zeros(n, dtype=np.int32),
             "doc_size": lengths, "doc_header": np.zeros(n, dtype=np.int32), "lengths": lengths,
             "starts": np.asarray(starts, dtype=np.int64),
             "tokens": MappedTokens(tokens, None, str(data_file), data_offset(fmt), readahead=readahead),
-            "identity": identity}
+            "identity": identity, "checked": checked}
+
+
+def _identity(prefix: Path, files: dict[str, str], vocab_size: int | None) -> str:
+    """What names this version of a peer store: its files' device, inode, size, modification and change times,
+    and the vocabulary asked for (a store's check depends on no other setting)."""
+    stamps = []
+    for suffix in files.values():
+        st = os.stat(with_suffix(prefix, suffix))
+        stamps.append([st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
+    text = json.dumps({"peer": 1, "vocab_size": vocab_size, "files": stamps}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()

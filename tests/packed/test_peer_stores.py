@@ -189,3 +189,20 @@ def test_the_store_vocabulary_survives_the_settings_round_trip(tmp_path):
     (tmp_path / "f.bin").write_bytes(b"abc")
     byte_ds = Consumer({"a": [str(tmp_path / "f.bin")]}, n_bytes=1, cache_dir=False)
     assert Spec.from_dict(byte_ds.get_dict()).vocab_size is None  # get_dict's vocab_size is not a store's
+
+
+def test_a_peer_store_reopens_on_its_recorded_check(tmp_path):
+    docs = _docs(n=50)
+    prefix = _write(tmp_path / "s", "megatron", docs)
+    cache = tmp_path / "c"
+    first = Consumer.from_packed(prefix, style="diff", seqlen=40, cache_dir=cache)
+    again = Consumer.from_packed(prefix, style="concat", seqlen=40, cache_dir=cache)
+    assert (first.build_info["checks"], again.build_info["checks"]) == ("full", "recorded")
+    want = Consumer.from_packed(prefix, style="concat", seqlen=40, cache_dir=False)
+    np.testing.assert_array_equal(again.fetch_numpy(np.arange(len(again)))["input_array"],
+                                  want.fetch_numpy(np.arange(len(want)))["input_array"])
+    other = Consumer.from_packed(prefix, style="concat", seqlen=40, vocab_size=50_000, cache_dir=cache)
+    assert other.build_info["checks"] == "full"  # another vocabulary: its own check
+    _write(tmp_path / "s", "megatron", _docs(seed=5, n=20))  # written again at the same prefix
+    fresh = Consumer.from_packed(prefix, style="diff", seqlen=40, cache_dir=cache)
+    assert fresh.build_info["checks"] == "full" and len(fresh) == 20
