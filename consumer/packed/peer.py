@@ -13,6 +13,8 @@ tells) or ``PREFIX.pbin``. Then:
 - a document is its tokens as stored: no header, no SEP, no EOF added (Megatron's own EOD, if the store has one,
   is a token like any other); a document's ``size`` is its token count;
 - its paths are ``NAME#i`` (``i`` the sequence), made only when asked for;
+- a ``.bin/.idx`` store's full check (the ``.idx`` pointers and document indices) is recorded per version of its
+  files, as a store of ours is (:mod:`consumer.dataset.store_index`): a reopen reads its ``.idx`` header only;
 - the store has no chunk sums: every id read is checked against the vocabulary (``vocab_size`` smaller than an
   id the store holds: FormatError when that id is read, or at open with ``verify=True``), and ``consumer verify``
   reads every id.
