@@ -9,6 +9,7 @@ they are (``order_by="inputs"``, a byte copy after checking every chunk). The re
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -123,13 +124,41 @@ def _file_table(stores: list[Store], headers: list[str], classes: list[str], wit
     return paths, np.concatenate(parts_class), np.concatenate(parts_size), np.concatenate(parts_header)
 
 
+_RECORD_SUFFIX = {"lines": "#", "jsonl": "#", "parquet": "#"}  # a record's path: container#record
+_ARCHIVE = re.compile(r"^(.*?\.(?:tar|tgz|tar\.gz|tar\.bz2|tar\.xz|tar\.zst))/", re.IGNORECASE)  # archive/member
+
+
+def _container(path: str, kind: str | None) -> str:
+    """The container a document of a ``kind`` store lies in (the path itself for a whole file)."""
+    if kind in _RECORD_SUFFIX:
+        return path.rsplit("#", 1)[0]
+    if kind == "tar":
+        found = _ARCHIVE.match(path)
+        return found.group(1) if found else path
+    return path
+
+
+def _corpus_order(stores: list[Store], paths: list[str], doc_class: np.ndarray) -> np.ndarray:
+    """The permutation into corpus order of the inputs' documents (in input order): by class, then by path for
+    whole files; documents inside containers by class, then container path, each container's documents in the
+    order its store holds them (record order: a string sort would put ``#10`` before ``#2``, and a tar's members
+    are in archive order)."""
+    kinds = [(s.sidecar.get("spec") or {}).get("documents") for s in stores]
+    if all(k in (None, "files") for k in kinds):
+        return np.lexsort((np.array(paths, dtype=object).astype(str), doc_class))
+    owner = np.repeat(np.arange(len(stores)), [len(s.paths) for s in stores])
+    containers = np.array([_container(p, kinds[k]) for p, k in zip(paths, owner.tolist())], dtype=object)
+    return np.lexsort((np.arange(len(paths)), containers.astype(str), doc_class))
+
+
 def merge_packed(prefixes: Sequence, out_prefix, order_by: str = "corpus") -> dict:
     """Combine Megatron packed stores (e.g. made on different machines) into one store at ``out_prefix``.
 
     All inputs are fully validated first and must share ``n_bytes``, the metadata mode and the
     header cap (InputError naming both values otherwise). Header texts and classes are unioned and
     re-numbered; a path present in two stores is an InputError naming it. ``order_by="corpus"`` (default)
-    writes the documents in corpus order (class name, then path), so merging the stores packed by
+    writes the documents in corpus order (class name, then path; documents inside containers by container path,
+    then in their store's order, which is record order), so merging the stores packed by
     ``consumer pack --shard i/N`` gives byte for byte the ``.bin/.idx`` and file table of one pack of
     the whole corpus; ``order_by="inputs"`` concatenates the inputs as they are with
     :func:`consumer.formats.mmidx.merge` (a byte copy). ``.pbin`` stores are refused (InputError):
@@ -154,9 +183,8 @@ def merge_packed(prefixes: Sequence, out_prefix, order_by: str = "corpus") -> di
                            first["max_header_bytes"], headers, classes, _merged_class_to_id(stores, classes),
                            documents, tokens)
 
-    # corpus order (class name, then path): the merge of shards is byte for byte the single-machine pack
-    order = np.lexsort((np.array(paths, dtype=object).astype(str), doc_class)) if order_by == "corpus" \
-        else np.arange(documents)
+    # corpus order: the merge of shards is byte for byte the single-machine pack
+    order = _corpus_order(stores, paths, doc_class) if order_by == "corpus" else np.arange(documents)
     owner_of = np.repeat(np.arange(len(stores)), [len(s.paths) for s in stores])
     starts = np.concatenate([s.starts for s in stores])
     lengths = np.concatenate([s.lengths for s in stores])

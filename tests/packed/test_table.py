@@ -219,3 +219,27 @@ def test_a_path_twice_in_the_table_opens_and_verify_names_it(tmp_path):
     with pytest.raises(FormatError, match=r"file table: expected each path once, got .* more than once"):
         verify_packed(prefix)
     assert verify_packed(prefix, errors="report")["duplicate_path"] == paths[1]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "tar"])
+def test_merging_records_stores_in_corpus_order_is_the_pack_of_the_whole(tmp_path, kind):
+    """Containers of more than 10 records, packed on two "machines" and merged: record order inside each container
+    (a string sort of the paths would put ``#10`` before ``#2``, and tar members are in archive order)."""
+    from consumer import merge_packed
+
+    texts = [f"record {i} " + "y" * (i % 5) for i in range(14)]
+    if kind == "jsonl":
+        a, b = write_jsonl(tmp_path / "a.jsonl", texts), write_jsonl(tmp_path / "b.jsonl", texts[::-1])
+    else:
+        names = [f"m{13 - i}.txt" for i in range(14)]  # archive order is not name order
+        a = write_tar(tmp_path / "a.tar", [t.encode() for t in texts], names=names)
+        b = write_tar(tmp_path / "b.tar", [t.encode() for t in texts[::-1]], names=names)
+    options = {"documents": kind, "style": "diff", "seqlen": 16, "cache_dir": False}
+    Consumer({"x": [str(a), str(b)]}, **options).pack(tmp_path / "whole")
+    Consumer({"x": [str(b)]}, **options).pack(tmp_path / "part_b")
+    Consumer({"x": [str(a)]}, **options).pack(tmp_path / "part_a")
+    merge_packed([str(tmp_path / "part_b"), str(tmp_path / "part_a")], str(tmp_path / "merged"))
+    for suffix in (".bin", ".idx"):
+        assert (tmp_path / f"merged{suffix}").read_bytes() == (tmp_path / f"whole{suffix}").read_bytes(), suffix
+    merged = Consumer.from_packed(tmp_path / "merged", style="diff", seqlen=16, cache_dir=False)
+    assert list(merged.files) == list(Consumer.from_packed(tmp_path / "whole", cache_dir=False).files)
