@@ -26,6 +26,7 @@ Megatron stores only: a ``.pbin``'s index is a pickle, read whole (and so checke
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -98,7 +99,9 @@ def record_checks(root: str | None, store: Store) -> None:
     """Record what the full check of ``store`` found (after its open and its lengths' check passed), so that the
     next open of this version of it does nothing per document."""
     found = store.findings()
-    if not root or not store.identity or store.checked is not None or found is None or store.fmt != "megatron":
+    local = isinstance(store.prefix, Path)  # a store at a URL is checked at every open (its copies are small)
+    if not root or not local or not store.identity or store.checked is not None or found is None \
+            or store.fmt != "megatron":
         return
     save_entry(root, _checked_key(store.identity), {"starts": found.starts, "lengths": found.lengths},
                {"kind": "packed store check", "documents": int(found.starts.size), "grouped": found.grouped})
