@@ -332,12 +332,15 @@ def build_packed(prefix: Any, spec: Spec, storage: Storage, verify: bool = False
             check_lengths(store, documents)
         return _index(spec, documents, len(corpus.classes))
 
-    index, cached = store_index(storage.cache_dir, store.identity, spec.key_dict(), documents, checked_index)
+    index, cached, key, digest = store_index(storage.cache_dir, store.identity, spec.key_dict(), documents,
+                                             checked_index)
     record_checks(storage.cache_dir, store)
     info = {**_info("packed", None, 0, t0), "index": cached, "checks": "full" if store.checked is None else "recorded"}
+    if key is not None:  # where the files' fingerprint is recorded once found (dataset/export.py)
+        info["index_entry"] = [storage.cache_dir, key]
     stamp = (store.sidecar.get("tokens_sha256"), store.sidecar["files"])
     return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, None, info,
-                 recipe=("packed", str(store.prefix), requested, stamp, storage))
+                 recipe=("packed", str(store.prefix), requested, stamp, storage), files_digest=digest)
 
 
 def build_subset(parent: Built, file_ids: Any, catalog: Catalog | None = None) -> Built:

@@ -52,7 +52,8 @@ from ..sources.paths import PathList
 from ..util.fileio import SPACE_ERRNOS, fsync_dir, load_json_bounded, sha256_file, space_error, temp_path
 from ..util.locks import RangeLocks, slot_of
 
-__all__ = ["CACHE_FORMAT", "ENTRY_LOCKS", "building", "cache_key", "entry_contents", "file_table_sha256",
+__all__ = ["CACHE_FORMAT", "ENTRY_LOCKS", "annotate_entry", "building", "cache_key", "entry_contents",
+           "file_table_sha256",
            "save_entry", "load_entry", "list_entries", "is_entry", "INDEX_DIR"]
 
 CACHE_FORMAT = 4  # 2: settings from Spec.key_dict(), file mtimes stored as an array; 3: int32 index fields; 4: CRC-32C
@@ -223,7 +224,7 @@ def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: 
 
 def load_entry(root: str, key: str, skip: tuple[str, ...] = ()) -> tuple[dict[str, np.ndarray], dict] | None:
     """The entry's arrays (read-only memory maps) and description, or None if missing or damaged.
-    Arrays named in ``skip`` are neither read nor verified (a caller that does not need them)."""
+    Arrays named in ``skip`` (``"*"``: all) are neither read nor verified (a caller that does not need them)."""
     folder = _entry_dir(root, key)
     try:
         with open(os.path.join(folder, "description.json"), "rb") as f:
@@ -234,7 +235,7 @@ def load_entry(root: str, key: str, skip: tuple[str, ...] = ()) -> tuple[dict[st
         arrays = {}
         old = desc["cache_format"] == 3
         for name, meta in desc["arrays"].items():
-            if name in skip:
+            if name in skip or "*" in skip:
                 continue
             path = os.path.join(folder, meta["file"])
             if os.path.getsize(path) != meta["bytes"]:
@@ -266,7 +267,24 @@ def _upgrade(folder: str, desc: dict) -> None:
                             "crc32c": _crc32c_file(os.path.join(folder, meta["file"])),
                             "stamp": _stamp(os.path.join(folder, meta["file"]))}
                      for name, meta in desc["arrays"].items()}
-    new["checksum"] = _checksum(new)
+    _rewrite(folder, new)
+
+
+def annotate_entry(root: str, key: str, facts: dict) -> None:
+    """Add ``facts`` (JSON values found after the entry was written, e.g. a fingerprint of its dataset) to the
+    description of entry ``key``, if it is there and intact; nothing happens where it is not, or is read-only."""
+    entry = load_entry(root, key, skip=("*",))
+    if entry is None:
+        return
+    desc = {k: v for k, v in entry[1].items() if k != "checksum"}
+    if all(desc.get(k) == v for k, v in facts.items()):
+        return
+    _rewrite(_entry_dir(root, key), {**desc, **facts})
+
+
+def _rewrite(folder: str, desc: dict) -> None:
+    """Replace the entry's description by ``desc`` (its checksum made here), atomically; read-only: left as is."""
+    new = {**desc, "checksum": _checksum({k: v for k, v in desc.items() if k != "checksum"})}
     target = os.path.join(folder, "description.json")
     tmp = str(temp_path(target))
     try:

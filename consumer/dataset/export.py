@@ -18,6 +18,7 @@ from ..catalog.headers import MAX_HEADER_BYTES
 from ..fetch.columns import MaskConfig
 from ..sources.magic import libmagic_version
 from .build import Built, files_listing, listing_sha256
+from .cache import annotate_entry
 from .listing_digest import files_sha256
 from .records import container_listing
 
@@ -35,13 +36,16 @@ def dataset_dict(built: Built, *, mode: str | None, mask: MaskConfig, batches: d
     tokens = np.bincount(docs.doc_class, weights=docs.doc_len, minlength=n).astype(np.int64)
     samples = index.samples_per_class()
     listing = files_listing(docs, classes) if include_files else None
-    digest = built.files_digest  # found once per dataset: the files never change under it
+    digest = built.files_digest  # found once per dataset (a store's: once per version and settings)
     if digest is None:
         digest = files_sha256(docs, classes)  # numpy, no object per document; None: a path JSON escapes
-    if digest is None:
-        listing = files_listing(docs, classes) if listing is None else listing
-        digest = listing_sha256(listing)
-    built.files_digest = digest
+        if digest is None:
+            listing = files_listing(docs, classes) if listing is None else listing
+            digest = listing_sha256(listing)
+        built.files_digest = digest
+        entry = built.info.get("index_entry")
+        if isinstance(entry, list) and len(entry) == 2:  # a store's index entry: the next open finds it there
+            annotate_entry(entry[0], entry[1], {"files_sha256": digest})
     settings = spec.to_dict()
     out = {
         "consumer_version": __version__,

@@ -46,21 +46,23 @@ _FORMAT = 2  # of these entries' arrays and descriptions
 
 
 def store_index(root: str | None, identity: str, spec_key: dict, documents: DocumentTable,
-                build: Callable[[], SampleIndex]) -> tuple[SampleIndex, str]:
-    """The sample index of the store ``identity`` under the settings ``spec_key``, and where it came from
-    (``"hit"``: mapped from the cache, ``"miss"``: built by ``build`` and cached, ``"off"``: built, no cache).
-    Of several processes opening the store at once, one builds the entry and the others map it."""
+                build: Callable[[], SampleIndex]) -> tuple[SampleIndex, str, str | None, str | None]:
+    """The sample index of the store ``identity`` under the settings ``spec_key``; where it came from (``"hit"``:
+    mapped from the cache, ``"miss"``: built by ``build`` and cached, ``"off"``: built, no cache); the entry's key;
+    and the files' fingerprint recorded in it (``get_dict()["files_sha256"]``, recorded by :func:`annotate_entry`
+    the first time it is asked for), or None. Of several processes opening the store at once, one builds the entry
+    and the others map it."""
     if not root or not identity:
-        return build(), "off"
+        return build(), "off", None, None
     key = cache_key({"packed_store_index": _FORMAT, "store": identity, "spec": spec_key,
                      "auto_seqlen_cap": AUTO_SEQLEN_CAP, "consumer_version": __version__})
-    index = _mapped(root, key, documents)
-    if index is not None:
-        return index, "hit"
+    found = _mapped(root, key, documents)
+    if found is not None:
+        return found[0], "hit", key, found[1]
     with building(root, key):
-        index = _mapped(root, key, documents)
-        if index is not None:
-            return index, "hit"
+        found = _mapped(root, key, documents)
+        if found is not None:
+            return found[0], "hit", key, found[1]
         index = build()
         runs = packed_runs(index, documents)
         all_runs = bool((runs >= 0).all())
@@ -71,7 +73,7 @@ def store_index(root: str | None, identity: str, spec_key: dict, documents: Docu
     out = SampleIndex(seqlen=index.seqlen, **{k: getattr(index, k) for k in INDEX_ARRAYS},
                       runs=StoreRuns(runs, all_runs, _doc_ptr(documents)))
     out.remember_sample_tokens(arrays["sample_tokens"])
-    return out, "miss"
+    return out, "miss", key, None
 
 
 def _checked_key(identity: str) -> str:
@@ -117,8 +119,9 @@ def _not_a_store(_: object) -> np.ndarray:
     raise TypeError("documents: a packed store's index needs the store's documents")
 
 
-def _mapped(root: str, key: str, documents: DocumentTable) -> SampleIndex | None:
-    """The entry's index (its arrays mapped), or None when it is missing or damaged (then it is built again)."""
+def _mapped(root: str, key: str, documents: DocumentTable) -> tuple[SampleIndex, str | None] | None:
+    """The entry's index (its arrays mapped) and the files' fingerprint it records, or None when it is missing or
+    damaged (then it is built again)."""
     entry = load_entry(root, key)
     if entry is None:
         return None
@@ -131,4 +134,5 @@ def _mapped(root: str, key: str, documents: DocumentTable) -> SampleIndex | None
     index = SampleIndex(seqlen=int(desc["seqlen"]), **{k: arrays[k] for k in INDEX_ARRAYS},
                         runs=StoreRuns(np.asarray(arrays["runs"]), all_runs, _doc_ptr(documents)))
     index.remember_sample_tokens(arrays["sample_tokens"])
-    return index
+    digest = desc.get("files_sha256")
+    return index, digest if isinstance(digest, str) else None

@@ -149,3 +149,20 @@ def test_the_full_check_is_recorded_once_per_store_version(tmp_path):
     idx = Path(prefix + ".idx")
     idx.write_bytes(idx.read_bytes())  # the same bytes, written again: another change time
     assert Consumer.from_packed(prefix, style="diff", seqlen=40, cache_dir=cache).build_info["checks"] == "full"
+
+
+def test_the_files_fingerprint_is_found_once_per_store_version(tmp_path):
+    """``get_dict()["files_sha256"]`` (every loader's dataset fingerprint) is computed at its first use and recorded
+    in the store's index entry: the next open has it without reading the file table."""
+    prefix = _store(tmp_path, {"a": [5, 80, 3, 200], "b": [17, 1, 64]})
+    cache = str(tmp_path / "cache")
+    first = Consumer.from_packed(prefix, style="concat", seqlen=23, cache_dir=cache)
+    assert first._built.files_digest is None
+    want = first.get_dict()["files_sha256"]
+    again = Consumer.from_packed(prefix, style="concat", seqlen=23, cache_dir=cache)
+    assert again.build_info["index"] == "hit" and again._built.files_digest == want
+    assert again.get_dict()["files_sha256"] == want
+    uncached = Consumer.from_packed(prefix, style="concat", seqlen=23, cache_dir=False)
+    assert uncached.get_dict()["files_sha256"] == want
+    state = again.dataloader(4, seed=1).state_dict()
+    uncached.dataloader(4, seed=1).load_state_dict(state)  # the same dataset, whatever the digest's way
