@@ -114,7 +114,7 @@ def write_realistic_jsonl(path: Path, n: int) -> None:
 def _jsonl_kind(path: Path, repeat: int) -> dict:
     """MB/s of the whole JSONL scanner and of msgspec alone on the same bytes, timed alternately."""
     from consumer.sources.records import RecordOptions
-    from consumer.sources.records.jsonl import record_decoder
+    from consumer.sources.records.jsonl_decoders import record_decoder
 
     one, _, _ = record_decoder(RecordOptions("jsonl"))
     decoder = type(one)(one.type)  # the scanner's struct, for decode_lines

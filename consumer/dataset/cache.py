@@ -49,6 +49,7 @@ import numpy as np
 from ..errors import ConsumerWarning, FormatError
 from ..formats.chunksums import crc32c
 from ..sources.paths import PathList
+from ..sources.version import FileVersion
 from ..util.fileio import SPACE_ERRNOS, fsync_dir, load_json_bounded, sha256_file, space_error, temp_path
 from ..util.locks import RangeLocks, slot_of
 
@@ -93,10 +94,10 @@ def _crc32c_file(path: str) -> str:
 
 
 def _stamp(path: str) -> list[int]:
-    """What changes whenever a file is written through the file system: inode, size, modification and change
-    times (the change time cannot be set by a process: any write, rename over, chmod or utime moves it)."""
-    st = os.stat(path)
-    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    """The file's :class:`~consumer.sources.version.FileVersion` (size, change stamp, device, inode) as JSON: it
+    changes whenever the file is written through the file system (a process cannot set a change time back)."""
+    v = FileVersion.of(os.stat(path))
+    return [v.size, v.stamp, v.dev, v.ino]
 
 
 def entry_contents(desc: dict) -> dict:

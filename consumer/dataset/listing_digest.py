@@ -20,6 +20,7 @@ import json
 
 import numpy as np
 
+from ..formats.mmidx import copy_ranges
 from ..sources.paths import PathList
 from ..tokens.documents import DocumentTable
 
@@ -96,15 +97,6 @@ def _chunk(paths: PathList, size: np.ndarray, cls: np.ndarray, name_blob: np.nda
     p = p + digits
     out[p] = 0x2C
     out[p + 1] = 0x20
-    _gather(out, p + 2, name_blob, name_ptr[cls], clen)
+    copy_ranges(out, name_blob, name_ptr[cls], clen, p + 2)
     out[p + 2 + clen] = 0x5D  # ]
     return out.tobytes()
-
-
-def _gather(out: np.ndarray, dst: np.ndarray, src_blob: np.ndarray, src: np.ndarray, count: np.ndarray) -> None:
-    """Copy ``count[i]`` bytes of ``src_blob`` from ``src[i]`` to ``out`` at ``dst[i]``, for every ``i`` at once."""
-    total = int(count.sum())
-    if not total:
-        return
-    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
-    out[np.repeat(dst, count) + within] = src_blob[np.repeat(src, count) + within]

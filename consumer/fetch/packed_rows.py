@@ -56,7 +56,9 @@ class PackedRows:
     def __init__(self, index: SampleIndex, docs: DocumentTable, *, block_shift: int = BLOCK_SHIFT,
                  eager_bytes: int = EAGER_BYTES):
         packed = docs.source.choose(files=_refuse, store=lambda tokens: tokens)
-        self.start = packed_runs(index, docs)  # int64 [S]: store position of each sample, -1: not one range
+        # int64 [S]: store position of each sample, -1: not one range (kept in a store's index entry, for its documents)
+        known = index.runs.of(packed.doc_ptr) if index.runs is not None else None
+        self.start = packed_runs(index, docs) if known is None else known.start
         self.length = index.sample_tokens()    # int64 [S]
         self.seqlen = index.seqlen
         self.store = packed.tokens  # every read of the general reader goes through it; the lean path needs a map
@@ -82,7 +84,6 @@ class PackedRows:
         self.eager = self.local and n_tokens * self.tokens.itemsize <= eager_bytes
         self.clean = False  # every block found clean: a call only compares the stamp
         # every sample is one store range: no per-call test (recorded with a cached index: not read here)
-        known = index.runs.of(packed.doc_ptr) if index.runs is not None else None
         self.all_runs = bool((self.start >= 0).all()) if known is None else known.all_runs
         self.stamp: FileVersion | None = None
         # per sample, 1 once its chunks were found intact (made at the first batch of a few rows that looks): the

@@ -77,9 +77,6 @@ def packed_runs(index: SampleIndex, docs: DocumentTable) -> np.ndarray:
     are not one contiguous range of the store. In a store written in
     corpus order every concat window and every diff sample is one range."""
     doc_ptr = docs.source.choose(files=_needs_store("packed_runs"), store=lambda packed: packed.doc_ptr)
-    known = index.runs.of(doc_ptr) if index.runs is not None else None
-    if known is not None:  # kept in the store's index cache entry, for these very documents
-        return known.start
     src = doc_ptr[index.seg_doc] + index.seg_start
     follows = np.r_[False, src[1:] == src[:-1] + index.seg_len[:-1].astype(np.int64)]
     follows[index.seg_ptr[:-1]] = True  # a sample's first segment needs no predecessor

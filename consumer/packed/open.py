@@ -7,12 +7,8 @@ summarises a store for ``consumer inspect``. The byte layout is in :mod:`consume
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +21,7 @@ from ..sources.page_cache import wants_readahead
 from ..sources.paths import PathList
 from ..sources.store import StoreFiles, TokenData
 from ..sources.token_store import MappedTokens, RangedTokens, TokenStore
+from ..sources.version import versions_identity
 from ..spec import headers_already_made
 from ..storage import Storage
 from ..tokens.documents import DocumentTable, StoreDocuments, tokenise_headers
@@ -124,7 +121,7 @@ def _load_local(local: Any, storage: Storage, recall: Recall | None = None) -> S
     side = read_sidecar_file(where)
     files = check_file_sizes(where, side)
     fmt = side["store"]
-    identity = _identity(side, [*files.values(), with_suffix(where, SUMS_SUFFIX)])
+    identity = versions_identity(side, [*files.values(), with_suffix(where, SUMS_SUFFIX)])
     checked = recall(identity) if recall is not None else None
     if checked is not None and fmt != "megatron":
         checked = None  # a .pbin's index is a pickle: read whole at every open, so checked at every open
@@ -147,31 +144,14 @@ def _load_objects(url: str, storage: Storage) -> Store:
 
     side, paths, doc_class, doc_size, doc_header, tokens, starts, lengths, verifier = load_remote_store(url, storage)
     return Store(url, side, side["store"], Vocab(side["n_bytes"]), paths, doc_class, doc_size, doc_header, lengths,
-                 np.asarray(starts, dtype=np.int64), RangedTokens(tokens, verifier), _identity(side, []))
-
-
-def _identity(side: dict, files: list[Path]) -> str:
-    """What names this version of a store (:attr:`Store.identity`): the sidecar (which records the token data's
-    sha256 and every file's size) and the inode, size and change time of each local file (a missing one: none)."""
-    stamps: list[list[int] | None] = []
-    for path in files:
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            stamps.append(None)
-            continue
-        stamps.append([st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
-    text = json.dumps({"sidecar": side, "files": stamps}, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+                 np.asarray(starts, dtype=np.int64), RangedTokens(tokens, verifier), versions_identity(side, []))
 
 
 def _class_order(doc_class: np.ndarray, classes: list[str], where: Any) -> np.ndarray | None:
     """The permutation grouping the store's documents by class, keeping the store's own order inside a class;
     None when they are grouped already (every store :func:`~consumer.packed.write.pack` writes): nothing to gather.
     FormatError for a class without a document."""
-    n = doc_class.size
-    grouped = all(bool((doc_class[a + 1:e + 1] >= doc_class[a:e]).all())
-                  for a in range(0, max(n - 1, 0), _WINDOW) for e in (min(a + _WINDOW, n - 1),))
+    grouped = all(bool((np.diff(doc_class[a:a + _WINDOW + 1]) >= 0).all()) for a in range(0, doc_class.size, _WINDOW))
     order = None if grouped else np.argsort(doc_class, kind="stable")
     present = np.bincount(doc_class if order is None else doc_class[order], minlength=len(classes))
     if (present == 0).any():

@@ -22,8 +22,6 @@ tells) or ``PREFIX.pbin``. Then:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,7 @@ from ..sources.page_cache import wants_readahead
 from ..sources.paths import PathList
 from ..sources.records.names import RecordPaths
 from ..sources.token_store import MappedTokens
+from ..sources.version import versions_identity
 from ..storage import Storage
 from ..tokens.vocab import TokenVocab
 from .layout import SIDECAR_SUFFIX, TABLE_SUFFIX, with_suffix
@@ -93,6 +92,10 @@ def peer_paths(name: str, n: int) -> PathList:
     return RecordPaths(([name], np.zeros(n, dtype=np.int8), _Counting(n)))
 
 
+def _files(prefix: Path, files: dict[str, str]) -> list[Path]:
+    return [with_suffix(prefix, suffix) for suffix in files.values()]
+
+
 def load_peer(prefix: Path, storage: Storage, vocab_size: int | None, recall: Any = None) -> dict[str, Any]:
     """The peer store at ``prefix``, as the fields of a :class:`~consumer.packed.open.Store`: its sidecar made
     here (``"peer": True``), tokens memory-mapped, every sequence a document of class ``prefix.name``.
@@ -101,7 +104,7 @@ def load_peer(prefix: Path, storage: Storage, vocab_size: int | None, recall: An
     checked = None
     if with_suffix(prefix, ".idx").is_file():
         files = {"bin": ".bin", "idx": ".idx"}
-        identity = _identity(prefix, files, vocab_size)
+        identity = versions_identity({"peer": 1, "vocab_size": vocab_size}, _files(prefix, files))
         checked = recall(identity) if recall is not None else None
         reader = _indexed(prefix, check=checked is None)
         if checked is not None and checked.starts.shape[0] != len(reader):  # a record of another store: check all
@@ -119,7 +122,7 @@ def load_peer(prefix: Path, storage: Storage, vocab_size: int | None, recall: An
         dtype = tokens.dtype
         lengths, starts = pb.index[:, 1] // width, pb.index[:, 0] // width
         data_file, files, flavour = with_suffix(prefix, ".pbin"), {"pbin": ".pbin"}, "modalities"
-        identity = _identity(prefix, files, vocab_size)
+        identity = versions_identity({"peer": 1, "vocab_size": vocab_size}, _files(prefix, files))
     where = str(prefix)
     size = dtype_vocab_size(dtype, where) if vocab_size is None else vocab_size
     if dtype.kind not in "iu":
@@ -138,14 +141,3 @@ def load_peer(prefix: Path, storage: Storage, vocab_size: int | None, recall: An
             "starts": np.asarray(starts, dtype=np.int64),
             "tokens": MappedTokens(tokens, None, str(data_file), data_offset(fmt), readahead=readahead),
             "identity": identity, "checked": checked}
-
-
-def _identity(prefix: Path, files: dict[str, str], vocab_size: int | None) -> str:
-    """What names this version of a peer store: its files' device, inode, size, modification and change times,
-    and the vocabulary asked for (a store's check depends on no other setting)."""
-    stamps = []
-    for suffix in files.values():
-        st = os.stat(with_suffix(prefix, suffix))
-        stamps.append([st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns])
-    text = json.dumps({"peer": 1, "vocab_size": vocab_size, "files": stamps}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()

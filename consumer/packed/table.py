@@ -31,6 +31,7 @@ bytes than ``D`` documents can need before anything is inflated.
 
 from __future__ import annotations
 
+import io
 import mmap
 import os
 import struct
@@ -183,8 +184,6 @@ def _check_crc(path: Path, key: str, whole: Any, lo: int, hi: int, expected: int
 
 def _npy_view(path: Path, key: str, whole: Any, lo: int, hi: int) -> np.ndarray:
     """The array of the ``.npy`` bytes ``whole[lo:hi]``, as a view (dtype as written, exactly as expected)."""
-    import io  # noqa: PLC0415
-
     head = io.BytesIO(bytes(whole[lo:min(hi, lo + 65536)]))
     try:
         version = np.lib.format.read_magic(head)

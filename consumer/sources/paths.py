@@ -19,6 +19,7 @@ from typing import Any, overload
 import numpy as np
 
 from ..errors import InputError, short_repr
+from ..formats.mmidx import copy_ranges
 
 __all__ = ["PathList"]
 
@@ -144,11 +145,9 @@ class PathList(Sequence[str]):
         at = np.zeros(j.size + 1, dtype=np.int64)
         np.cumsum(size, out=at[1:])
         blob = np.empty(max(int(at[-1]) - 1, 0), dtype=np.uint8)
-        for a in range(0, j.size, _CHUNK):
+        for a in range(0, j.size, _CHUNK):  # a chunk at a time: the gather's index arrays stay small
             b = min(a + _CHUNK, j.size)
-            lens = size[a:b] - 1
-            within = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)  # byte in its path
-            blob[np.repeat(at[a:b], lens) + within] = self._blob[np.repeat(self._at[j[a:b]], lens) + within]
+            copy_ranges(blob, self._blob, self._at[j[a:b]], size[a:b] - 1, at[a:b])
         blob[at[1:-1] - 1] = 0
         return PathList(blob, at)
 

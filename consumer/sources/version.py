@@ -10,12 +10,16 @@ fetch path compares its data file's version between calls (:mod:`consumer.fetch.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["FileVersion", "change_stamp", "change_stamps"]
+__all__ = ["FileVersion", "change_stamp", "change_stamps", "versions_identity"]
 
 
 def change_stamp(st: os.stat_result) -> int:
@@ -55,3 +59,19 @@ class FileVersion:
         if other.stamp != self.stamp:
             return f"modified at {other.stamp} ns, indexed {self.stamp} ns"
         return None
+
+
+def versions_identity(facts: dict[str, Any], files: Iterable[str | os.PathLike[str]]) -> str:
+    """What names one version of a set of files (a packed store's): sha256 of ``facts`` (a store's sidecar, or what
+    opening it depends on) and of each file's :class:`FileVersion` (None for a missing file). Any write to one of
+    the files moves its change stamp, so files written since have another identity."""
+    versions: list[list[int] | None] = []
+    for path in files:
+        try:
+            v = FileVersion.of(os.stat(path))
+        except FileNotFoundError:
+            versions.append(None)
+            continue
+        versions.append([v.size, v.stamp, v.dev, v.ino])
+    text = json.dumps({"facts": facts, "files": versions}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

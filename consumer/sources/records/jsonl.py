@@ -44,7 +44,7 @@ from .jsonl_decoders import import_msgspec, record_decoder, why_bad
 from .options import RecordOptions
 from .scanned import INT32_MAX, BadRecords, ClassTable, DecodeSink, Scanned
 
-__all__ = ["scan_jsonl", "record_decoder", "msgspec_block", "why_bad", "why_too_deep", "import_msgspec"]
+__all__ = ["scan_jsonl", "msgspec_block"]
 
 _BLANK = b" \t\r\n"
 

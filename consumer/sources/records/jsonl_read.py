@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .json_depth import fresh_stack
-from .jsonl import import_msgspec, msgspec_block, record_decoder, why_bad, why_too_deep
+from .json_depth import fresh_stack, why_too_deep
+from .jsonl import msgspec_block
+from .jsonl_decoders import import_msgspec, record_decoder, why_bad
 from .options import RecordOptions
 
 __all__ = ["BadLine", "LineTexts"]
