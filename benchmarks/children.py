@@ -44,14 +44,16 @@ def child_json(args: list[str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def peer_json(python: str, module: str, args: list[str]) -> dict:
+def peer_json(python: str, module: str, args: list[str], front: str | None = None) -> dict:
     """The last JSON line ``python -m module ARGS`` prints (this checkout first on the path, warnings off: a peer's
     interpreter, e.g. Daft's venv), or ``{"error": ...}`` with the last error line of its stderr (a peer may leave
-    with ``os._exit(0)`` before printing, so the exit status alone does not tell)."""
+    with ``os._exit(0)`` before printing, so the exit status alone does not tell). ``front``: a folder put before
+    the checkout (and run in), e.g. one holding another version's ``consumer`` package."""
     from .peers import ROOT
 
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), PYTHONWARNINGS="ignore")
-    out = subprocess.run([python, "-m", module, *args], capture_output=True, text=True, env=env, cwd=ROOT,
+    path = os.pathsep.join(p for p in (front, ROOT, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONPATH=path, PYTHONWARNINGS="ignore")
+    out = subprocess.run([python, "-m", module, *args], capture_output=True, text=True, env=env, cwd=front or ROOT,
                          check=False)
     lines = [ln for ln in out.stdout.strip().splitlines() if ln.startswith("{")]
     if lines:

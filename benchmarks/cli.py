@@ -88,11 +88,21 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("results")
     rep.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks.md"))
     rep.add_argument("--img", default=None)
+    rep.add_argument("--add-probe", action="append", default=[], metavar="SECTION=PROBE.json",
+                     help="put a probe's document (its --out) in the results as probe-run section SECTION, run alone "
+                          "(repeatable); the results file is rewritten with it")
     args = p.parse_args(argv)
     img = args.img or os.path.join(os.path.dirname(os.path.abspath(args.out)), "img")
     if args.cmd == "report":
         with open(args.results, encoding="utf-8") as f:
             res = json.load(f)
+        if args.add_probe:
+            from .suite_probe_runs import add_probe_document
+
+            for value in args.add_probe:
+                add_probe_document(res, value)
+            with open(args.results, "w", encoding="utf-8") as f:
+                f.write(json.dumps(res, indent=1))
         _write_report(res, args.out, img, res.get("command", ""))
         return 0
 

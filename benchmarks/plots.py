@@ -171,6 +171,28 @@ def _catalog(plt, res: dict, path: str) -> bool:
     return _save(plt, fig, path)
 
 
+def _open_scale(plt, res: dict, path: str) -> bool:
+    from .views.open_scale import series
+
+    lines = series(res)
+    if not lines:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), squeeze=False)
+    for label, pts in lines.items():
+        style = _style(label)
+        if "reopen" in label or "IndexedDataset" in label:
+            style = {**style, "linestyle": "--"}
+        axes[0][0].plot([p[0] for p in pts], [p[1] for p in pts], label=label, **style)
+        mem = [(p[0], p[2] / 2 ** 20) for p in pts if p[2]]
+        if mem:
+            axes[0][1].plot([p[0] for p in mem], [p[1] for p in mem], label=label, **style)
+    _log_axes(axes[0][0], "documents in the store", "seconds (fresh process)", "open a .bin/.idx store")
+    _log_axes(axes[0][1], "documents in the store", "MiB beyond imports (peak for first builds)",
+              "memory of the open")
+    axes[0][1].legend(fontsize=7, loc="upper left")
+    return _save(plt, fig, path)
+
+
 def make_plots(res: dict, img_dir: str, rel_prefix: str) -> tuple[list[str], str]:
     """Write the PNGs into ``img_dir``; return their paths as ``rel_prefix/<name>`` and a note."""
     try:
@@ -181,7 +203,8 @@ def make_plots(res: dict, img_dir: str, rel_prefix: str) -> tuple[list[str], str
     written = []
     for name, fn in (("fetch_vs_batch.png", _fetch_vs_batch), ("fetch_vs_filesize.png", _fetch_vs_filesize),
                      ("loader_vs_workers.png", _loader_vs_workers), ("build_vs_size.png", _build_vs_size),
-                     ("cold_fetch.png", _cold_fetch), ("catalog_vs_daft.png", _catalog)):
+                     ("cold_fetch.png", _cold_fetch), ("catalog_vs_daft.png", _catalog),
+                     ("open_scale.png", _open_scale)):
         if fn(plt, res, os.path.join(img_dir, name)):
             written.append(f"{rel_prefix}/{name}" if rel_prefix else name)
     return written, ""

@@ -34,6 +34,7 @@ from .views import (
     jsonl_peers,
     limits,
     loader,
+    open_scale,
     records,
     records_interop,
     records_remote,
@@ -98,7 +99,8 @@ VIEWS = [("workloads", fetch.render_section, fetch.verdicts), ("limits", limits.
          ("corpusreport", corpus_report.render_section, corpus_report.verdicts),
          ("batchorder", batch_order.render_section, batch_order.verdicts),
          ("sqlmargin", sql_margin.render_section, sql_margin.verdicts),
-         ("clusterlisting", cluster.render_section, cluster.verdicts)]
+         ("clusterlisting", cluster.render_section, cluster.verdicts),
+         ("openscale", open_scale.render_section, open_scale.verdicts)]
 
 
 def _head(res: dict, command: str) -> list[str]:

@@ -14,6 +14,7 @@ these sections (:data:`FULL_ONLY`).
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import time
@@ -21,7 +22,7 @@ from typing import Any
 
 from .peers import ROOT, resolve_python
 
-__all__ = ["SPECS", "FULL_ONLY", "ProbeRunSections"]
+__all__ = ["SPECS", "FULL_ONLY", "ProbeRunSections", "add_probe_document"]
 
 # section -> [(sub, probe, full argv, quick argv)]; the order of SPECS is the order of the sections in a run
 SPECS: dict[str, list[tuple[str, str, list[str], list[str]]]] = {
@@ -70,8 +71,36 @@ SPECS: dict[str, list[tuple[str, str, list[str], list[str]]]] = {
                 ["--files", "200", "--probe", "100", "--data-root", "{data}"])],
     "clusterlisting": [("", "cluster_listing", ["--files", "100000", "--reps", "2"],
                         ["--files", "2000", "--reps", "1"])],
+    "openscale": [("", "open_scale", ["--docs", "100000,1000000,10000000,100000000", "--dir", "{work}/openscale"],
+                   ["--docs", "10000,100000", "--repeat", "1", "--dir", "{work}/openscale"])],
 }
 FULL_ONLY = tuple(SPECS)  # the default quick run leaves these out (see the module docstring)
+
+
+def add_probe_document(res: dict, value: str) -> None:
+    """``SECTION=PATH``: the probe document at PATH (a probe's ``--out``) as the one run of probe-run section
+    SECTION in the results ``res``, marked as run alone (the report says so and gives its date). ValueError naming
+    the argument for an unknown section, or a document of another probe than the section runs."""
+    from .registry import validate
+
+    section, sep, path = value.partition("=")
+    if not sep or section not in SPECS:
+        raise ValueError(f"--add-probe expects SECTION=PATH with SECTION in {sorted(SPECS)}, got {value!r}")
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    validate(doc)
+    probe = SPECS[section][0][1]
+    if doc["probe"] != probe:
+        raise ValueError(f"--add-probe {section}: expected a document of probe {probe!r}, got {doc['probe']!r}")
+    flags = []
+    for key, v in doc["args"].items():
+        if v is None or v is False:
+            continue
+        flags += [f"--{key.replace('_', '-')}"] + ([] if v is True else [str(v)])
+    command = ("python -m benchmarks probe " + shlex.join([probe, *flags])).replace(ROOT + os.sep, "")
+    res[section] = {"runs": {"": {"probe": probe, "command": command, "load_average": doc["machine"]["load_average"],
+                                  "duration_s": doc["duration_s"], "results": doc["results"], "alone": True,
+                                  "started": doc["started"]}}}
 
 
 class ProbeRunSections:
@@ -102,6 +131,10 @@ class ProbeRunSections:
             if self._peer_ok("daft"):
                 return ["--peer-python", f"daft={resolve_python('daft', self.peer_python)}"]
             return ["--systems", "consumer,consumer_cached,consumer_pool,duckdb,duckdb_text"]
+        if probe == "open_scale":
+            if self._peer_ok("megatron"):
+                return ["--megatron-python", resolve_python("megatron", self.peer_python)]
+            return ["--skip-megatron"]
         readers = argv[argv.index("--readers") + 1].split(",") if "--readers" in argv else []
         if probe == "cold_fetch" and "megatron" in readers and not self._peer_ok("megatron"):
             return ["--readers", ",".join(r for r in readers if r != "megatron")]
@@ -207,3 +240,7 @@ class ProbeRunSections:
     def clusterlisting(self) -> None:
         """Listing a local folder on Dask workers against the local scan."""
         self._run_spec("clusterlisting")
+
+    def openscale(self) -> None:
+        """Opening a .bin/.idx store of 10^5..10^8 documents against megatron-core, and SQL over it."""
+        self._run_spec("openscale")

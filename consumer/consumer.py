@@ -8,9 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from .dataset.build import Built, build, build_from_dict, build_packed, build_subset, restore
+from .dataset.build import Built, build, build_packed, build_subset, restore
+from .dataset.described import build_from_dict
 from .dataset.display import repr_html, text_repr
-from .dataset.export import dataset_dict, dump_json, load_json
+from .dataset.export import dataset_dict, dump_json
 from .fetch.collate import to_tensors
 from .fetch.columns import MaskConfig
 from .fetch.fetcher import Fetcher
@@ -112,8 +113,7 @@ class Consumer(SQLMethods, ModeMethods):
     def from_dict(cls, d: Any, *, cache_dir: Any = None, verbose: bool = False,
                   metadata: Metadata | None = None) -> Consumer:
         """Rebuild the dataset a ``get_dict(include_files=True)`` (or its ``to_json`` text or file) describes."""
-        return cls._from_built(build_from_dict(d if isinstance(d, dict) else load_json(d), cache_dir=cache_dir,
-                                               verbose=verbose, metadata=metadata), verbose)
+        return cls._from_built(build_from_dict(d, cache_dir=cache_dir, verbose=verbose, metadata=metadata), verbose)
     from_json = from_dict
 
     def subset(self, file_ids: Any) -> Consumer:

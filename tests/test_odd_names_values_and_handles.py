@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-import consumer.dataset.build as build_module
+import consumer.dataset.entry as entry_module
 import consumer.sources.local as local_files_module
 from consumer import Consumer, FileChangedError, FormatError, InputError, QueryError
 from consumer.catalog.headers import normalise_description
@@ -177,7 +177,7 @@ def test_cache_clear_only_removes_its_own_artefacts(corpus_dir, tmp_path):
 
 def test_header_rules_are_part_of_the_cache_key(corpus_dir, tmp_path, monkeypatch):
     first = Consumer(corpus_dir, cache_dir=tmp_path / "c")
-    monkeypatch.setattr(build_module, "HEADER_RULES_VERSION", 999)
+    monkeypatch.setattr(entry_module, "HEADER_RULES_VERSION", 999)  # where the index key is made
     assert Consumer(corpus_dir, cache_dir=tmp_path / "c").build_info["key"] != first.build_info["key"]
 
 

@@ -1,9 +1,11 @@
 """One system counting the records of a folder of JSONL shards from nothing, in a fresh process.
 
-``python -m benchmarks.peers.firstcount SYSTEM GLOB`` (run by ``benchmarks/probes/jsonl_peers.py``) prints one
+``python -m benchmarks.peers.firstcount SYSTEM GLOB [CORES]`` (run by ``benchmarks/probes/jsonl_peers.py``) prints one
 JSON line: ``import_s`` (importing the system's library), ``first_count_s`` (from nothing, library imported, to
 the record count), ``cpu_s`` (user and system CPU seconds of the process's threads during the count), ``count``
-and ``peak_rss_mb`` (the process's peak resident memory, ``VmHWM``: import included). Systems:
+and ``peak_rss_mb`` (the process's peak resident memory, ``VmHWM``: import included). ``CORES``: the process runs
+on the first that many CPUs it may use (its affinity set before anything is imported, as ``taskset`` would), so
+each system sizes its threads to them. Systems:
 
 - ``consumer``: ``Consumer(FOLDER, documents="jsonl", metadata=None, cache_dir=False)`` then
   ``ds.sql("SELECT count(*) FROM documents")`` (every record parsed: its text is a document);
@@ -119,6 +121,8 @@ def _cpu_s() -> float:
 
 def main(argv: list[str]) -> int:
     """Run one system (see the module docstring); an ImportError becomes ``{"error": ...}``."""
+    if len(argv) > 2:  # before any import: the libraries read the CPUs they may use when they start
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:int(argv[2])])
     try:
         out = measure(argv[0], argv[1])
     except ImportError as exc:

@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> dict:
     out: dict[str, Any] = {"files": args.files, "classes": args.classes, "reps": args.reps,
                            "load_avg": os.getloadavg()[0]}
     clusters = [distributed.LocalCluster(host="127.0.0.1", n_workers=n, threads_per_worker=1, processes=True,
-                                         dashboard_address=None, worker_dashboard_address=None) for n in sizes]
+                                         dashboard_address="127.0.0.1:0", worker_dashboard_address=None)
+                for n in sizes]
     try:
         where = {"local": "local", **{f"{n} workers": c.scheduler_address for n, c in zip(sizes, clusters)}}
         for layout in [x for x in args.layouts.split(",") if x]:

@@ -198,8 +198,8 @@ def measure(files: int, reps: int, work: str, data: str, log=print) -> dict:
                 continue
             w = int(label.split("-")[1])  # one cluster at a time, started (untimed) for this run only
             cluster = LocalCluster(host="127.0.0.1", protocol="tcp", n_workers=w,
-                                   threads_per_worker=max(1, cores // w), processes=True, dashboard_address=None,
-                                   worker_dashboard_address=None)
+                                   threads_per_worker=max(1, cores // w), processes=True,
+                                   dashboard_address="127.0.0.1:0", worker_dashboard_address=None)
             client = Client(cluster)
             try:
                 _warm(client, corpus.root)

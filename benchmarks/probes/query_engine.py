@@ -76,16 +76,18 @@ def synthetic(n: int, seed: int = 0) -> dict[str, Any]:
 
 def ours(data: dict[str, Any]):
     """The engine ds.sql runs on, over the synthetic dataset (no catalog: lazy columns stay NULL)."""
-    from consumer.query.duck import DuckSQL, LazyGroup
-    from consumer.query.table import dataset_columns, path_array
+    from consumer.query.duck import DuckSQL, LazyGroup, derived_groups
+    from consumer.query.table import dataset_columns, derived_columns, path_array
 
     n = len(data["paths"])
     classes = [f"class{c:02d}" for c in range(CLASSES)]
-    cols = dataset_columns(data["paths"], data["doc_class"], classes, np.arange(CLASSES), data["sizes"],
-                           data["mtimes"], np.zeros(n, dtype=np.int64), [""], data["tokens"], data["samples"],
-                           with_path=False)
-    paths = data["paths"]  # as a session does: the path column is made when a statement first names it
-    return DuckSQL(cols, [LazyGroup(("path", "extension"), lambda: {"path": path_array(paths)}, star=True)])
+    ids = np.arange(CLASSES)
+    cols = dataset_columns(data["doc_class"], classes, ids, data["sizes"], data["mtimes"],
+                           np.zeros(n, dtype=np.int32), [""])
+    derived = derived_columns(n, data["doc_class"], ids, tokens=lambda: data["tokens"], samples=lambda: data["samples"])
+    paths = data["paths"]  # as a session does: path and the derived columns are made when a statement names them
+    return DuckSQL(cols, [LazyGroup(("path", "extension"), lambda: {"path": path_array(paths)}, star=True),
+                          *derived_groups(derived)], rows=n)
 
 
 def baseline(data: dict[str, Any]):

@@ -57,7 +57,10 @@ def head(title: str, res: dict, section: str, intro: str) -> list[str]:
               f": {d['duration_s']:.0f} s, load average at its start {d['load_average']}" for sub, d in ran.items()]
     failed = [f"{sub}: {d['error']}" for sub, d in docs.items() if "error" in d]
     absent = [f"{sub or d.get('probe')}: {d['absent']}" for sub, d in docs.items() if "absent" in d]
-    out += ["Run as suite section `" + section + "` — " + "; ".join(timing) + "." +
+    alone = [d["started"] for d in ran.values() if d.get("alone")]  # added by `report --add-probe`
+    how = f"Run alone ({', '.join(alone)}), not in the suite run of the rest of this page, as suite section `" \
+        if alone else "Run as suite section `"
+    out += [how + section + "` — " + "; ".join(timing) + "." +
             (" Failed: " + "; ".join(failed) + "." if failed else "") +
             (" Not run: " + "; ".join(absent) + "." if absent else ""), ""]
     return out + [intro, ""] if intro else out

@@ -8,7 +8,8 @@ attach the result; none of them sets state by hand:
 - :func:`build` — ``Consumer(fps, ...)``: files on disk, through the catalog and the index cache;
 - :func:`build_packed` — ``Consumer.from_packed(prefix, ...)``: a packed store's documents;
 - :func:`build_subset` — ``ds.where(...)``, ``ds.subset(...)``: some of a dataset's files, same tokens;
-- :func:`build_from_dict` — ``Consumer.from_dict(...)``: the dataset a ``get_dict(include_files=True)`` describes.
+- :func:`~consumer.dataset.described.build_from_dict` — ``Consumer.from_dict(...)``: the dataset a
+  ``get_dict(include_files=True)`` describes (through :func:`build`).
 """
 
 from __future__ import annotations
@@ -27,30 +28,31 @@ from .._version import __version__
 from ..catalog.catalog import CATALOG_NAME, Catalog
 from ..catalog.content import source_computer
 from ..catalog.duplicates import catalog_sha256s, dedupe_plan
-from ..catalog.headers import HEADER_RULES_VERSION, MAX_HEADER_BYTES, headers_from
+from ..catalog.headers import headers_from
 from ..errors import FileChangedError, InputError, short_repr
 from ..scale import scan
 from ..scale.engines import Engine, resolve_engine
 from ..sources.base import ByteSource
 from ..sources.corpus import Corpus
 from ..sources.listing import check_bad_file_mode
-from ..sources.magic import libmagic_version
 from ..sources.open import reopen_source
 from ..sources.paths import PathList
-from ..spec import Metadata, Spec, headers_already_made
+from ..spec import Spec, headers_already_made
 from ..storage import Storage
-from ..tokens.documents import DOC_ARRAYS, DocumentTable, build_documents
-from ..tokens.index import AUTO_SEQLEN_CAP, INDEX_ARRAYS, SampleIndex
+from ..tokens.documents import DocumentTable, build_documents
+from ..tokens.index import INDEX_ARRAYS, SampleIndex
 from ..tokens.vocab import TokenVocab, Vocab
 from ..util.sets import distinct
 from ..util.validate import check_bool, check_class_to_id, int_vector
-from .cache import building, cache_key, file_table_sha256, load_entry, save_entry
+from .cache import building, file_table_sha256, load_entry
+from .entry import index_key, sample_index, save_built
 from .listed import list_corpus
+from .on_parts import build_on_parts
 from .ranks import torch_group
 from .shared import build_once, fingerprint
 from .store_index import recall_checks, record_checks, store_index
 
-__all__ = ["Built", "build", "build_packed", "build_subset", "build_from_dict", "restore", "files_listing"]
+__all__ = ["Built", "build", "build_packed", "build_subset", "restore", "files_listing"]
 
 
 
@@ -74,8 +76,7 @@ class Built:
 
 
 def _index(spec: Spec, documents: DocumentTable, n_classes: int) -> SampleIndex:
-    return spec.sampling.build(documents.doc_len, documents.doc_class, n_classes, style=spec.style,
-                               seqlen=spec.seqlen, long_files=spec.long_files, seed=spec.seed)
+    return sample_index(spec, documents, n_classes)
 
 
 def _resolved(spec: Spec, index: SampleIndex, classes: list[str]) -> Spec:
@@ -145,6 +146,11 @@ def _build(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine
            on_bad_file: str = "raise") -> Built:
     if spec.records.records:  # documents inside container files: their own listing and index (dataset/records.py)
         return _build_records(fps, spec, storage, verbose, engine)
+    parts = None if engine is None else build_on_parts(fps, spec, storage, verbose, engine, on_bad_file)
+    if parts is not None:  # a directory on a cluster: the workers wrote parts and the entry (dataset/on_parts.py)
+        built = _from_entry(parts.entry, spec, parts.corpus, parts.paths, parts.cache_root, parts.key, parts.t0)
+        built.info.update(parts.info)
+        return _with_source(built, parts.source)
     with ExitStack() as hold:  # the claim on building the index entry, if one is taken (see _build_held)
         built = _build_held(fps, spec, storage, verbose, engine, hold, on_bad_file)
     return built
@@ -181,11 +187,7 @@ def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: E
     vocab = Vocab(spec.n_bytes)
     key = None
     if cache_root and not callable(spec.metadata):
-        key = cache_key({**spec.key_dict(), "max_header_bytes": MAX_HEADER_BYTES, "header_rules": HEADER_RULES_VERSION,
-                         "auto_seqlen_cap": AUTO_SEQLEN_CAP,
-                         "consumer_version": __version__, "classes": classes,
-                         "libmagic": libmagic_version() if spec.metadata else None,
-                         "files_sha256": file_table_sha256(paths, cls, sizes, mtimes)})
+        key = index_key(spec, classes, file_table_sha256(paths, cls, sizes, mtimes))
     entry = load_entry(cache_root, key, skip=("paths",)) if cache_root and key else None
     if entry is None and cache_root and key:  # of many processes missing it at once, one builds it, the others
         hold.enter_context(building(cache_root, key))  # wait here and then find it
@@ -219,12 +221,7 @@ def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: E
                                                                      catalog.magic_calls if catalog else 0, t0),
                   catalog)
     built.info.update(listed, dedupe=report)
-    arrays = {**{k: getattr(documents, k) for k in DOC_ARRAYS}, **{k: getattr(index, k) for k in INDEX_ARRAYS},
-              "paths": PathList.of(paths).packed()}  # the blob the paths are kept in (no copy)
-    saved = cache_root and key and save_entry(
-        cache_root, key, arrays,
-        {"spec": spec.key_dict(), "seqlen": index.seqlen, "headers": documents.headers, "classes": classes,
-         "form": corpus.form, "files": len(documents), "samples": len(index)})
+    saved = cache_root and key and save_built(cache_root, key, spec, documents, index, classes, corpus.form)
     built.recipe = _recipe(built, ("cached", cache_root, key, spec, corpus.form) if saved else None)
     return built
 
@@ -233,12 +230,19 @@ def _build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine
     from .records import build_records  # noqa: PLC0415
 
     t0 = time.perf_counter()
-    corpus, documents, info = build_records(fps, spec, storage, verbose, engine)
-    index = _index(spec, documents, len(corpus.classes))
-    spec = _resolved(spec, index, corpus.class_names)
-    built = Built(spec, corpus, documents, index, storage.cache_dir, {**_info(info.pop("cache"), None,
-                                                                              info.pop("libmagic_calls"), t0), **info})
-    built.recipe = ("arrays", spec, corpus, documents, index)
+    made, key = build_records(fps, spec, storage, verbose, engine, lambda docs, n: _index(spec, docs, n))
+    return _records_built(made, spec, storage.cache_dir, key, t0)
+
+
+def _records_built(made: Any, spec: Spec, root: str | None, key: str | None, t0: float) -> Built:
+    """The dataset a records build assembled (:class:`~consumer.dataset.records_entry.Assembled`); pickled as its
+    entry in the index cache when it has one (a worker maps it), else as its arrays."""
+    corpus, info = made.corpus(), dict(made.info)
+    spec = _resolved(spec, made.index, corpus.class_names)
+    built = Built(spec, corpus, made.documents, made.index, root,
+                  {**_info(info.pop("cache"), None, info.pop("libmagic_calls"), t0), **info})
+    built.recipe = ("records", root, key, spec, made.records.containers) if key else \
+        ("arrays", spec, corpus, made.documents, made.index)
     return built
 
 
@@ -270,6 +274,9 @@ def _from_entry(entry: tuple[dict, dict], spec: Spec, corpus: Corpus, paths: Pat
         doc_header=arrays["doc_header"], headers=desc["headers"], header_ptr=arrays["header_ptr"],
         header_tok=arrays["header_tok"], with_header=spec.with_header, doc_mtime=arrays["doc_mtime"])
     index = SampleIndex(seqlen=int(desc["seqlen"]), **{k: arrays[k] for k in INDEX_ARRAYS})
+    if "sample_tokens" in arrays:  # what the first fetch would compute over the index (older entries: computed)
+        index.remember_sample_tokens(arrays["sample_tokens"])
+    index.remember_facts(desc.get("index_facts") or {})
     spec = _resolved(spec, index, corpus.class_names)
     return Built(spec, corpus, documents, index, cache_root, _info("hit", key, 0, t0),
                  recipe=("cached", cache_root, key, spec, corpus.form))
@@ -300,6 +307,16 @@ def restore(recipe: tuple) -> Built:
             raise FileChangedError(f"{prefix}: the packed store changed since this dataset was opened (its sidecar "
                                    "records other files or another token checksum); open it again")
         return built
+    if kind == "records":
+        from .records_entry import load_records  # noqa: PLC0415
+
+        root, key, spec, containers = args
+        made = load_records(root, key, containers, spec.records, spec.n_bytes)
+        if made is None:
+            raise InputError(f"cache_dir: the index cache entry {key[:16]}... under {root!r} was removed or "
+                             "damaged while the dataset was in use; build the dataset again")
+        made.info.update(cache="hit", libmagic_calls=0, index="hit")
+        return _records_built(made, spec, root, key, t0)
     if kind == "subset":
         parent, file_ids = args
         return build_subset(restore(parent), file_ids)
@@ -372,28 +389,3 @@ def files_listing(documents: DocumentTable, classes: list[str]) -> list[list]:
 def listing_sha256(listing: list[list]) -> str:
     """The fingerprint of a file listing (``get_dict()["files_sha256"]``)."""
     return hashlib.sha256(json.dumps(listing).encode()).hexdigest()
-
-
-def build_from_dict(d: dict, *, cache_dir: Any = None, verbose: bool = False,
-                    metadata: Metadata | None = None) -> Built:
-    """The dataset a ``get_dict(include_files=True)`` (or its JSON) describes: the same files, classes and
-    settings, hence the same samples. FileChangedError when a file's size differs from the listing."""
-    if not isinstance(d, dict) or not isinstance(d.get("files"), list) or not d["files"]:
-        raise InputError("d must be a dict made by get_dict(include_files=True) (it lists the files), got "
-                         f"{short_repr(d)}")
-    spec = Spec.from_dict(d, metadata)
-    listed = "containers" if spec.records.records else "files"  # records: rebuilt from their containers
-    grouped: dict[str, list[str]] = {}
-    for i, item in enumerate(d.get(listed) or []):
-        if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[2], str)):
-            raise InputError(f"d[{listed!r}][{i}] must be [path, size, class], got {short_repr(item)}")
-        grouped.setdefault("null" if spec.records.class_field else item[2], []).append(item[0])
-    if not grouped:
-        raise InputError(f"d must list its {listed} (get_dict(include_files=True)), got {short_repr(d)}")
-    built = build(grouped, spec, Storage.of(cache_dir=cache_dir), verbose=verbose)
-    sizes = {p: s for p, s, _ in d["files"]}
-    docs = built.documents
-    for p, s in zip(docs.paths, docs.doc_size.tolist()):
-        if sizes.get(p) != s:
-            raise FileChangedError(f"{p!r}: size {s} bytes, the description says {sizes.get(p)}")
-    return built

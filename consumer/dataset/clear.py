@@ -8,6 +8,8 @@ name                                           what (written by)                
 ``index/<sha256>/``                            an index cache entry (``dataset/cache``)     ``clear``
 ``index/.<name>.<12 hex>.tmp*``                an interrupted entry write                   ``clear``
 ``index.lock``                                 the lock file of "building entry" claims     ``clear``
+``parts/<kind>-<sha256>/`` (+ ``.corrupt-*``)  a cluster build's part (``scale/parts``)     ``clear``
+``parts/.<name>.<12 hex>.tmp*``                an interrupted part write                    ``clear``
 ``ranks/<32 hex>.json`` (+ temporaries)        a shared build's hand-off (``dataset/shared``) ``clear``
 ``remote/remote-v1/<2 hex>/<sha256>.blk``      blocks of remote objects (``sources/block_cache``) ``clear``
 ``packed-remote-v1/<40 hex>/store.*``          a remote store's index copy (``packed/remote``) ``clear``
@@ -32,6 +34,7 @@ from collections.abc import Callable
 
 from ..catalog.catalog import CATALOG_NAME, CLAIMS_SUFFIX
 from ..errors import ConsumerWarning
+from ..scale.parts import PARTS_DIR
 from ..sources.block_cache import CACHE_SUBDIR
 from ..util.fileio import is_temp_name
 from ..util.locks import in_use
@@ -46,6 +49,7 @@ _CATALOG_FILES = re.compile(re.escape(CATALOG_NAME) + r"(-wal|-shm|-journal|\.co
 _HANDOFF = re.compile(_HEX + r"{32}\.json")
 _BLOCK_DIR, _BLOCK = re.compile(_HEX + r"{2}"), re.compile(_HEX + r"{64}\.blk")
 _MIRROR = re.compile(_HEX + r"{40}")
+_PART = re.compile(r"(listing|files|headers)-" + _HEX + r"{64}(\.corrupt-\d{8}-\d{6}-\d+)?")
 
 
 def _size(path: str) -> int:
@@ -109,16 +113,28 @@ def _lock_file(path: str) -> int:
     return _remove(path)
 
 
-def _index(root: str) -> int:
-    folder = os.path.join(root, INDEX_DIR)
+def _ours(folder: str, owned: Callable[[str, str], bool]) -> int:
+    """Remove the sub-folders of ``folder`` that ``owned(path, name)`` says are ours (never a link), then
+    ``folder`` itself when that leaves it empty; the bytes freed."""
     freed = 0
     if os.path.isdir(folder) and not os.path.islink(folder):
         for name in os.listdir(folder):
             path = os.path.join(folder, name)
-            if os.path.isdir(path) and not os.path.islink(path) and (is_entry(path) or is_temp_name(name)):
+            if os.path.isdir(path) and not os.path.islink(path) and owned(path, name):
                 freed += _remove(path)
         _rmdir_if_empty(folder)
+    return freed
+
+
+def _index(root: str) -> int:
+    """The index entries (and their lock file)."""
+    freed = _ours(os.path.join(root, INDEX_DIR), lambda path, name: is_entry(path) or is_temp_name(name))
     return freed + _lock_file(os.path.join(root, ENTRY_LOCKS))
+
+
+def _parts(root: str) -> int:
+    """The parts of cluster builds (whole folders of ours: a name we write, or a temporary one)."""
+    return _ours(os.path.join(root, PARTS_DIR), lambda _, name: bool(_PART.fullmatch(name)) or is_temp_name(name))
 
 
 def _blocks(root: str) -> int:
@@ -145,12 +161,12 @@ def _catalog(root: str) -> int:
 
 
 def clear(root: str, *, catalog: bool = False) -> int:
-    """Delete every index entry, lock file, hand-off, remote block and remote-store copy the library wrote under
-    ``root`` (and the catalog with its claims file when ``catalog``); returns the bytes freed. Nothing else is
+    """Delete every index entry, part, lock file, hand-off, remote block and remote-store copy the library wrote
+    under ``root`` (and the catalog with its claims file when ``catalog``); returns the bytes freed. Nothing else is
     touched (see the module docstring for the names)."""
     if not os.path.isdir(root):
         return 0
-    freed = _index(root)
+    freed = _index(root) + _parts(root)
     freed += _files(os.path.join(root, HANDOFF_DIR), lambda n: bool(_HANDOFF.fullmatch(n)))
     freed += _blocks(root)
     freed += _mirrors(root)

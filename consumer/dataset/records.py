@@ -15,7 +15,7 @@ import glob
 import os
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -30,7 +30,7 @@ from ..errors import ConsumerError, ConsumerWarning, InputError
 from ..formats.raw_index import raw_index_path, read_raw_index
 from ..scale.engines import Engine
 from ..sources.base import ByteSource
-from ..sources.corpus import ClassFiles, Corpus, normalise
+from ..sources.corpus import normalise
 from ..sources.local import LocalFiles
 from ..sources.objects import ObjectFiles
 from ..sources.open import expand_fps, open_source
@@ -43,13 +43,16 @@ from ..sources.records.jsonl_arrow import release_memory
 from ..sources.records.names import RecordPaths
 from ..sources.records.remote import object_container
 from ..sources.records.scanned import INT32_MAX, DecodeSink, Scanned
-from ..sources.records.stash import StashBatch, load_stash, stash_key
+from ..sources.records.stash import StashBatch, load_stash
 from ..spec import Spec
 from ..storage import Storage
 from ..tokens.documents import DocumentTable, build_documents
+from ..tokens.index import SampleIndex
 from ..tokens.vocab import Vocab
 from ..util.buffers import Scratch
+from ..util.preload import Preload
 from ..util.sets import distinct
+from .records_entry import Assembled, container_key, entry_key, load_records, make_corpus, save_records
 
 __all__ = ["build_records", "container_fps", "container_listing", "index_containers", "index_on"]
 
@@ -107,20 +110,6 @@ def raw_index_of(path: str, size: int) -> np.ndarray | None:
     return entries
 
 
-def _version(source: ByteSource, i: int) -> tuple[tuple[int, int] | None, str | None]:
-    """The inode (local files) or ETag (objects) a container's persistent entry is keyed on, beside its stamp (and
-    the raw index beside a local container, by size and change time)."""
-    if isinstance(source, ObjectFiles):
-        return None, source.etags[i]
-    ident: Any = getattr(source, "ident", None)
-    try:
-        st = os.stat(raw_index_path(source.paths[i]))
-        raw = f"raw-index {st.st_size} {st.st_mtime_ns}"
-    except OSError:
-        raw = None
-    return (None if ident is None else (int(ident[i, 0]), int(ident[i, 1]))), raw
-
-
 def _fallback(run: Any, container: Container) -> Any:
     """``run(container)``; when the container's raw index turns out stale while reading, a ConsumerWarning and
     ``run`` again on the container without it (the newline scan)."""
@@ -129,6 +118,10 @@ def _fallback(run: Any, container: Container) -> Any:
     except StaleRawIndex as e:
         warnings.warn(f"{e}; scanning the file for its lines instead", ConsumerWarning, stacklevel=2)
         return run(dataclasses.replace(container, lines=None))
+
+
+SQL_MODULES = ("consumer.query.duck",)  # what a first SQL statement imports: DuckDB, the engine (util/preload.py)
+PRELOAD_BYTES = 64 << 20  # a local scan of this many bytes takes longer than importing them (0.1 s against 0.08 s)
 
 
 def _scan_threads() -> int:
@@ -158,25 +151,28 @@ def index_containers(source: ByteSource, options: RecordOptions, root: str | Non
         scan = partial(scan_jsonl, threads=inner)
 
     buffers = threading.local()  # a Scratch per scanning thread, for this call
+    # each buffer made once, the size of the largest piece (a chunk, or the largest container when smaller)
+    largest = min(SCAN_CHUNK, int(source.sizes.max())) + 2 if n else 0
 
     def one(i: int, batch: StashBatch | None) -> tuple[tuple[Scanned, Any], bool]:
         kept = getattr(buffers, "scratch", None)  # the buffers this thread scanned its last container with
         if kept is None:
-            kept = buffers.scratch = Scratch()
+            kept = buffers.scratch = Scratch(at_least=largest)
         container = _container(source, i, options.documents, kept)
         if batch is None or root is None:
             def in_memory(c: Container) -> tuple[Scanned, Any]:
                 sink = DecodeSink()
                 return scan(c, options, sink), sink.memory()
             return _fallback(in_memory, container), False
-        ident, etag = _version(source, i)
-        key = stash_key(container.path, container.size, int(source.stamps[i]), ident, options, etag)
+        key = container_key(source, i, options)
         got = load_stash(root, key)
         if got is not None:
             return got, True
         return _fallback(lambda c: batch.scan(key, partial(scan, c, options)), container), False
 
-    with contextlib.nullcontext() if root is None else StashBatch(root) as batch:
+    # the SQL engine imported on a thread during a long local scan of this process (not an engine's task)
+    warm = SQL_MODULES if threads is None and total > 1 and int(source.sizes.sum()) >= PRELOAD_BYTES else ()
+    with Preload(warm), contextlib.nullcontext() if root is None else StashBatch(root) as batch:
         if workers == 1:
             results = [one(i, batch) for i in range(n)]
         else:
@@ -253,13 +249,6 @@ def _field_classes(scans: list[Scanned]) -> tuple[list[str], np.ndarray]:
     return names, np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
 
 
-def _corpus(names: list[str], paths: PathList, doc_class: np.ndarray, form: str) -> Corpus:
-    """The corpus of the documents (``doc_class`` non-decreasing: one slice of ``paths`` per class)."""
-    bounds = np.searchsorted(doc_class, np.arange(len(names) + 1))
-    return Corpus(classes=tuple(ClassFiles(name=n, paths=paths[int(bounds[k]):int(bounds[k + 1])])
-                                for k, n in enumerate(names) if bounds[k + 1] > bounds[k]), form=form)
-
-
 def _dedupe(records: RecordFiles, names: list[str], doc_class: np.ndarray, storage: Storage, verbose: bool,
             ) -> tuple[RecordFiles, dict]:
     """``dedupe="content"`` over documents: the sha256 of each document's bytes (the catalog's content pass,
@@ -293,13 +282,9 @@ def container_fps(fps: Any) -> Any:
     return fps
 
 
-def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False, engine: Engine | None = None,
-                  ) -> tuple[Corpus, DocumentTable, dict]:
-    """The corpus, documents and build information (``cache``, ``libmagic_calls``, ``records``: counts) of the
-    records of the containers ``fps`` names (see the module docstring); the build makes the sample index.
-    ``engine``: the containers are indexed on its workers (:func:`index_on`)."""
-
-    options: RecordOptions = spec.records
+def _containers(fps: Any, storage: Storage, options: RecordOptions) -> tuple[str, list[str], list[int], Any, int]:
+    """The corpus form of ``fps``, its class names, each container's class, the containers' source (listed now:
+    sizes, stamps) and how many files of a folder were not of the kind."""
     corpus = normalise(expand_fps(container_fps(fps), storage))
     folder_classes = corpus.class_names
     paths, cls_list = corpus.flat()
@@ -316,6 +301,41 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
         raise InputError(f"documents={options.documents!r}: containers must be local files or objects behind "
                          f"URLs, got {source.kind} (e.g. {paths[0]!r})")
     source.check_readable()
+    return corpus.form, folder_classes, list(cls_list), source, ignored
+
+
+def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None,
+                  make_index: Callable[[DocumentTable, int], SampleIndex]) -> tuple[Assembled, str | None]:
+    """The records of the containers ``fps`` names, assembled (see the module docstring): documents, classes, the
+    sample index ``make_index(documents, n_classes)`` makes, and the build information (``records``: counts;
+    ``cache``: ``"hit"`` when every container's own index was reused; ``index``: ``"hit"`` when the dataset's
+    entry was mapped, ``"miss"`` when it was assembled and written, ``"off"`` when it is not cached;
+    ``libmagic_calls``). Also the key of the dataset's entry in the index cache when it is there
+    (:mod:`consumer.dataset.records_entry`: a reopen of unchanged containers maps it and does nothing per
+    document). ``engine``: the containers are indexed on its workers (:func:`index_on`)."""
+    options: RecordOptions = spec.records
+    form, folder_classes, cls_list, source, ignored = _containers(fps, storage, options)
+    root = storage.cache_dir
+    keys = [container_key(source, i, options) for i in range(len(source))] if root else []
+    key = entry_key(keys, [folder_classes[c] for c in cls_list], spec) if root else None
+    if root and key:
+        found = load_records(root, key, source, options, spec.n_bytes)
+        if found is not None:
+            found.info.update(cache="hit", libmagic_calls=0, index="hit")
+            found.info["records"] = {**found.info["records"], "reused": len(source)}
+            return found, key
+    made = _assemble(source, folder_classes, cls_list, form, ignored, spec, storage, verbose, engine, make_index)
+    saved = bool(root and key and save_records(root, key, made, keys, spec))
+    made.info["index"] = "miss" if saved else "off"
+    return made, key if saved else None
+
+
+def _assemble(source: Any, folder_classes: list[str], cls_list: list[int], form: str, ignored: int, spec: Spec,
+              storage: Storage, verbose: bool, engine: Engine | None,
+              make_index: Callable[[DocumentTable, int], SampleIndex]) -> Assembled:  # long: one pipeline
+    """Index every container (reusing their persistent indexes) and assemble the dataset from their scans."""
+    options: RecordOptions = spec.records
+    paths = source.paths
     scans, decoded, reused = index_containers(source, options, storage.cache_dir) if engine is None else \
         index_on(engine, source, options, storage.cache_dir)
     counts = [len(s) for s in scans]
@@ -369,4 +389,5 @@ def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool = False,
                                 with_header=spec.with_header, mtimes=records.stamps, source=records)
     info = {"cache": "hit" if reused == len(counts) else "miss" if storage.cache_dir else "off",
             "libmagic_calls": magic_calls, "records": records_info, **({"dedupe": dedupe} if dedupe else {})}
-    return _corpus(names, doc_paths, doc_class, corpus.form), documents, info
+    index = make_index(documents, len(make_corpus(names, doc_paths, doc_class, form).classes))
+    return Assembled(names, form, records, documents, index, info)

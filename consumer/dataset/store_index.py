@@ -70,6 +70,9 @@ def store_index(root: str | None, identity: str, spec_key: dict, documents: Docu
                   "runs": runs}
         save_entry(root, key, arrays, {"kind": "packed store index", "spec": spec_key, "seqlen": index.seqlen,
                                        "samples": len(index), "documents": len(documents), "all_runs": all_runs})
+        written = _mapped(root, key, documents)
+    if written is not None:  # served from the entry's maps, as a reopen is: the built arrays are freed
+        return written[0], "miss", key, None
     out = SampleIndex(seqlen=index.seqlen, **{k: getattr(index, k) for k in INDEX_ARRAYS},
                       runs=StoreRuns(runs, all_runs, _doc_ptr(documents)))
     out.remember_sample_tokens(arrays["sample_tokens"])

@@ -159,7 +159,8 @@ def modalities_index(where: Any, width: int, index: np.ndarray, side: dict, dtyp
 
 def _open_megatron(prefix: Path, files: dict[str, Path], side: dict, dtype: np.dtype, n: int,
                    known: tuple[np.ndarray, np.ndarray] | None = None):
-    reader = IndexedReader(str(prefix), check=known is None)
+    ends = None if known is None or not known[0].size else int(known[0][-1]) + int(known[1][-1])
+    reader = IndexedReader(str(prefix), check=known is None, tokens=ends)  # recorded: no sum of the lengths
     if known is None:
         starts, lengths = megatron_index(files["idx"], reader.index, side, dtype, n)
         return reader.tokens, starts, lengths

@@ -46,7 +46,7 @@ class Checked:
     class already."""
 
     starts: np.ndarray   # int64 [D]
-    lengths: np.ndarray  # int64 [D]
+    lengths: np.ndarray  # int64 [D] (int32 as the .idx of a store another tool wrote holds them)
     grouped: bool
 
 
@@ -81,8 +81,9 @@ class Store:
         """What this open found, to record for the store's version (None before :func:`open_store` grouped it)."""
         if self.grouped is None:
             return None
-        return Checked(np.asarray(self.starts, dtype=np.int64), np.asarray(self.lengths, dtype=np.int64),
-                       self.grouped)
+        lengths = np.asarray(self.lengths)  # int32 as a Megatron .idx holds them (a peer store's): half the bytes
+        return Checked(np.asarray(self.starts, dtype=np.int64),
+                       lengths if lengths.dtype == np.int32 else lengths.astype(np.int64, copy=False), self.grouped)
 
 
 def load_store(prefix: Any, storage: Storage | None = None, recall: Recall | None = None,
@@ -195,6 +196,8 @@ def check_lengths(store: Store, docs: DocumentTable) -> None:
     """Every document's length in the store's own index equals the one its file table implies (size, header, SEP,
     EOF): FormatError naming the first that differs, expected vs actual. An open does it unless the check was
     made and recorded for this version of the store (its index cache entry, :mod:`consumer.dataset.store_index`)."""
+    if store.sidecar.get("peer"):
+        return  # a store another tool wrote: its own lengths are the documents' (and its one class needs no order)
     _check_lengths(store, docs, _class_order(store.doc_class, store.sidecar["classes"], store.prefix))
 
 

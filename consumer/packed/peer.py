@@ -63,14 +63,22 @@ def dtype_vocab_size(dtype: np.dtype, where: Any) -> int:
     return _FROM_DTYPE[key]
 
 
-def _indexed(prefix: Path, check: bool = True) -> IndexedReader:
-    """The ``.bin/.idx`` pair, a multimodal ``.idx`` recognised by its size (``check=False``: its header only)."""
+def _indexed(prefix: Path, check: bool = True, tokens: int | None = None) -> IndexedReader:
+    """The ``.bin/.idx`` pair, a multimodal ``.idx`` recognised by its size (``check=False``: its header only, and
+    ``tokens`` recorded for it, the sum of its lengths)."""
     try:
-        return IndexedReader(str(prefix), check=check)
+        return IndexedReader(str(prefix), check=check, tokens=tokens)
     except FormatError as e:
         if "pass multimodal=True" not in str(e):
             raise
-    return IndexedReader(str(prefix), multimodal=True, check=check)
+    return IndexedReader(str(prefix), multimodal=True, check=check, tokens=tokens)
+
+
+def _recorded_tokens(checked: Any) -> int | None:
+    """The tokens of a store whose check was recorded: where its last document ends (None: none recorded)."""
+    if checked is None or not checked.starts.shape[0]:
+        return None
+    return int(checked.starts[-1]) + int(checked.lengths[-1])
 
 
 class _Counting:
@@ -106,14 +114,16 @@ def load_peer(prefix: Path, storage: Storage, vocab_size: int | None, recall: An
         files = {"bin": ".bin", "idx": ".idx"}
         identity = versions_identity({"peer": 1, "vocab_size": vocab_size}, _files(prefix, files))
         checked = recall(identity) if recall is not None else None
-        reader = _indexed(prefix, check=checked is None)
+        reader = _indexed(prefix, check=checked is None, tokens=_recorded_tokens(checked))
         if checked is not None and checked.starts.shape[0] != len(reader):  # a record of another store: check all
             checked, reader = None, _indexed(prefix)
         fmt, dtype, tokens = "megatron", reader.dtype, reader.tokens
         if checked is not None:
             lengths, starts = checked.lengths, checked.starts
-        else:
-            lengths, starts = reader.lengths, reader.pointers // dtype.itemsize
+        else:  # the full check proved pointers = itemsize * the lengths' exclusive sum: no 800 MB read of them
+            lengths = reader.lengths
+            starts = np.cumsum(lengths, dtype=np.int64)
+            starts -= lengths
         data_file = with_suffix(prefix, ".bin")
         flavour = reader.flavour + (" (multimodal)" if reader.modes is not None else "")
     else:

@@ -37,6 +37,7 @@ import os
 import struct
 import zipfile
 import zlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,24 +61,53 @@ _CRC_BLOCK = 1 << 24  # bytes checked at a time
 _WINDOW = 1 << 22  # items checked at a time (bounded temporaries)
 
 
-def write_table(path: Path, paths: Any, doc_class: Any, doc_size: Any, doc_header: Any) -> None:
+def write_table(path: Path, paths: Any, doc_class: Any, doc_size: Any, doc_header: Any, window: int = _WINDOW,
+                ) -> None:
     """The file table (format 2, see the module docstring) at ``path``, created exclusively and fsynced.
-    ``paths`` is a :class:`~consumer.sources.paths.PathList` (written as it lies: no per-path work) or a sequence
-    of ``str``."""
+    ``paths`` is a :class:`~consumer.sources.paths.PathList` or a sequence of ``str``; the blob and offsets are
+    written ``window`` paths at a time (:meth:`~consumer.sources.paths.PathList.widths` lays them out first,
+    :meth:`~consumer.sources.paths.PathList.piece` makes each run), so paths made on demand (records'
+    ``container#record``) never exist all at once."""
     listed = PathList.of(paths)
-    columns = {"paths": listed.packed(), "path_at": listed.offsets(),
-               "doc_class": np.asarray(doc_class), "doc_size": np.asarray(doc_size),
-               "doc_header": np.asarray(doc_header)}
+    n = len(listed)
+    steps = [(lo, min(lo + window, n)) for lo in range(0, n, window)]
+    widths = [listed.widths(lo, hi) for lo, hi in steps]
+    blob_bytes = max(int(sum(int(w.sum()) for w in widths)) - 1, 0)
     with open(path, "xb") as f:
         with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as z:
-            for name in TABLE_KEYS:
-                _write_member(z, f, name, np.ascontiguousarray(np.asarray(columns[name]).astype(_DTYPES[name])))
+            _write_member(z, f, "paths", _DTYPES["paths"], (blob_bytes,), _blob_runs(listed, steps))
+            _write_member(z, f, "path_at", _DTYPES["path_at"], (n + 1,), _offset_runs(widths))
+            for name, col in (("doc_class", doc_class), ("doc_size", doc_size), ("doc_header", doc_header)):
+                arr = np.asarray(col).astype(_DTYPES[name], copy=False).reshape(-1)
+                _write_member(z, f, name, _DTYPES[name], arr.shape,
+                              (arr[lo:lo + window] for lo in range(0, arr.size, window)))
         f.flush()
         os.fsync(f.fileno())
 
 
-def _write_member(z: zipfile.ZipFile, f: Any, name: str, arr: np.ndarray) -> None:
-    """One ``.npy`` member, stored, its data on a 64-byte boundary of the file ``f`` (``z``'s file)."""
+def _blob_runs(listed: PathList, steps: list[tuple[int, int]]) -> Iterator[np.ndarray]:
+    """The NUL-joined blob of ``listed``, a run of paths at a time (a NUL between runs, none after the last)."""
+    for k, (lo, hi) in enumerate(steps):
+        if k:
+            yield np.zeros(1, dtype=np.uint8)
+        yield np.ascontiguousarray(listed.piece(lo, hi).packed())
+
+
+def _offset_runs(widths: list[np.ndarray]) -> Iterator[np.ndarray]:
+    """``path_at`` (0, then the running sum of the widths), a run at a time."""
+    yield np.zeros(1, dtype=np.int64)
+    base = 0
+    for w in widths:
+        run = np.cumsum(w, dtype=np.int64) + base
+        if run.size:
+            base = int(run[-1])
+        yield run
+
+
+def _write_member(z: zipfile.ZipFile, f: Any, name: str, dtype: np.dtype, shape: tuple[int, ...],
+                  runs: Iterable[np.ndarray]) -> None:
+    """One ``.npy`` member of ``dtype`` and ``shape``, stored, its data on a 64-byte boundary of the file ``f``
+    (``z``'s file), written from ``runs`` (its data in order, in pieces)."""
     info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
     info.compress_type = zipfile.ZIP_STORED
     info.external_attr = 0o644 << 16
@@ -85,7 +115,15 @@ def _write_member(z: zipfile.ZipFile, f: Any, name: str, arr: np.ndarray) -> Non
     pad = (-start) % _ALIGN
     info.extra = struct.pack("<HH", _PAD_ID, pad) + bytes(pad)
     with z.open(info, "w", force_zip64=True) as out:
-        np.lib.format.write_array(out, arr, allow_pickle=False)
+        np.lib.format.write_array_header_1_0(out, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                   "fortran_order": False, "shape": shape})
+        written = 0
+        for run in runs:
+            data = np.ascontiguousarray(run, dtype=dtype)
+            out.write(data.data.cast("B"))
+            written += data.size
+    if written != int(np.prod(shape)):
+        raise ValueError(f"{name}: wrote {written} items, the header says {shape}")
 
 
 def read_table(path: Path, side: dict, checked: bool = False) -> tuple[PathList, np.ndarray, np.ndarray, np.ndarray]:

@@ -37,13 +37,14 @@ from .layout import (
 from .sums import data_offset
 from .table import write_table
 
-__all__ = ["pack", "token_pieces", "DEFAULT_CHUNK_TOKENS"]
+__all__ = ["pack", "token_pieces", "chunk_segments", "DEFAULT_CHUNK_TOKENS"]
 
 _INT32_MAX = 2**31 - 1
 DEFAULT_CHUNK_TOKENS = 1 << 22  # 4M tokens (32 MB of int64) per read_segments call while packing
 
 
-def _chunks(doc_len: np.ndarray, chunk_tokens: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+def chunk_segments(doc_len: np.ndarray, chunk_tokens: int,
+                   ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """The token stream of all documents cut into chunks of ``chunk_tokens`` tokens (the last shorter).
 
     Yields per chunk the segments it holds, in order: document ids, start within the document,
@@ -51,16 +52,17 @@ def _chunks(doc_len: np.ndarray, chunk_tokens: int) -> Iterator[tuple[np.ndarray
     is split over several; an empty document is one empty segment. Only the chunk's documents are
     touched (``searchsorted`` on the cumulative lengths), so a chunk costs O(its documents).
     """
-    ends = np.cumsum(doc_len)
-    starts = ends - doc_len
+    ends = np.cumsum(doc_len)  # document d starts where d - 1 ends (no second array of starts)
     n, d0, g0 = doc_len.size, 0, 0
     while d0 < n:
         g1 = g0 + chunk_tokens
-        d1 = n if g1 >= int(ends[-1]) else int(np.searchsorted(starts, g1, side="left"))
+        # the documents starting before g1: document 0, and each d whose predecessor ends before g1
+        d1 = n if g1 >= int(ends[-1]) else 1 + int(np.searchsorted(ends[:n - 1], g1, side="left"))
         d = np.arange(d0, max(d1, d0 + 1), dtype=np.int64)
-        lo = np.maximum(starts[d], g0)
+        starts = ends[d] - doc_len[d]
+        lo = np.maximum(starts, g0)
         hi = np.minimum(ends[d], g1)
-        yield d, lo - starts[d], hi - lo, starts[d] >= g0
+        yield d, lo - starts, hi - lo, starts >= g0
         d0 += int(np.count_nonzero(ends[d] <= g1))
         g0 = g1
 
@@ -72,7 +74,7 @@ def token_pieces(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar, d
     (``first``: the document's first piece). One :func:`read_segments` call and one write per chunk, so memory
     stays bounded whatever the document sizes and nothing runs per document in Python (``digest`` hashes every
     token, the same bytes as the whole documents back to back)."""
-    for d, a, n, first in _chunks(docs.doc_len, chunk_tokens):
+    for d, a, n, first in chunk_segments(docs.doc_len, chunk_tokens):
         ptr = np.zeros(n.size + 1, dtype=np.int64)
         np.cumsum(n, out=ptr[1:])
         zeros = np.zeros(n.size, dtype=np.int64)

@@ -39,9 +39,10 @@ _CONTAINERS = "consumer_containers"
 
 
 def files_mode_views(column: Callable[[str], str], table: str) -> list[tuple[str, str]]:
-    """``files`` and ``documents`` when every file is one document (``column(c)`` renders a column of the
-    registered ``table``)."""
-    files = f"SELECT {', '.join(map(column, FILES_COLUMNS))} FROM {table}"
+    """``files`` and ``documents`` when every file is one document (``column(c)``: the SQL expression of column
+    ``c`` over the registered ``table``)."""
+    items = ", ".join(f'{column(c)} AS "{c}"' for c in FILES_COLUMNS)
+    files = f"SELECT {items} FROM {table}"
     docs = ("SELECT file_id AS doc_id, file_id, path, 0::BIGINT AS record, 0::BIGINT AS \"offset\", size AS length, "
             "class, class_id, tokens, samples, extension, description, mime, header, sha256, entropy, printable, "
             "zeros, histogram, size, mtime_ns, NULL::VARCHAR AS json FROM files")
@@ -67,21 +68,27 @@ class Relations:
         return (*self.columns, "json")
 
     def views(self, column: Callable[[str], str], table: str) -> list[tuple[str, str]]:
-        """``documents`` over the rows, ``files`` over the containers (see the module docstring)."""
-        json_col = column("json") if self.json is not None else "NULL::VARCHAR AS json"
+        """``documents`` over the rows, ``files`` over the containers (see the module docstring); ``column(c)``
+        is the SQL expression of column ``c`` over the registered ``table``."""
+        def item(c: str, name: str | None = None) -> str:
+            return f'{column(c)} AS "{name or c}"'
+
+        json_col = item("json") if self.json is not None else "NULL::VARCHAR AS json"
         # the row columns may be int32 (RecordFiles): shown as BIGINT, as in files mode
-        docs = (f"SELECT file_id AS doc_id, container_id::BIGINT AS file_id, {column('path')}, "
+        shown = ", ".join(item(c) for c in ("class", "class_id", "tokens", "samples", "extension", "description",
+                                            "mime", "header", "sha256", "entropy", "printable", "zeros",
+                                            "histogram", "size", "mtime_ns"))
+        docs = (f"SELECT {item('file_id', 'doc_id')}, container_id::BIGINT AS file_id, {item('path')}, "
                 f"record::BIGINT AS record, \"offset\"::BIGINT AS \"offset\", "
-                f"size AS length, class, class_id, tokens, samples, {column('extension')}, {column('description')}, "
-                f"{column('mime')}, header, {column('sha256')}, {column('entropy')}, {column('printable')}, "
-                f"{column('zeros')}, {column('histogram')}, size, mtime_ns, {json_col} FROM {table}")
+                f"{item('size', 'length')}, {shown}, {json_col} FROM {table}")
         files = (f"SELECT c.file_id, c.path, c.class, c.class_id, c.size, c.mtime_ns, "
                  f"lower(regexp_extract(c.path, '^(?:.*/)?\\.*[^./][^/]*\\.([^./]*)$', 1)) AS extension, "
                  f"NULL::VARCHAR AS description, NULL::VARCHAR AS mime, NULL::VARCHAR AS header, "
                  f"NULL::VARCHAR AS sha256, coalesce(d.tokens, 0)::BIGINT AS tokens, "
                  f"coalesce(d.samples, 0)::BIGINT AS samples, NULL::DOUBLE AS entropy, NULL::DOUBLE AS printable, "
                  f"NULL::DOUBLE AS zeros, NULL::BLOB AS histogram FROM {_CONTAINERS} c LEFT JOIN "
-                 f"(SELECT container_id, sum(tokens) AS tokens, sum(samples) AS samples FROM {table} "
+                 f"(SELECT container_id, sum({column('tokens')}) AS tokens, sum({column('samples')}) AS samples "
+                 f"FROM {table} "
                  f"GROUP BY container_id) d ON d.container_id = c.file_id")
         return [("documents", docs), ("files", files)]
 

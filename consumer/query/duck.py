@@ -3,13 +3,16 @@
 This module is the one home of the ``duckdb`` import. A :class:`DuckSQL` holds one dataset's ``files`` view:
 
 - the dataset's own columns (:func:`consumer.query.table.dataset_columns`) as one Arrow table registered with
-  DuckDB (zero-copy: DuckDB scans the Arrow buffers, which wrap the dataset's numpy arrays);
+  DuckDB (zero-copy: DuckDB scans the Arrow buffers, which wrap the dataset's numpy arrays, memory maps
+  included; only the columns a statement reads are scanned, and an integer narrower than the view's BIGINT is
+  cast as it is scanned);
 - the lazy columns (``description, mime`` from one libmagic pass; ``sha256, entropy, printable, zeros,
-  histogram`` from one read of every file; ``path``) as NULL constants of the view until a statement needs
-  them. Which columns a statement uses is read from DuckDB's own parse tree (:mod:`consumer.query.statement`):
-  a statement that names no lazy column (``SELECT count(*) FROM files``) runs no libmagic and reads no file.
-  A ``*`` shows the libmagic columns (so it computes them) and the content columns as stored (NULL where
-  never computed: a ``SELECT *`` does not read every file; name a content column to compute it). A statement
+  histogram`` from one read of every file; ``path``; the derived ``file_id``, ``tokens``, ``samples``) as NULL
+  constants of the view until a statement needs them. Which columns a statement uses is read from DuckDB's own
+  parse tree (:mod:`consumer.query.statement`): a statement that names no lazy column (``SELECT count(*) FROM
+  files``) runs no libmagic and reads no file. A ``*`` shows the libmagic columns (so it computes them) and the
+  content columns as stored (NULL where never computed: a ``SELECT *`` does not read every file; name a content
+  column to compute it). A statement
   that needs a group is first bound (``EXPLAIN``), so a broken statement computes nothing; then the group is
   computed once for the dataset (its loader caches it in the catalog) and the table re-registered;
 - ``extension`` is an SQL expression over ``path`` (paid only by statements naming it);
@@ -47,10 +50,11 @@ from .rows import Params, Rows, check_timeout, plain_params
 from .sealing import ALLOWED_TABLE_FUNCTIONS, SEALED_CONFIG, checked_statement
 from .sealing import REGISTERED_TABLE as _TABLE
 from .statement import JSON, StatementUse, output_names
-from .table import FILES_COLUMNS
+from .table import DERIVED_ALIASES, FILES_COLUMNS
 from .watched import run_watched
 
-__all__ = ["ALLOWED_TABLE_FUNCTIONS", "DEFAULT_MEMORY_LIMIT", "DuckSQL", "LazyGroup", "SEALED_CONFIG"]
+__all__ = ["ALLOWED_TABLE_FUNCTIONS", "DEFAULT_MEMORY_LIMIT", "DuckSQL", "LazyGroup", "SEALED_CONFIG",
+           "derived_groups"]
 
 DEFAULT_MEMORY_LIMIT = "2GiB"
 """DuckDB's memory cap for one dataset's connection (``memory_limit=`` of :class:`DuckSQL` changes it)."""
@@ -77,6 +81,13 @@ class LazyGroup:
     done: np.ndarray | None = None  # partial groups: bool per file, computed yet
 
 
+def derived_groups(loaders: dict[str, Callable[[], pa.Array]]) -> list[LazyGroup]:
+    """One lazy group per derived column (:func:`~consumer.query.table.derived_columns`), made when a statement
+    names it, or a name that shows it (``doc_id`` shows ``file_id``), or expands ``*``."""
+    return [LazyGroup((name, *DERIVED_ALIASES.get(name, ())), lambda name=name, load=load: {name: load()}, star=True)
+            for name, load in loaders.items()]
+
+
 def _fixed(fn: Callable[..., Any], n: int) -> Callable[..., Any]:
     """``fn(*args)`` with exactly ``n`` named parameters (DuckDB reads a UDF's arity from its signature)."""
     arities: dict[int, Callable[..., Any]] = {1: lambda a: fn(a), 2: lambda a, b: fn(a, b),
@@ -87,16 +98,18 @@ def _fixed(fn: Callable[..., Any], n: int) -> Callable[..., Any]:
 class DuckSQL:
     """One dataset's read-only DuckDB connection over its ``files`` view (see the module docstring).
 
-    ``columns``: the eager columns (:func:`~consumer.query.table.dataset_columns`); ``lazy``: the lazy groups;
-    ``byte_functions``: the dataset's byte predicates (None: not available, e.g. a packed store);
-    ``memory_limit``: DuckDB's cap (a size string); ``threads``: DuckDB's threads (None: one per core).
+    ``columns``: the eager columns (:func:`~consumer.query.table.dataset_columns`; integers of any width, shown
+    as BIGINT); ``lazy``: the lazy groups (the derived columns among them); ``rows``: the table's rows (None: the
+    length of the first column); ``byte_functions``: the dataset's byte predicates (None: not available, e.g. a
+    packed store); ``memory_limit``: DuckDB's cap (a size string); ``threads``: DuckDB's threads (None: one per core).
     """
 
     def __init__(self, columns: dict[str, pa.Array], lazy: Sequence[LazyGroup] = (), *,
                  byte_functions: ByteFunctions | None = None, memory_limit: str = DEFAULT_MEMORY_LIMIT,
-                 threads: int | None = None, relations: Relations | None = None):
+                 threads: int | None = None, relations: Relations | None = None, rows: int | None = None):
         self._relations = relations  # a records dataset's documents/files relations (query/documents.py), or None
         self._columns = dict(columns)  # columns not (yet) here are NULL constants in the view: no array at all
+        self._n = len(next(iter(self._columns.values()))) if rows is None else int(rows)  # rows of the table
         self._lazy = list(lazy)
         self._bytes = byte_functions
         self._memory_limit = memory_limit
@@ -113,18 +126,22 @@ class DuckSQL:
         extra = self._relations.names if self._relations is not None else ()
         return pa.table({c: self._columns[c] for c in (*FILES_COLUMNS, *extra) if c in self._columns})
 
+    def _expression(self, c: str) -> str:
+        """Column ``c`` of the view as an SQL expression over the registered table: the column (an integer of
+        another width cast to its BIGINT), ``extension`` from ``path``, or a NULL of its type while lazy."""
+        if c in self._columns:
+            if _NULL_TYPES.get(c) == "BIGINT" and self._columns[c].type != pa.int64():
+                return f'"{c}"::BIGINT'  # int32 lengths and class codes are scanned as stored
+            return f'"{c}"'
+        if c == "extension":
+            return _EXTENSION if "path" in self._columns else "NULL::VARCHAR"
+        return f"NULL::{_NULL_TYPES.get(c, 'VARCHAR')}"
+
     def _view(self, conn: duckdb.DuckDBPyConnection) -> None:
         """(Re)define ``files`` over the registered table: its columns, NULL constants of the right type for
         the lazy ones not computed yet, ``extension`` from ``path``."""
-        def column(c: str) -> str:
-            if c in self._columns:
-                return f'"{c}"'
-            if c == "extension":
-                return f"{_EXTENSION} AS extension" if "path" in self._columns else "NULL::VARCHAR AS extension"
-            return f"NULL::{_NULL_TYPES.get(c, 'VARCHAR')} AS \"{c}\""
-
         views = files_mode_views if self._relations is None else self._relations.views
-        for name, sql in views(column, _TABLE):  # files and documents (query/documents.py)
+        for name, sql in views(self._expression, _TABLE):  # files and documents (query/documents.py)
             conn.execute(f"CREATE OR REPLACE VIEW {name} AS {sql}")
 
     def _connection(self) -> duckdb.DuckDBPyConnection:
@@ -174,6 +191,8 @@ class DuckSQL:
         pending = [g for g in self._lazy if not g.loaded and use.needs(set(g.columns), star_includes=g.star)]
         if not pending:
             return
+        if any(g.partial for g in pending):  # the files a filter keeps are found by their file_id
+            pending += [g for g in self._lazy if not g.loaded and "file_id" in g.columns and g not in pending]
         try:
             conn.execute(f"EXPLAIN {statement}", params).fetchall() if params else \
                 conn.execute(f"EXPLAIN {statement}").fetchall()
@@ -205,7 +224,7 @@ class DuckSQL:
         self._view(conn)
 
     def _rows(self) -> int:
-        return len(self._columns["file_id"])
+        return self._n
 
     def _candidates(self, conn: duckdb.DuckDBPyConnection, tree: JSON) -> np.ndarray | None:
         """The file ids the statement's filter can keep (:func:`~consumer.query.pushdown.candidates`)."""

@@ -34,8 +34,10 @@ class SQLMethods:
         return self._session.catalog
 
     def close(self) -> None:
-        """Close the SQL and catalog connections (also done by ``with Consumer(...) as ds:``)."""
+        """Close the SQL and catalog connections and the source files kept open for reads (also done by
+        ``with Consumer(...) as ds:``); what is used again later is opened again."""
         self._session.close()
+        self._session.documents.source.close()
 
     def __enter__(self: _D) -> _D:
         return self

@@ -37,7 +37,7 @@ from .documents import record_relations
 from .export import conform, file_ids_of, files_statement
 from .rows import Params, Rows
 from .sqlite import DatasetSQL
-from .table import MAGIC_COLUMNS, content_columns, dataset_columns, magic_columns, path_array
+from .table import MAGIC_COLUMNS, content_columns, dataset_columns, derived_columns, magic_columns, path_array
 
 if TYPE_CHECKING:
     from .duck import DuckSQL
@@ -131,18 +131,20 @@ class SQLSession:
     def _duck(self) -> DuckSQL:
         """The DuckDB engine over this dataset's columns (made on first use)."""
         if self._duck_sql is None:
-            from .duck import DuckSQL, LazyGroup  # noqa: PLC0415  (duckdb loads with the first statement)
+            from .duck import DuckSQL, LazyGroup, derived_groups  # noqa: PLC0415  (duckdb loads with the first statement)
 
-            docs = self.documents
-            samples = np.bincount(self.index.seg_doc, minlength=len(docs))
+            docs, index = self.documents, self.index
             class_ids = np.array([self.class_to_id[c] for c in self.classes], dtype=np.int64)
-            columns = dataset_columns(docs.paths, docs.doc_class, self.classes, class_ids, docs.doc_size,
-                                      docs.doc_mtime, docs.doc_header, docs.headers, docs.doc_len, samples,
-                                      with_path=False)
+            # views of the dataset's arrays (no copy); the derived columns are made when a statement names them
+            columns = dataset_columns(docs.doc_class, self.classes, class_ids, docs.doc_size, docs.doc_mtime,
+                                      docs.doc_header, docs.headers)
+            derived = derived_columns(len(docs), docs.doc_class, class_ids, tokens=lambda: docs.doc_len,
+                                      samples=lambda: np.bincount(index.seg_doc, minlength=len(docs)))
             paths = docs.paths
             me = weakref.ref(self)  # the engine is ours: a strong reference back would make a cycle, and the
             # catalog would then close only when the cyclic GC runs, not when the dataset goes away
             lazy = [LazyGroup(("path", "extension"), lambda: {"path": path_array(paths)}, star=True)]
+            lazy += derived_groups(derived)
 
             def magic(partial: bool) -> list[LazyGroup]:  # one group per column: libmagic only for those named
                 return [LazyGroup((c,), lambda ids=None, c=c: _alive(me)._magic_columns(ids, (c,)), star=True,
@@ -163,7 +165,8 @@ class SQLSession:
                 columns.update(relations.columns)
                 if relations.json is not None:
                     lazy.append(LazyGroup(("json",), relations.json))
-            self._duck_sql = DuckSQL(columns, lazy, relations=relations, byte_functions=byte_functions)
+            self._duck_sql = DuckSQL(columns, lazy, relations=relations, byte_functions=byte_functions,
+                                     rows=len(docs))
         return self._duck_sql
 
     def _magic_columns(self, ids: np.ndarray | None = None,

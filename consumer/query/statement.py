@@ -56,29 +56,55 @@ def _nodes(tree: object) -> Iterator[JSON]:
             stack.extend(node)
 
 
+_TABLE_REFS = ("BASE_TABLE", "SUBQUERY", "JOIN", "TABLE_FUNCTION", "PIVOT")
+
+
+def _table_ref(node: JSON, kind: object, use: StatementUse, relations: set[str]) -> None:
+    """What a ``FROM`` item adds: its names (a column named like one is the whole row), the columns of
+    ``USING``, and a ``*`` for what uses every column without naming it (``NATURAL`` and ``POSITIONAL`` joins,
+    ``PIVOT``'s implicit grouping, columns renamed by position as in ``files AS f(a, b)``)."""
+    relations.add(str(node.get("alias") or "").lower())
+    if kind == "BASE_TABLE":
+        path = (node.get("qualified_name") or {}).get("path") or [node.get("table_name", "")]
+        use.tables.append(".".join(str(p) for p in path).lower())
+        relations.add(str(node.get("table_name", "")).lower())
+    elif kind == "TABLE_FUNCTION":
+        fn = node.get("function") or {}
+        use.table_functions.add(str(fn.get("function_name", "")).lower())
+    use.columns.update(str(c).lower() for c in node.get("using_columns") or [])
+    if node.get("column_name_alias") or kind == "PIVOT" or node.get("ref_type") in ("NATURAL", "POSITIONAL"):
+        use.star = True
+
+
 def analyse(tree: JSON) -> StatementUse:
-    """The :class:`StatementUse` of one statement's parse tree (``json_serialize_sql(...)["statements"][0]``)."""
+    """The :class:`StatementUse` of one statement's parse tree (``json_serialize_sql(...)["statements"][0]``).
+
+    Besides ``*`` and ``COLUMNS(...)``, a reference to a whole row (``SELECT f FROM files f``) and the ``FROM``
+    items that use every column without naming it (see :func:`_table_ref`) count as a ``*``: the engine then
+    computes every lazy column such a statement could show."""
     use = StatementUse()
+    single: set[str] = set()  # one-part column references: a table's name or alias is its whole row
+    relations: set[str] = set()
     for node in _nodes(tree):
         cls, kind = node.get("class"), node.get("type")
         if cls == "COLUMN_REF":
             names = node.get("column_names") or []
             if names:
                 use.columns.add(str(names[-1]).lower())
+            if len(names) == 1:
+                single.add(str(names[0]).lower())
         elif cls == "STAR":
             use.star = True
         elif cls == "FUNCTION":
             use.functions.add(str(node.get("function_name", "")).lower())
-        if kind == "BASE_TABLE":
-            path = (node.get("qualified_name") or {}).get("path") or [node.get("table_name", "")]
-            use.tables.append(".".join(str(p) for p in path).lower())
-        elif kind == "TABLE_FUNCTION":
-            fn = node.get("function") or {}
-            use.table_functions.add(str(fn.get("function_name", "")).lower())
+        if kind in _TABLE_REFS and cls is None:
+            _table_ref(node, kind, use, relations)
         cte_map = node.get("cte_map")
         if isinstance(cte_map, dict):
             use.ctes.update(str(e.get("key", "")).lower() for e in cte_map.get("map") or [])
     use.functions -= use.table_functions  # a table function's FUNCTION node is its call, not a scalar one
+    if single & ((relations | use.ctes) - {""}):
+        use.star = True
     return use
 
 

@@ -1,10 +1,19 @@
 """The ``files`` view's columns as Arrow arrays, built from a dataset's numpy arrays without a loop per file.
 
-:func:`dataset_columns` gives the columns every dataset knows without reading a file: ``file_id``, ``path``
-(the :class:`~consumer.sources.paths.PathList` blob, NUL separators dropped by one numpy step, as an Arrow
-string array; paths that are not valid UTF-8 are shown with ``\\xNN`` escapes), ``class`` and ``header``
-(Arrow dictionary arrays over the dataset's class names and distinct headers: no string per file),
-``class_id``, ``size``, ``mtime_ns``, ``tokens``, ``samples`` (numpy arrays handed over as they are).
+The columns every dataset knows without reading a file come in two kinds, so that a statement pays only for
+the columns it names (at 10^8 documents a column of int64 is 800 MB):
+
+- :func:`dataset_columns`: views of the dataset's own arrays, made in O(1) with no copy (Arrow arrays over the
+  numpy buffers, which may be memory maps): ``class`` and ``header`` (dictionary arrays over the class names and
+  distinct headers, the codes as stored), ``size``, ``mtime_ns`` and, when the class ids are the class indices,
+  ``class_id`` (the class codes again). Integers keep their stored width (int32 lengths stay int32); the engine
+  shows them as BIGINT;
+- :func:`derived_columns`: loaders of the columns computed from them, run when a statement first names one:
+  ``file_id`` (``0 .. n-1``), ``class_id`` under other ids, ``tokens`` and ``samples``.
+
+``path`` (:func:`path_array`: the :class:`~consumer.sources.paths.PathList` blob, NUL separators dropped by one
+numpy step, as an Arrow string array; paths that are not valid UTF-8 are shown with ``\\xNN`` escapes) is made
+by the session when first named as well.
 
 The expensive columns are *lazy* (:data:`LAZY_GROUPS`): ``description`` and ``mime`` (one libmagic pass gives
 both) and the content columns ``sha256, entropy, printable, zeros, histogram`` (one read of every file). Until
@@ -15,7 +24,7 @@ a statement needs them the engine shows them as NULL constants of their type (no
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -23,10 +32,10 @@ import pyarrow as pa
 from ..catalog.content import CONTENT_COLUMNS
 from ..catalog.rows import display_path
 from ..sources.paths import PathList
-from .arrays import dictionary, numbers
+from .arrays import numbers, strings
 
-__all__ = ["FILES_COLUMNS", "LAZY_GROUPS", "LAZY_TYPES", "MAGIC_COLUMNS", "content_columns", "dataset_columns",
-           "magic_columns", "path_array"]
+__all__ = ["DERIVED_ALIASES", "FILES_COLUMNS", "LAZY_GROUPS", "LAZY_TYPES", "MAGIC_COLUMNS", "content_columns",
+           "dataset_columns", "derived_columns", "magic_columns", "path_array"]
 
 MAGIC_COLUMNS = ("description", "mime")
 LAZY_GROUPS: dict[str, tuple[str, ...]] = {"magic": MAGIC_COLUMNS, "content": CONTENT_COLUMNS}
@@ -68,25 +77,45 @@ def path_array(paths: Sequence[str]) -> pa.Array:
     return pa.array([display_path(p) for p in paths], type=pa.large_string())
 
 
-def dataset_columns(paths: Sequence[str], doc_class: np.ndarray, classes: Sequence[str], class_ids: np.ndarray,
-                    sizes: np.ndarray, mtimes: np.ndarray, doc_header: np.ndarray, headers: Sequence[str],
-                    tokens: np.ndarray, samples: np.ndarray, *, with_path: bool = True) -> dict[str, pa.Array]:
-    """The eager columns of the view (see the module docstring). ``class_ids`` maps a class index to its id;
-    ``doc_header`` indexes ``headers``. ``with_path=False`` leaves ``path`` out (a session makes it lazy: at 10^7
-    files its conversion is the one cost of the first statement, and most statements never name it)."""
-    n = len(paths)
-    out = {
-        "file_id": numbers(np.arange(n, dtype=np.int64)),
-        "class": dictionary(doc_class, classes),
-        "class_id": numbers(np.asarray(class_ids, dtype=np.int64)[np.asarray(doc_class, dtype=np.int64)]),
-        "size": numbers(sizes, np.int64),
-        "mtime_ns": numbers(mtimes, np.int64),
-        "header": dictionary(doc_header, headers),
-        "tokens": numbers(tokens, np.int64),
-        "samples": numbers(samples, np.int64),
+def _native(values: np.ndarray) -> pa.Array:
+    """``values`` (integers) as an Arrow array in their own width: no copy when contiguous."""
+    a = np.asarray(values)
+    return numbers(a, None if a.dtype.kind in "iu" else np.int64)
+
+
+def _identity(class_ids: np.ndarray) -> bool:
+    ids = np.asarray(class_ids)
+    return bool(np.array_equal(ids, np.arange(ids.size)))
+
+
+def dataset_columns(doc_class: np.ndarray, classes: Sequence[str], class_ids: np.ndarray, sizes: np.ndarray,
+                    mtimes: np.ndarray, doc_header: np.ndarray, headers: Sequence[str]) -> dict[str, pa.Array]:
+    """The columns that are views of the dataset's arrays (see the module docstring): O(1), no copy of a
+    contiguous integer array. ``class_ids`` maps a class index to its id; ``doc_header`` indexes ``headers``."""
+    codes = _native(doc_class)
+    out = {"class": pa.DictionaryArray.from_arrays(codes, strings(classes)), "size": _native(sizes),
+           "mtime_ns": _native(mtimes), "header": pa.DictionaryArray.from_arrays(_native(doc_header),
+                                                                                strings(headers))}
+    if _identity(class_ids):
+        out["class_id"] = codes
+    return out
+
+
+DERIVED_ALIASES: dict[str, tuple[str, ...]] = {"file_id": ("doc_id",)}
+"""The ``documents`` columns that show a derived column under another name (a statement naming one needs it)."""
+
+
+def derived_columns(n: int, doc_class: np.ndarray, class_ids: np.ndarray, tokens: Callable[[], np.ndarray],
+                    samples: Callable[[], np.ndarray]) -> dict[str, Callable[[], pa.Array]]:
+    """Loaders of the computed columns (see the module docstring), each run when a statement first needs it:
+    ``tokens()`` and ``samples()`` give the per-document arrays."""
+    out: dict[str, Callable[[], pa.Array]] = {
+        "file_id": lambda: numbers(np.arange(n, dtype=np.int64)),
+        "tokens": lambda: _native(tokens()),
+        "samples": lambda: _native(samples()),
     }
-    if with_path:
-        out["path"] = path_array(paths)
+    if not _identity(class_ids):
+        out["class_id"] = lambda: numbers(np.asarray(class_ids, dtype=np.int64)[np.asarray(doc_class)])
     return out
 
 

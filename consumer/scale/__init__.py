@@ -5,6 +5,9 @@
   module that imports dask;
 - :mod:`~consumer.scale.tasks` — what a worker runs (stat, probe, libmagic, content of a run of files);
 - :mod:`~consumer.scale.scan` — the build's passes on an engine, results in corpus order for the catalog;
+- :mod:`~consumer.scale.parts` — part files: the columns a worker writes into the cache directory (``.npy``,
+  CRC-32C and stamps, atomic rename) and the client maps; :mod:`~consumer.scale.part_tasks` — the walk and libmagic
+  tasks that write them (a cluster build of a folder: :mod:`consumer.dataset.on_parts`);
 - :mod:`~consumer.scale.pack` — a pack whose tokens are read and written by the workers in parts;
 - :mod:`~consumer.scale.parquet` — the catalog as partitioned Parquet (one file per task, a manifest).
 

@@ -27,10 +27,10 @@ def same_file_groups(ident: np.ndarray) -> list[np.ndarray]:
     """Positions of the entries sharing one ``(device, inode)`` (inode 0 never compared), one array per file."""
     if len(ident) < 2:
         return []
-    keys = np.ascontiguousarray(ident).view(np.dtype([("dev", np.int64), ("ino", np.int64)])).ravel()
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
-    same = (ordered[1:] == ordered[:-1]) & (ordered["ino"][1:] != 0)
+    dev, ino = np.asarray(ident[:, 0], dtype=np.int64), np.asarray(ident[:, 1], dtype=np.int64)
+    order = np.lexsort((ino, dev))  # stable, by device then inode (a sort of records would compare field by field)
+    d, i = dev[order], ino[order]
+    same = (d[1:] == d[:-1]) & (i[1:] == i[:-1]) & (i[1:] != 0)
     if not same.any():
         return []
     starts = np.flatnonzero(np.diff(np.concatenate([[0], same.astype(np.int8), [0]])) == 1)
@@ -67,12 +67,12 @@ def first_names(cls: np.ndarray, ident: np.ndarray) -> np.ndarray:
     n = len(cls)
     if n < 2:
         return np.arange(n)
-    keys = np.empty(n, dtype=[("cls", np.int64), ("dev", np.int64), ("ino", np.int64)])
-    keys["cls"], keys["dev"], keys["ino"] = cls, ident[:, 0], ident[:, 1]
-    order = np.argsort(keys, kind="stable")
-    ordered = keys[order]
+    c = np.asarray(cls, dtype=np.int64)
+    dev, ino = np.asarray(ident[:, 0], dtype=np.int64), np.asarray(ident[:, 1], dtype=np.int64)
+    order = np.lexsort((ino, dev, c))  # stable, by class, device, inode
+    c, dev, ino = c[order], dev[order], ino[order]
     repeat = np.zeros(n, dtype=bool)
-    repeat[1:] = (ordered[1:] == ordered[:-1]) & (ordered["ino"][1:] != 0)
+    repeat[1:] = (c[1:] == c[:-1]) & (dev[1:] == dev[:-1]) & (ino[1:] == ino[:-1]) & (ino[1:] != 0)
     if not repeat.any():
         return np.arange(n)
     drop = order[repeat]  # stable order: the first path of each file comes first and is kept

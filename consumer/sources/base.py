@@ -132,6 +132,11 @@ class ByteSource(ABC):
         listing proved it."""
         return None
 
+    def close(self) -> None:
+        """Release what reads keep open between calls (local files: their descriptors); a later read opens them
+        again. By default nothing is kept."""
+        return None
+
     def handoff(self) -> Handoff | None:
         """What another process needs, beside the paths, sizes and stamps of an index cache entry, to reopen this
         source without listing its files (:func:`consumer.sources.open.reopen_source`; JSON-able), or None when it

@@ -37,7 +37,8 @@ from .paths import PathList
 from .urls import is_url, local_path_of
 from .walk import BadFiles, Walk, WalkPart
 
-__all__ = ["BAD_FILE_MODES", "Listing", "check_bad_file_mode", "local_directory", "scan_directory", "walk_part"]
+__all__ = ["BAD_FILE_MODES", "Listing", "ScanPlan", "check_bad_file_mode", "local_directory", "merge_listing",
+           "plan_scan", "scan_directory", "walk_part"]
 
 BAD_FILE_MODES = ("raise", "skip")
 
@@ -106,20 +107,53 @@ def scan_directory(root: str, on_bad_file: str = "raise", walker: Walker | None 
     walks the class folders (``walker(folders, on_bad_file)``: per folder, in order, its :class:`WalkPart` s in
     walk order; e.g. on a cluster's workers, a flat root included); None: here, one after the other. The root
     itself is listed here."""
-    check_bad_file_mode(on_bad_file)
-    state = Walk(on_bad_file == "skip", root)
-    if walker is not None and not _has_folders(root):  # one flat folder: walked on the walker, nothing kept here
-        return _listing(state, [DEFAULT_CLASS], list(walker([root], on_bad_file)))
+    if walker is not None:  # a flat root is walked on the walker too: nothing of it is kept here
+        plan = plan_scan(root, on_bad_file)
+        return merge_listing(plan.state, plan.names, list(walker(plan.folders, on_bad_file)))
+    state = Walk(check_bad_file_mode(on_bad_file) == "skip", root)
+    top = _top(root)
+    if not any(_entry_is_dir(e) for e in top):  # its own walk state: the root's bad entries are the part's
+        flat = Walk(state.skip, root)  # (counted once, at the merge)
+        flat.files(top, root if root.endswith(os.sep) else root + os.sep)
+        return merge_listing(state, [DEFAULT_CLASS], [[flat.part()]])
+    subdirs = _class_folders(state, root, top)
+    return merge_listing(state, [d.name for d in subdirs], list(_walk_here([d.path for d in subdirs], on_bad_file)))
+
+
+@dataclass
+class ScanPlan:
+    """What a listing on a walker walks: the class ``names`` and their ``folders`` (the root itself, class
+    ``"null"``, when it has no class folders), and the root's walk ``state`` (its own bad entries)."""
+
+    state: Walk
+    names: list[str]
+    folders: list[str]
+
+
+def plan_scan(root: str, on_bad_file: str = "raise") -> ScanPlan:
+    """List the root of a directory corpus only (what the client of a cluster listing does): its class folders, or
+    itself when it has none (checked in one pass that keeps no entry); loose files beside class folders refused,
+    broken links there refused or counted as :func:`scan_directory` does. :func:`merge_listing` of its ``state``
+    and ``names`` with the folders' walks is the listing."""
+    state = Walk(check_bad_file_mode(on_bad_file) == "skip", root)
+    if not _has_folders(root):
+        return ScanPlan(state, [DEFAULT_CLASS], [root])
+    subdirs = _class_folders(state, root, _top(root))
+    return ScanPlan(state, [d.name for d in subdirs], [d.path for d in subdirs])
+
+
+def _top(root: str) -> list[os.DirEntry[str]]:
+    """The root's entries (hidden ones left out), sorted by name."""
     try:
         with os.scandir(root) as it:
-            top = sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
+            return sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
     except OSError as error:
         raise InputError(f"fps: cannot list the directory {root!r}: {error.strerror}") from None
-    subdirs = [e for e in top if _entry_is_dir(e)]
-    if not subdirs:  # its own walk state: the root's bad entries are the part's (counted once, at the merge)
-        flat = Walk(state.skip, root)
-        flat.files(top, root if root.endswith(os.sep) else root + os.sep)
-        return _listing(state, [DEFAULT_CLASS], [[flat.part()]])
+
+
+def _class_folders(state: Walk, root: str, top: list[os.DirEntry[str]]) -> list[os.DirEntry[str]]:
+    """The class folders among the root's entries ``top``; loose files beside them refused, a broken link or a loop
+    refused or counted in ``state``."""
     loose = []
     for e in top:
         if not _entry_is_dir(e):
@@ -131,8 +165,7 @@ def scan_directory(root: str, on_bad_file: str = "raise", walker: Walker | None 
         raise InputError(
             f"fps: directory {root!r} mixes class folders with loose files {loose[:5]}; "
             "move the files into a class folder or pass an explicit list")
-    parts = list((walker or _walk_here)([d.path for d in subdirs], on_bad_file))
-    return _listing(state, [d.name for d in subdirs], parts)
+    return [e for e in top if _entry_is_dir(e)]
 
 
 def _has_folders(root: str) -> bool:
@@ -175,7 +208,7 @@ def _join(lists: list[PathList]) -> PathList:
     return PathList(np.concatenate(blobs)[:-1], np.concatenate(ats))
 
 
-def _listing(state: Walk, names: list[str], per_class: list[list[WalkPart]]) -> Listing:
+def merge_listing(state: Walk, names: list[str], per_class: list[list[WalkPart]]) -> Listing:
     """The class folders' parts (and the root's bad entries, in ``state``) merged: arrays in walk order, aliases
     within a class dropped (first path kept), the same file across classes refused (or, when skipping, left out:
     see :func:`~consumer.sources.aliases.cross_class`)."""

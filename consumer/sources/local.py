@@ -1,25 +1,33 @@
 """Local files as a :class:`~consumer.sources.base.ByteSource`: :class:`LocalFiles`.
 
 Listing is :func:`~consumer.sources.corpus.stat_files` (one ``stat`` per file: size, change stamp, device and
-inode); a read opens each file read-only (``O_RDONLY | O_CLOEXEC | O_NONBLOCK``: a FIFO put in a file's place
-must not hang us) for the duration of one call, checks with one ``fstat`` that it is still the version listed
-(size, change stamp ``max(mtime, ctime)`` — users cannot set the ctime back — and, when known, device and inode),
-reads with one ``preadv`` per range, checks with one more ``fstat`` that nothing wrote to it meanwhile (old and
-new halves are never served) and closes it. Files are never written. Anything else raises
-:class:`~consumer.errors.FileChangedError` naming the file.
+inode). A read opens a file read-only (``O_RDONLY | O_CLOEXEC | O_NONBLOCK``: a FIFO put in a file's place must not
+hang us) the first time, checks with one ``fstat`` that it is the version listed (size, change stamp
+``max(mtime, ctime)`` — users cannot set the ctime back — and, when known, device and inode), reads with one
+``preadv`` per range, checks with one more ``fstat`` that nothing wrote to it meanwhile (old and new halves are
+never served) and keeps the descriptor open (:class:`~consumer.sources.kept_files.KeptFiles`: at most
+:data:`~consumer.sources.kept_files.KEEP_OPEN`, least recently used closed first). A later read of a kept file
+reads first and then compares one ``stat`` of its path with the snapshot taken when it was found unchanged: a
+write in place, truncation, appending, a file renamed over it, removed or swapped for a link (and a write while the
+read ran) all make them differ, and the full check (``fstat`` of the descriptor, ``stat`` of the path) says what
+changed. Files are never written. Anything changed raises :class:`~consumer.errors.FileChangedError` naming the
+file; its bytes are not served.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import FileChangedError
 from .base import FEW_RANGES, ByteSource, Handoff, Ranges, StatFiles, check_few_ranges, check_ranges
 from .corpus import probe_files, stat_files
+from .kept_files import Kept, KeptFiles, path_snapshot
 from .paths import PathList
 from .version import FileVersion, change_stamp
 
@@ -41,6 +49,25 @@ class LocalFiles(ByteSource):
         self.sizes = np.asarray(sizes, dtype=np.int64)
         self.stamps = np.asarray(stamps, dtype=np.int64)
         self.ident = ident
+        self._kept = KeptFiles()  # descriptors of files read, by file id (never pickled: reopened per process)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_kept"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._kept = KeptFiles()
+
+    @property
+    def kept(self) -> KeptFiles:
+        """The descriptors of this source's files kept open between reads (this process's)."""
+        return self._kept
+
+    def close(self) -> None:
+        """Close the descriptors kept open (a later read opens its files again)."""
+        self._kept.close()
 
     @classmethod
     def listed(cls, paths: Sequence[str], classes: Sequence[str] | None = None,
@@ -75,11 +102,12 @@ class LocalFiles(ByteSource):
         return describe_files(paths, kinds=kinds, verbose=verbose, chunk=chunk)
 
     def read_ranges(self, ids: Ranges, offsets: Ranges, lengths: Ranges, out: np.ndarray, at: Ranges) -> None:
-        """See :meth:`ByteSource.read_ranges`: per file open, one ``fstat`` checked against the listing, one
-        ``preadv`` per range (more for reads the kernel splits or cuts short), one more ``fstat`` (a write while
-        they ran), close; ranges of one file next to each other in the call share that open (a caller reading many
-        ranges of few files sorts them by file). This loop is the per-file cost of a raw fetch, so it stays lean:
-        locals, one comparison chain per ``fstat``, no call per file on the good path."""
+        # long: the per-file cost of a raw fetch in one loop (locals, one comparison per check, no call per file)
+        """See :meth:`ByteSource.read_ranges`: per file, its kept descriptor (else an open and one ``fstat``
+        checked against the listing), one ``preadv`` per range (more for reads the kernel splits or cuts short),
+        then one check that the file did not change (a new descriptor: ``fstat``; a kept one: ``stat`` of its
+        path against its snapshot, see the module docstring); ranges of one file next to each other in the call
+        share that check (a caller reading many ranges of few files sorts them by file)."""
         ident = self.ident
         if isinstance(ids, list) and len(ids) <= FEW_RANGES:  # a small batch: plain ints, no numpy round trip
             il, ol, nl, ql = ids, list(offsets), list(lengths), list(at)
@@ -95,43 +123,60 @@ class LocalFiles(ByteSource):
         # an inode is compared as ``st_ino & mask != ino``: mask -1 (every bit) when the listing knows inodes,
         # 0 with ino 0 when it does not (reopened from an index cache entry), so that case stays off the slow path
         mask = 0 if ident is None else -1
-        open_, fstat, preadv, close, flags, isreg = os.open, os.fstat, os.preadv, os.close, _OPEN_FLAGS, stat.S_ISREG
+        fstat, preadv, isreg = os.fstat, os.preadv, stat.S_ISREG
+        kept = self._kept
+        call, buffer = kept.call, kept.local.buffer
         view = out.data
         # the paths' bytes as stored (no decoding per file); decoded only to name a file in an error
         names = self.paths.take(il, raw=True)
         k, total = 0, len(il)
-        while k < total:  # one run of ranges of the same file at a time
-            i, path = il[k], names[k]
-            try:
-                fd = open_(path, flags)
-            except OSError as e:
-                raise FileChangedError(f"cannot open {os.fsdecode(path)!r} (it was readable at build time): "
-                                       f"{e.strerror}") from None
-            try:
-                st = fstat(fd)
-                mt, ct, now = st.st_mtime_ns, st.st_ctime_ns, st.st_size
-                size, stamp = sizes[k], stamps[k]
-                # the version listed: size, change stamp max(mtime, ctime) (version.change_stamp), inode, a file
-                if now != size or (mt if mt > ct else ct) != stamp or st.st_ino & mask != inos[k] or \
-                        not isreg(st.st_mode):
-                    _check_same(os.fsdecode(path), st, size, stamp, None if ident is None else ident[i].tolist())
-                while True:
-                    q, lo, m = ql[k], ol[k], nl[k]
+        token = kept.enter()
+        try:
+            while k < total:  # one run of ranges of the same file at a time
+                i, path = il[k], names[k]
+                e = kept.get(i)
+                st = None
+                if e is None:  # not kept: open it and check it is the version listed
+                    fd = _open(path, kept, token)
                     try:
-                        got = preadv(fd, [view[q:q + m]], lo)
-                    except OSError as e:
-                        raise FileChangedError(f"cannot read {os.fsdecode(path)!r} (a regular file at build time): "
-                                               f"{e.strerror}") from None
-                    if got != m:
-                        _read_rest(fd, os.fsdecode(path), view[q:q + m], lo, got)
-                    k += 1
-                    if k == total or il[k] != i:
-                        break
-                after = fstat(fd)  # once more after the reads: a write while they ran (old and new halves) is refused
-                if after.st_ctime_ns != ct or after.st_mtime_ns != mt or after.st_size != now:
-                    _check_same(os.fsdecode(path), after, size, stamp, None, during=True)
-            finally:
-                close(fd)
+                        st = fstat(fd)
+                        mt, ct, now = st.st_mtime_ns, st.st_ctime_ns, st.st_size
+                        size, stamp = sizes[k], stamps[k]
+                        # the version listed: size, change stamp max(mtime, ctime) (version.change_stamp), inode, a
+                        # regular file
+                        if now != size or (mt if mt > ct else ct) != stamp or st.st_ino & mask != inos[k] or \
+                                not isreg(st.st_mode):
+                            _check_same(os.fsdecode(path), st, size, stamp,
+                                        None if ident is None else ident[i].tolist())
+                    except BaseException:
+                        os.close(fd)
+                        raise
+                    e = kept.add(i, fd, st)
+                try:
+                    fd = e.fd
+                    while True:
+                        q, lo, m = ql[k], ol[k], nl[k]
+                        try:
+                            got = preadv(fd, [view[q:q + m]], lo)
+                        except OSError as err:
+                            raise FileChangedError(f"cannot read {os.fsdecode(path)!r} (a regular file at build "
+                                                   f"time): {err.strerror}") from None
+                        if got != m:
+                            _read_rest(fd, os.fsdecode(path), view[q:q + m], lo, got)
+                        k += 1
+                        if k == total or il[k] != i:
+                            break
+                    if st is not None:  # just opened: once more after the reads, a write while they ran is refused
+                        after = fstat(fd)
+                        if after.st_ctime_ns != ct or after.st_mtime_ns != mt or after.st_size != now:
+                            _check_same(os.fsdecode(path), after, size, stamp, None, during=True)
+                    elif e.snapshot is None or call(path, buffer) or buffer.raw != e.snapshot:
+                        _check_kept(path, e, sizes[k - 1], stamps[k - 1])
+                except FileChangedError:
+                    kept.drop(i, e)
+                    raise
+        finally:
+            kept.leave(token)
 
     def handoff(self) -> Handoff | None:
         """None: local files reopen from their paths, sizes and stamps alone."""
@@ -163,6 +208,50 @@ def _check_same(path: str, st: os.stat_result, size: int, stamp: int, ident: lis
     if stamp and now.stamp != stamp:
         raise FileChangedError(f"{path!r} changed since the build: modified at {now.stamp} "
                                f"ns, indexed {stamp} ns (rewritten in place?); rebuild the dataset")
+
+
+def _open(path: bytes, kept: KeptFiles, reading: int) -> int:
+    """Open ``path`` for reading (O_RDONLY, O_CLOEXEC, O_NONBLOCK); when the process is out of descriptors, the
+    kept ones are closed first (those no other read than ``reading``, the caller's, may use) and the open tried
+    once more. FileChangedError when it cannot be opened."""
+    try:
+        return os.open(path, _OPEN_FLAGS)
+    except OSError as e:
+        if e.errno not in (errno.EMFILE, errno.ENFILE) or not len(kept):
+            raise _cannot_open(path, e) from None
+    kept.close(reading)
+    try:
+        return os.open(path, _OPEN_FLAGS)
+    except OSError as e:
+        raise _cannot_open(path, e) from None
+
+
+def _cannot_open(path: bytes, e: OSError) -> FileChangedError:
+    return FileChangedError(f"cannot open {os.fsdecode(path)!r} (it was readable at build time): {e.strerror}")
+
+
+def _check_kept(path: bytes, e: Kept, size: int, stamp: int) -> None:
+    """The full check of a kept descriptor after its read, when the path's ``stat`` differs from the snapshot (or
+    none was taken yet): the descriptor's file must still be the version listed (``fstat``) and the path must
+    still name it (``stat``: the same inode, a regular file); FileChangedError saying what changed
+    otherwise. Unchanged (the access time moved, say): a new snapshot."""
+    name = os.fsdecode(path)
+    try:  # the path first: a file removed or replaced also moves the change time of the one still open
+        now = os.stat(path)
+    except OSError as err:
+        raise FileChangedError(f"{name!r} changed since the build: it is no longer there ({err.strerror}): "
+                               "removed or renamed; rebuild the dataset") from None
+    if not stat.S_ISREG(now.st_mode):
+        _check_same(name, now, size, stamp, None)
+    # the inode alone: the kept descriptor holds the file, so its number cannot be given to another file meanwhile
+    # (and some overlay file systems report another device for a path than for a descriptor of the same file)
+    if now.st_ino != e.ino:
+        raise FileChangedError(f"{name!r} changed since the build: it is another file now (device/inode "
+                               f"{now.st_dev}/{now.st_ino}, read as {e.dev}/{e.ino}): replaced or swapped")
+    st = os.fstat(e.fd)
+    if st.st_size != size or change_stamp(st) != stamp:
+        _check_same(name, st, size, stamp, None)
+    e.snapshot = path_snapshot(path, st)
 
 
 def _read_rest(fd: int, path: str, into: memoryview, offset: int, done: int) -> None:

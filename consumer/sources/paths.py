@@ -151,6 +151,16 @@ class PathList(Sequence[str]):
         blob[at[1:-1] - 1] = 0
         return PathList(blob, at)
 
+    def widths(self, lo: int, hi: int) -> np.ndarray:
+        """Bytes of paths ``lo`` to ``hi`` (positions, ``0 <= lo <= hi <= len``), each with its separator (int64):
+        what a writer needs to lay the blob out before it writes it (:meth:`piece` by piece)."""
+        return np.diff(self._at[self._lo + lo:self._lo + hi + 1])
+
+    def piece(self, lo: int, hi: int) -> PathList:
+        """Paths ``lo`` to ``hi`` as a PathList whose :meth:`packed` is their bytes (here a view; a list made on
+        demand makes only these)."""
+        return self[lo:hi]
+
     def __iter__(self) -> Iterator[str]:
         for a in range(self._lo, self._hi, _CHUNK):
             b = min(a + _CHUNK, self._hi)

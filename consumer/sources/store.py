@@ -32,7 +32,8 @@ class StoreFiles(ByteSource):
                  stamps: np.ndarray | None = None) -> None:
         self.tokens = tokens
         self.paths = paths if isinstance(paths, PathList) else PathList.of(list(paths))
-        self.sizes = np.asarray(sizes, dtype=np.int64)
+        sizes = np.asarray(sizes)  # int32: a peer store's token counts as its .idx holds them (mapped, no copy)
+        self.sizes = sizes if sizes.dtype == np.int32 else sizes.astype(np.int64, copy=False)
         self.stamps = np.zeros(len(self.paths), dtype=np.int64) if stamps is None else np.asarray(stamps, np.int64)
 
     def subset(self, ids: np.ndarray) -> StoreFiles:

@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -31,10 +32,11 @@ import numpy as np
 
 from ..errors import ConsumerWarning, InputError, short_repr
 from ..util.validate import check_int, int_vector
+from .pieces import index_dtype, pieces
 
 __all__ = ["AUTO_SEQLEN_CAP", "INDEX_ARRAYS", "LONG_FILES", "MAX_SEQLEN", "STYLES", "SampleIndex", "StoreRuns",
-           "auto_seqlen", "build_index", "check_seqlen", "index_dtype", "resolve_seqlen", "warn_if_padded",
-           "PaddingNotice"]
+           "auto_seqlen", "build_index", "check_seqlen", "index_dtype", "resolve_seqlen", "sample_chunks",
+           "warn_if_padded", "PaddingNotice"]
 
 LONG_FILES = ("truncate", "windows", "crop")  # crop: like truncate, the window moved per epoch at fetch time
 _CHUNK = 1 << 20  # elements per step of the once-per-index checks (bounded temporaries at 10^7 files)
@@ -96,12 +98,32 @@ class SampleIndex:
         computing it."""
         self.__dict__["_sample_tokens"] = tokens  # what the cached property stores: it is then never computed
 
+    def facts(self) -> dict[str, bool]:
+        """What a reader checks once over the whole index (``tiled``, ``one_segment_each``), as JSON to keep
+        beside the index's arrays in a cache entry (:meth:`remember_facts` takes them back)."""
+        return {"tiled": self.tiled, "one_segment_each": self._one_segment_each}
+
+    def remember_facts(self, facts: dict) -> None:
+        """Take what :meth:`facts` found (from a cache entry of this very index) instead of checking it again;
+        anything else in ``facts`` is ignored."""
+        for name, attr in (("tiled", "tiled"), ("one_segment_each", "_one_segment_each")):
+            if isinstance(facts.get(name), bool):
+                self.__dict__[attr] = facts[name]
+
     @cached_property
     def _sample_tokens(self) -> np.ndarray:
         # int32: a sample holds at most seqlen <= MAX_SEQLEN tokens (4 bytes a sample, not 8)
         if not self.seg_len.size:
             return np.zeros(len(self), dtype=np.int32)
-        return np.add.reduceat(np.asarray(self.seg_len, dtype=np.int64), self.seg_ptr[:-1]).astype(np.int32)
+        if self.seg_len.dtype == np.int32 and self._one_segment_each:
+            return self.seg_len  # one segment a sample (diff): its length is the sample's, nothing to add up
+        out = np.zeros(len(self), dtype=np.int32)
+        ptr = self.seg_ptr
+        for lo, hi in sample_chunks(ptr, _CHUNK):  # no int64 copy of every segment's length
+            a, b = int(ptr[lo]), int(ptr[hi])
+            if b > a:
+                out[lo:hi] = np.add.reduceat(np.asarray(self.seg_len[a:b], dtype=np.int64), ptr[lo:hi] - a)
+        return out
 
     @cached_property
     def _one_segment_each(self) -> bool:
@@ -137,11 +159,6 @@ class SampleIndex:
         rows = np.repeat(np.arange(sample_ids.size, dtype=np.int64), counts)
         offsets = np.arange(rows.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
         return np.repeat(starts, counts) + offsets, rows
-
-
-def index_dtype(bound: int) -> np.dtype:
-    """The dtype of an index field whose values are ``0 <= v < bound``: int32 when ``bound <= 2**31``, else int64."""
-    return np.dtype(np.int32 if bound <= 2**31 else np.int64)
 
 
 MAX_SEQLEN = 2**31 - 1
@@ -248,46 +265,6 @@ class PaddingNotice:
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the consumer package
-_PIECE_CHUNK = 1 << 16  # documents cut at a time: temporaries stay a few MB whatever the corpus size
-
-
-def _pieces(doc_start: np.ndarray, doc_len: np.ndarray, seqlen: int):
-    """Cut documents laid out on one global token axis into ``seqlen`` windows.
-
-    ``doc_start`` are global start positions (non-decreasing) where every group begins at a multiple of
-    ``seqlen``, so windows are dense. Returns (doc, start-in-doc, length, column) per piece, ordered by global
-    position, and the number of pieces of each window. Written a chunk of documents at a time into the final
-    arrays, in their final dtypes: at 10^7 files one int64 temporary per piece would be ~170 MB.
-    """
-    at = np.zeros(doc_len.size + 1, dtype=np.int64)  # first piece of each document (pieces per document first)
-    for lo_d in range(0, doc_len.size, _PIECE_CHUNK):
-        ds, dl = doc_start[lo_d:lo_d + _PIECE_CHUNK], doc_len[lo_d:lo_d + _PIECE_CHUNK]
-        at[lo_d + 1:lo_d + 1 + ds.size] = (ds + dl - 1) // seqlen - ds // seqlen + 1
-    np.cumsum(at, out=at)
-    total = int(at[-1])
-    n_windows = int((doc_start[-1] + doc_len[-1] - 1) // seqlen) + 1 if doc_len.size else 0
-    doc = np.empty(total, dtype=index_dtype(doc_len.size))
-    start = np.empty(total, dtype=np.int64)
-    length = np.empty(total, dtype=index_dtype(seqlen + 1))  # lengths <= seqlen, columns < seqlen
-    col = np.empty(total, dtype=index_dtype(seqlen))
-    counts = np.zeros(n_windows, dtype=np.int64)
-    for lo_d in range(0, doc_len.size, _PIECE_CHUNK):
-        hi_d = min(doc_len.size, lo_d + _PIECE_CHUNK)
-        a, b = int(at[lo_d]), int(at[hi_d])
-        nn = np.diff(at[lo_d:hi_d + 1])
-        d = np.repeat(np.arange(lo_d, hi_d, dtype=np.int64), nn)
-        ds = doc_start[d]
-        # window of piece k = k - (pieces before its document) + first window of its document
-        window = np.arange(a, b, dtype=np.int64) - np.repeat(at[lo_d:hi_d] - doc_start[lo_d:hi_d] // seqlen, nn)
-        lo = np.maximum(window * seqlen, ds)
-        hi = np.minimum((window + 1) * seqlen, ds + doc_len[d])
-        doc[a:b] = d
-        start[a:b] = lo - ds
-        length[a:b] = hi - lo
-        col[a:b] = lo - window * seqlen
-        if b > a:
-            counts[int(window[0]):int(window[-1]) + 1] += np.bincount(window - window[0])
-    return doc, start, length, col, counts
 
 
 def _assemble(doc, start, length, counts, col, doc_class, n_classes, seqlen) -> SampleIndex:
@@ -303,28 +280,20 @@ def _assemble(doc, start, length, counts, col, doc_class, n_classes, seqlen) -> 
                        seg_col=col, sample_class=sample_class, class_ptr=class_ptr)
 
 
-def _aligned_starts(doc_len: np.ndarray, group: np.ndarray, seqlen: int) -> np.ndarray:
-    """Global start of each document when each group's stream begins on a window boundary."""
-    n_groups = int(group.max()) + 1 if group.size else 0
-    group_len = np.bincount(group, weights=doc_len, minlength=n_groups).astype(np.int64)
-    group_windows = -(-group_len // seqlen)
-    group_start = (np.cumsum(group_windows) - group_windows) * seqlen
-    # start within the group = exclusive cumsum of doc_len restricted to the group (in place: one N-array kept)
-    out = np.cumsum(doc_len)
-    out -= doc_len
-    first_in_group = np.zeros(n_groups, dtype=np.int64)
-    order_first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]]) if group.size else np.zeros(0, np.int64)
-    first_in_group[group[order_first]] = out[order_first]
-    group_start -= first_in_group
-    out += group_start[group]
-    return out
+def sample_chunks(seg_ptr: np.ndarray, segments: int) -> Iterator[tuple[int, int]]:
+    """``(lo, hi)``: consecutive ranges of samples holding about ``segments`` segments each (at least one sample),
+    for passes over an index with temporaries of a chunk's size (a concat index of 10^8 documents has 10^8 segments
+    in 4 * 10^5 samples)."""
+    lo, n = 0, seg_ptr.size - 1
+    while lo < n:
+        hi = min(n, max(lo + 1, int(np.searchsorted(seg_ptr, int(seg_ptr[lo]) + segments, side="right")) - 1))
+        yield lo, hi
+        lo = hi
 
 
 def build_concat(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") -> SampleIndex:
     """concat style: per class one stream of documents cut into exact ``seqlen`` windows."""
-    starts = _aligned_starts(doc_len, doc_class, seqlen)
-    doc, start, length, col, counts = _pieces(starts, doc_len, seqlen)
-    del starts
+    doc, start, length, col, counts = pieces(doc_len, doc_class, seqlen)
     return _assemble(doc, start, length, counts, col, doc_class, n_classes, seqlen)
 
 
@@ -335,17 +304,18 @@ def build_diff(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") 
         raise InputError(f"long_files must be one of {LONG_FILES}, got {short_repr(long_files)}")
     n_docs = doc_len.size
     if long_files == "windows":
-        starts = _aligned_starts(doc_len, np.arange(n_docs, dtype=np.int64), seqlen)
-        doc, start, length, col, counts = _pieces(starts, doc_len, seqlen)
+        doc, start, length, col, counts = pieces(doc_len, np.arange(n_docs, dtype=np.int64), seqlen)
         return _assemble(doc, start, length, counts, col, doc_class, n_classes, seqlen)
     narrow = index_dtype(seqlen + 1)
-    # one sample a document, its one segment: what _assemble makes of counts of ones, without the gathers
-    sample_class = doc_class.astype(index_dtype(n_classes))
+    # one sample a document, its one segment: what _assemble makes of counts of ones, without the gathers (and
+    # without copies of arrays already in their dtype: the classes of a store, often all zeros never written)
+    sample_class = doc_class.astype(index_dtype(n_classes), copy=False)
     class_ptr = np.zeros(n_classes + 1, dtype=np.int64)
     np.cumsum(np.bincount(sample_class, minlength=n_classes), out=class_ptr[1:])
     return SampleIndex(seqlen=seqlen, seg_ptr=np.arange(n_docs + 1, dtype=np.int64),
                        seg_doc=np.arange(n_docs, dtype=index_dtype(n_docs)), seg_start=np.zeros(n_docs, np.int64),
-                       seg_len=np.minimum(doc_len, seqlen).astype(narrow), seg_col=np.zeros(n_docs, dtype=narrow),
+                       seg_len=np.minimum(doc_len, seqlen).astype(narrow, copy=False),
+                       seg_col=np.zeros(n_docs, dtype=narrow),
                        sample_class=sample_class, class_ptr=class_ptr)
 
 
@@ -365,12 +335,12 @@ def build_index(style: str, doc_len: np.ndarray, doc_class: np.ndarray, n_classe
         raise InputError(f"long_files must be one of {LONG_FILES}, got {short_repr(long_files)}")
     seqlen = resolve_seqlen(seqlen, None)
     n_classes = check_int("n_classes", n_classes, 0)
-    doc_len = int_vector("doc_len", doc_len)
-    doc_class = int_vector("doc_class", doc_class, 0, n_classes - 1)
+    doc_len = int_vector("doc_len", doc_len, keep_int32=True)  # int32 lengths (a .idx's) are not widened
+    doc_class = int_vector("doc_class", doc_class, 0, n_classes - 1, keep_int32=True)
     if doc_len.shape != doc_class.shape:
         raise InputError(f"doc_len and doc_class must have the same length, got {doc_len.size} and {doc_class.size}")
     if doc_len.size and doc_len.min() < 1:
         raise InputError(f"doc_len must be >= 1 for every document, got {int(doc_len.min())}")
-    if doc_class.size and np.any(np.diff(doc_class) < 0):
+    if any(bool((np.diff(doc_class[a:a + _CHUNK + 1]) < 0).any()) for a in range(0, doc_class.size, _CHUNK)):
         raise InputError("doc_class must be non-decreasing (documents grouped by class)")
     return STYLES[style](doc_len, doc_class, n_classes, seqlen, long_files=long_files)

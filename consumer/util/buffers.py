@@ -30,12 +30,19 @@ class Scratch:
     sizes when each grew to the exact size). A buffer handed out is the caller's until it asks for the same name
     again."""
 
-    def __init__(self) -> None:
+    def __init__(self, at_least: int = 0) -> None:
+        if at_least < 0:
+            raise ValueError(f"at_least: expected a byte count >= 0, got {at_least}")
         self._buffers: dict[str, np.ndarray] = {}
+        self._first = at_least
 
     def get(self, name: str, n: int) -> np.ndarray:
-        """A writable uint8 array of ``n`` bytes (not zeroed: what the last user left) under ``name``."""
+        """A writable uint8 array of ``n`` bytes (not zeroed: what the last user left) under ``name``. A name's
+        first buffer has at least the ``at_least`` bytes the Scratch was made with: a scan that knows its largest
+        piece makes each buffer once (a first buffer the size of a first, slightly smaller file, then a second one
+        for the next file, touched 70 MB per thread instead of 28 MB for 32 JSONL shards of 9 MB)."""
         buf = self._buffers.get(name)
         if buf is None or buf.size < n:  # grown by half at least: files a little longer each are not each a new one
-            buf = self._buffers[name] = byte_buffer(n if buf is None else max(n, buf.size + buf.size // 2))
+            buf = self._buffers[name] = byte_buffer(max(n, self._first) if buf is None
+                                                    else max(n, buf.size + buf.size // 2))
         return buf[:n]

@@ -77,8 +77,9 @@ def check_bool(name: str, value: object, error: type[Exception] = InputError) ->
 
 
 def int_vector(name: str, values: Any, minimum: int | None = None, maximum: int | None = None,
-               error: type[Exception] = InputError) -> np.ndarray:
-    """``values`` (list, tuple, numpy array or torch tensor) as a 1-D ``int64`` array.
+               error: type[Exception] = InputError, *, keep_int32: bool = False) -> np.ndarray:
+    """``values`` (list, tuple, numpy array or torch tensor) as a 1-D ``int64`` array (``keep_int32``: an int32
+    array is returned as it is, e.g. a memory map of 10^8 lengths, not copied into 800 MB of int64).
 
     Refused with ``error`` naming ``name`` and the first bad value: anything not 1-D, floats (even whole
     ones: ``[1.0]`` is almost always a mistake), bools, other objects, and values outside
@@ -114,7 +115,7 @@ def int_vector(name: str, values: Any, minimum: int | None = None, maximum: int 
     amin, amax = int(arr.min()), int(arr.max())  # Python ints: exact for uint64 too
     if amin < lo or amax > hi:
         raise error(f"{name}: expected integers in [{lo}, {hi}], got {amin if amin < lo else amax}")
-    return arr.astype(np.int64, copy=False)
+    return arr if keep_int32 and arr.dtype == np.int32 else arr.astype(np.int64, copy=False)
 
 
 def check_class_to_id(class_to_id: object, classes: list[str], what: str = "class_to_id") -> dict[str, int]:

@@ -594,3 +594,30 @@ def test_multimodal_modes_validated_before_writing(tmp_path: Path) -> None:
         w.add_document([1, 2], lengths=[1, 1], modes=[3, -4])
     r = IndexedReader(prefix, multimodal=True)
     assert items(r) == [[1], [2]] and r.modes is not None and r.modes.tolist() == [3, -4]
+
+
+@settings(max_examples=200, deadline=None)
+@given(cnt=st.lists(st.integers(0, 9), min_size=1, max_size=40), gaps=st.data(), sort_dst=st.booleans())
+def test_every_copy_strategy_copies_the_same(cnt, gaps, sort_dst):
+    """The loop, the gather and the masked copy (ranges in order, dense) give the same output."""
+    n = len(cnt)
+    c = np.array(cnt, dtype=np.int64)
+    src_gap = np.array(gaps.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), dtype=np.int64)
+    dst_gap = np.array(gaps.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), dtype=np.int64)
+    src = np.cumsum(src_gap + c) - c
+    dst = np.cumsum(dst_gap + c) - c
+    if not sort_dst:  # another order on the destination side: not for the masked copy
+        perm = np.random.default_rng(n).permutation(n)
+        dst = (np.cumsum((dst_gap + c)[perm]) - c[perm])[np.argsort(perm)]
+    tokens = np.arange(1000, 1000 + int(src[-1] + c[-1]) + 1, dtype=np.int64)
+    size = int((dst + c).max()) + 1
+    want = np.full(size, -1, dtype=np.int64)
+    mmidx._copy_ranges_loop(want, tokens, src, c, dst)
+    for copy in (mmidx._copy_ranges_gather, mmidx.copy_ranges):
+        got = np.full(size, -1, dtype=np.int64)
+        copy(got, tokens, src, c, dst)
+        assert got.tolist() == want.tolist()
+    if sort_dst and int(c.sum()):
+        got = np.full(size, -1, dtype=np.int64)
+        mmidx._copy_ranges_masked(got, tokens, src, c, dst)
+        assert got.tolist() == want.tolist()

@@ -25,7 +25,7 @@ from consumer import Consumer, open_packed
 from consumer.errors import InputError
 from consumer.formats.mmidx import FAIRSEQ, MEGATRON, IndexedWriter
 from consumer.formats.pbin import PbinWriter, write_pbin
-from consumer.packed.write import _chunks
+from consumer.packed.write import chunk_segments
 
 SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]}
 STORE_SUFFIXES = (".bin", ".idx", ".pbin", ".consumer.npz", ".consumer.json")
@@ -124,7 +124,7 @@ def test_chunks_cover_every_token_once_in_order(lengths: list[int], chunk: int) 
     doc_len = np.array(lengths, dtype=np.int64)
     seen: list[tuple[int, int]] = []  # (document, token) in stream order
     firsts = []
-    for d, a, n, first in _chunks(doc_len, chunk):
+    for d, a, n, first in chunk_segments(doc_len, chunk):
         assert int(n.sum()) <= chunk and np.all(n >= 0) and np.all(np.diff(d) == 1)
         firsts.extend(d[first].tolist())
         for dd, aa, nn in zip(d.tolist(), a.tolist(), n.tolist()):

@@ -132,7 +132,7 @@ def test_megatron_core_gpt_dataset_items_equal_ours(tmp_path):
     for k in range(len(ours)):
         item = theirs[k]
         text = np.concatenate([np.asarray(item["tokens"]), np.asarray(item["labels"])[-1:]])
-        np.testing.assert_array_equal(ours.fetch_numpy([k])["input_array"][0], text)
+        np.testing.assert_array_equal(ours.fetch_numpy(np.array([k]))["input_array"][0], text)
 
 
 def test_loader_ranks_and_resume_on_a_peer_store(tmp_path):

@@ -243,3 +243,29 @@ def test_merging_records_stores_in_corpus_order_is_the_pack_of_the_whole(tmp_pat
         assert (tmp_path / f"merged{suffix}").read_bytes() == (tmp_path / f"whole{suffix}").read_bytes(), suffix
     merged = Consumer.from_packed(tmp_path / "merged", style="diff", seqlen=16, cache_dir=False)
     assert list(merged.files) == list(Consumer.from_packed(tmp_path / "whole", cache_dir=False).files)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 10**6)), min_size=1, max_size=40),
+       reorder=st.booleans(), window=st.integers(1, 7))
+def test_paths_made_on_demand_are_written_a_window_at_a_time(tmp_path_factory, records, reorder, window):
+    from consumer.sources.records.names import RecordPaths, record_paths
+
+    tmp = tmp_path_factory.mktemp("t")
+    records = sorted(records)  # documents in container, then record order (as a build makes them)
+    cont = np.array([c for c, _ in records], dtype=np.int32)
+    rec = np.array([r for _, r in records], dtype=np.int32)
+    names = ["/d/a.jsonl", "/d/é b.txt", "/d/c"]
+    order = np.random.default_rng(len(records)).permutation(len(records)) if reorder else None
+    lazy = RecordPaths((names, cont, rec, None) if order is None else (names, cont, rec, None, order))
+    want = list(record_paths(names, cont, rec))
+    want = want if order is None else [want[i] for i in order.tolist()]
+    n = len(records)
+    path = tmp / "t.consumer.npz"
+    write_table(path, lazy, np.zeros(n, np.int32), np.ones(n, np.int64), np.zeros(n, np.int32), window=window)
+    assert not lazy._made()  # written piece by piece: the whole blob was never made
+    listed, *_ = read_table(path, _side(n))
+    assert list(listed) == want
+    plain = tmp / "p.consumer.npz"
+    write_table(plain, want, np.zeros(n, np.int32), np.ones(n, np.int64), np.zeros(n, np.int32), window=window)
+    assert plain.read_bytes() == path.read_bytes()  # the same bytes however the paths were given

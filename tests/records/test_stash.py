@@ -154,7 +154,7 @@ def test_many_entries_one_syncfs(tmp_path):
     paths = [write_lines(tmp_path / f"c{i:02d}.txt", [b"x" * i, b"y"]) for i in range(1, 13)]
     cache = tmp_path / "c"
     first = Consumer([str(p) for p in paths], documents="lines", cache_dir=cache)
-    assert len(_entries(cache)) == 12 and not _temporaries(cache)  # 24 files: past FEW_FILES, one syncfs
+    assert len(_entries(cache)) == 12 and not _temporaries(cache)  # 24 files, fsynced on threads
     again = Consumer([str(p) for p in paths], documents="lines", cache_dir=cache)
     assert again.build_info["records"]["reused"] == 12
     assert again.sql("SELECT path, length FROM documents ORDER BY doc_id") == \
@@ -191,12 +191,13 @@ def test_a_damaged_entry_is_scanned_again(tmp_path, damage):
             index.write_bytes(bytes(data))
         meta.write_text(json.dumps(m))
     assert load_stash(str(cache), entry.name) is None
-    ds = Consumer(str(p), documents="jsonl", class_field="lang", cache_dir=cache)
+    # other settings: the dataset's own entry (keyed by them) is not there, so the container's entry is read
+    ds = Consumer(str(p), documents="jsonl", class_field="lang", cache_dir=cache, seqlen=64)
     assert ds.build_info["records"]["reused"] == 0 and ds.classes == ["en"]
     assert [ds.decode(ds.document_tokens(i)) for i in range(3)] == [b"one", b"two", b"three"]
     assert load_stash(str(cache), entry.name) is not None and not _temporaries(cache)  # replaced in place
-    again = Consumer(str(p), documents="jsonl", class_field="lang", cache_dir=cache)
-    assert again.build_info["records"]["reused"] == 1
+    again = Consumer(str(p), documents="jsonl", class_field="lang", cache_dir=cache, seqlen=32)
+    assert again.build_info["records"]["reused"] == 1 and again.build_info["cache"] == "hit"
 
 
 def test_class_values_kept_as_codes():

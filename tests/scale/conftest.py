@@ -1,5 +1,6 @@
 """One real Dask cluster for the scale-out tests: 3 worker processes, one thread each, everything on 127.0.0.1
-(scheduler, workers and nannies listen there only; no dashboard). Started once per session, on first use."""
+(scheduler, workers and nannies listen there only, and so does the scheduler's HTTP server, on a free port: given
+no address it tries port 8787 first). Started once per session, on first use."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ def dask_client():
     """A ``distributed.Client`` on a ``LocalCluster`` bound to 127.0.0.1 (skips when dask is not installed)."""
     distributed = pytest.importorskip("distributed")
     cluster = distributed.LocalCluster(host="127.0.0.1", protocol="tcp", n_workers=3, threads_per_worker=1,
-                                       processes=True, dashboard_address=None, worker_dashboard_address=None)
+                                       processes=True, dashboard_address="127.0.0.1:0", worker_dashboard_address=None)
     client = distributed.Client(cluster)
     try:
         yield client

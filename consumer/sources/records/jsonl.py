@@ -40,7 +40,7 @@ from .container import SCAN_CHUNK, Container, append_piece, indexed_lines
 from .json_depth import fresh_stack, records_too_deep, too_deep, why_too_deep
 from .json_strings import strings_to_utf8
 from .jsonl_arrow import ArrowLines
-from .jsonl_decoders import import_msgspec, record_decoder, why_bad
+from .jsonl_decoders import finite_record, import_msgspec, record_decoder, why_bad
 from .options import RecordOptions
 from .scanned import INT32_MAX, BadRecords, ClassTable, DecodeSink, Scanned
 
@@ -55,7 +55,9 @@ def _blocks(container: Container) -> Iterator[tuple[np.ndarray, int, np.ndarray,
     byte ``base + starts[k]`` of the container. ``work[0]`` and the bytes after each line are free for the caller
     (the fast path writes ``[``, commas and ``]`` there). Only 0x0A ends a line; the last line may lack one."""
     cap = min(SCAN_CHUNK, max(container.size, 1))  # a small file's size (the buffers grow for a bigger piece)
-    work = container.buffer("work", cap + 2)  # buffers of the scan, reused from chunk to chunk
+    # buffers of the scan, reused from chunk to chunk; a file of several chunks carries a line's start over to the
+    # next chunk: room for two chunks from the start (else a second buffer, and its pages touched, at chunk two)
+    work = container.buffer("work", (cap if container.size <= cap else 2 * cap) + 2)
     n, base = 0, 0  # work[1:1 + n] holds the container's bytes from base on (a line not ended yet)
     for piece in container.chunks():
         m = len(piece)
@@ -209,7 +211,9 @@ def _decoded_blocks(container: Container, decoders: _Decoders, threads: int,
     """Each block of lines with its one-call decode (:func:`_fast`), in order: ``(work, base, starts, ends,
     first line number, chunk, blank lines or None)``. With ``threads`` > 1 each block is copied out of the read
     buffer and decoded on a pool of that many threads (at most ``threads + 1`` blocks in flight, so memory stays a
-    few blocks), while the next blocks are read and split into lines: one big container uses several cores."""
+    few blocks), while the next blocks are read and split into lines: one big container uses several cores. The
+    copies go to buffers reused from block to block (a fresh 16 MiB buffer per block is 4,096 pages touched for the
+    first time: 19,000 of the 67,000 page faults of a 298 MB file scanned on two threads)."""
     blocks = _blocks(container) if container.lines is None else indexed_lines(container)
     first = 0
     if threads <= 1:
@@ -219,11 +223,14 @@ def _decoded_blocks(container: Container, decoders: _Decoders, threads: int,
             first += starts.size
         return
     pending: collections.deque[tuple[Any, ...]] = collections.deque()
+    spare: list[np.ndarray] = []  # buffers of blocks already handed on (each is free once the caller asks again)
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="consumer-jsonl") as pool:
         try:
             for work, base, starts, ends in blocks:
-                own = byte_buffer(2 + int(ends[-1]))  # the block's lines and the bytes _fast writes around them
-                own[:] = work[:own.size]
+                need = 2 + int(ends[-1])  # the block's lines and the bytes _fast writes around them
+                fits = [k for k, b in enumerate(spare) if b.size >= need]
+                own = spare.pop(fits[0]) if fits else byte_buffer(max(need, min(work.size, SCAN_CHUNK + 2)))
+                own[:need] = work[:need]
                 got = _Chunk()
                 pending.append((own, base, starts, ends, first, got,
                                 pool.submit(_fast, own, base, starts, ends, first, decoders, got)))
@@ -231,9 +238,11 @@ def _decoded_blocks(container: Container, decoders: _Decoders, threads: int,
                 if len(pending) > threads:
                     *head, done = pending.popleft()
                     yield (*head, done.result())
+                    spare.append(head[0])
             while pending:
                 *head, done = pending.popleft()
                 yield (*head, done.result())
+                spare.append(head[0])
         finally:
             for *_, waiting in pending:
                 waiting.cancel()
@@ -260,7 +269,13 @@ def _line_by_line(work: np.ndarray, base: int, starts: np.ndarray, ends: np.ndar
             bad.bad(why_too_deep(deep[k]), f"line {line_no}", a + base)
             continue
         try:
-            texts, labels = take([fresh_stack(decode, buf[a:b])])
+            try:
+                texts, labels = take([fresh_stack(decode, buf[a:b])])
+            except errors:  # NaN or Infinity in a field (Python's json writes them): read as null, else bad
+                finite = finite_record(bytes(buf[a:b]))
+                if finite is None:
+                    raise
+                texts, labels = take([fresh_stack(decode, finite)])
             data = texts[0].encode("utf-8")
         except RecursionError:  # within the limit, yet too deep for msgspec even on a fresh thread
             bad.bad(why_too_deep(None), f"line {line_no}", a + base)

@@ -12,7 +12,7 @@ from typing import Any
 from ...errors import MissingDependencyError
 from .options import RecordOptions, field_tree
 
-__all__ = ["import_msgspec", "record_decoder", "why_bad"]
+__all__ = ["finite_record", "import_msgspec", "record_decoder", "why_bad"]
 
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
@@ -64,6 +64,25 @@ def record_decoder(options: RecordOptions) -> tuple[Any, Any, Any]:
         return texts, [str(v).lower() if isinstance(v, bool) else str(v) for v in map(class_of, records)]
 
     return msgspec.json.Decoder(record), msgspec.json.Decoder(list[raw_record]), take  # type: ignore[valid-type]
+
+
+def finite_record(line: bytes) -> bytes | None:
+    """The record ``line`` with the constants ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON, but what Python's
+    ``json.dumps`` writes for such floats, and what Arrow's reader, the scanner's first tier, accepts) written as
+    ``null``, to decode again; None when it holds none of them or is not a record even so (the line is then bad).
+    Rare: only lines msgspec refused come here."""
+    import json  # noqa: PLC0415  (only for lines msgspec refused)
+
+    found = []
+
+    def constant(name: str) -> None:
+        found.append(name)
+
+    try:
+        record = json.loads(line, parse_constant=constant)
+    except (ValueError, RecursionError):
+        return None
+    return json.dumps(record).encode("ascii") if found else None  # ASCII escapes: the texts decode as before
 
 
 def why_bad(line: bytes, error: Exception, options: RecordOptions) -> str:

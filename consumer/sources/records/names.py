@@ -21,9 +21,7 @@ def _numbered(prefix: bytes, records: np.ndarray) -> tuple[np.ndarray, np.ndarra
     length of each (NUL included)."""
     if not records.size:
         return np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64)
-    digits = np.ones(records.size, dtype=np.int64)
-    for d in range(1, 19):  # 10**19 is past int64: numpy would compare as objects
-        digits += records >= 10 ** d
+    digits = _digits(records)
     out = []
     head = np.frombuffer(prefix, dtype=np.uint8)
     # runs of one digit count (records only grow, so there are at most 19 runs)
@@ -38,6 +36,14 @@ def _numbered(prefix: bytes, records: np.ndarray) -> tuple[np.ndarray, np.ndarra
         rows[:, -1] = 0
         out.append(rows.reshape(-1))
     return np.concatenate(out), digits + (len(prefix) + 1)
+
+
+def _digits(records: np.ndarray) -> np.ndarray:
+    """Decimal digits of each (non-negative) record number."""
+    digits = np.ones(records.size, dtype=np.int64)
+    for d in range(1, 19):  # 10**19 is past int64: numpy would compare as objects
+        digits += records >= 10 ** d
+    return digits
 
 
 def record_paths(containers: Sequence[str], doc_container: np.ndarray, records: np.ndarray,
@@ -102,6 +108,46 @@ class RecordPaths(PathList):
 
     def __len__(self) -> int:
         return self._n1 - self._n0
+
+    def numbered(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+        """What these paths are made from, when they are the whole list of numbered records and not made yet: each
+        document's container and record number (in the containers' order) and the order the documents take
+        (None: that same order); else None."""
+        if not self._lazy() or (self._n0, self._n1) != (0, len(self._args[1])):
+            return None
+        return self._args[1], self._args[2], self._args[4] if len(self._args) > 4 else None
+
+    def _lazy(self) -> bool:
+        """Whether paths can be made a piece at a time (not made yet, numbered records: no member names)."""
+        return not self._made() and self._args[3] is None
+
+    def _ids(self, lo: int, hi: int) -> np.ndarray | slice:
+        order = self._args[4] if len(self._args) > 4 else None
+        return slice(self._n0 + lo, self._n0 + hi) if order is None else order[self._n0 + lo:self._n0 + hi]
+
+    def widths(self, lo: int, hi: int) -> np.ndarray:
+        """See :meth:`PathList.widths`; computed from the containers' names and the record numbers (``name#record``
+        and a separator) while the paths are not made."""
+        if not self._lazy():
+            return PathList.widths(self, lo, hi)
+        ids = self._ids(lo, hi)
+        names = np.array([len(os.fsencode(c)) for c in self._args[0]], dtype=np.int64)  # O(containers)
+        out: np.ndarray = names[self._args[1][ids]] + 2 + _digits(np.asarray(self._args[2][ids], dtype=np.int64))
+        return out
+
+    def piece(self, lo: int, hi: int) -> PathList:
+        """See :meth:`PathList.piece`: only these paths are made (all of them once made, or for member names)."""
+        if not self._lazy():
+            return PathList.piece(self, lo, hi)
+        ids = self._ids(lo, hi)
+        cont, rec = self._args[1][ids], self._args[2][ids]
+        if cont.size < 2 or bool(np.all(cont[1:] >= cont[:-1])):
+            return record_paths(self._args[0], cont, rec)
+        order = np.argsort(cont, kind="stable")  # documents reordered by class: made by container, put back
+        made = record_paths(self._args[0], cont[order], rec[order])
+        back = np.empty_like(order)
+        back[order] = np.arange(order.size)
+        return made.gather(back)
 
     def __getitem__(self, i: Any) -> Any:  # PathList's overloads; slices stay lazy
         if isinstance(i, slice) and not self._made() and i.step in (None, 1):

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import FileChangedError, FormatError
+from ...formats.mmidx import copy_ranges
 from ...util.sets import distinct
 from ..base import FEW_RANGES, ByteSource, Handoff, check_few_ranges, check_ranges
 from ..paths import PathList
@@ -33,9 +34,10 @@ _GAP = 4096  # ranges of a container at most this far apart are read as one (the
 
 
 def _copy_out(out: np.ndarray, at: np.ndarray, data: np.ndarray, src: np.ndarray, lengths: np.ndarray) -> None:
-    """``out[at[k]:at[k] + lengths[k]] = data[src[k]:src[k] + lengths[k]]`` for every range ``k``."""
-    for s, n, q in zip(src.tolist(), lengths.tolist(), at.tolist()):
-        out[q:q + n] = data[s:s + n]
+    """``out[at[k]:at[k] + lengths[k]] = data[src[k]:src[k] + lengths[k]]`` for every range ``k`` (many short
+    ranges in one vectorised gather, long ones a slice copy each: :func:`~consumer.formats.mmidx.copy_ranges`)."""
+    copy_ranges(out, data, np.asarray(src, dtype=np.int64), np.asarray(lengths, dtype=np.int64),
+                np.asarray(at, dtype=np.int64))
 
 
 def _ints(a: Any) -> np.ndarray:
@@ -51,7 +53,8 @@ class RecordFiles(ByteSource):
     ``from_lines[c]`` (decoded as ``options`` say, its offset 0). ``json_offset``/``json_length``: each JSON
     record's line in its container, or in its decode cache for a compressed one (jsonl), else None; ``record``:
     each document's line, row or member number. These integer arrays stay int32 when given so (values that fit: 4
-    bytes a document), else int64; ``sizes`` and ``stamps`` are int64 as in every source."""
+    bytes a document), else int64; ``sizes`` and ``stamps`` are int64 as in every source (``stamps``: each
+    document's container stamp, given when known, e.g. mapped from an index entry; else gathered here)."""
 
     kind = "documents inside container files"
 
@@ -59,14 +62,16 @@ class RecordFiles(ByteSource):
                  doc_offset: np.ndarray, doc_length: np.ndarray, doc_inplace: np.ndarray,
                  decoded: Sequence[Any], json_offset: np.ndarray | None = None,
                  json_length: np.ndarray | None = None, record: np.ndarray | None = None,
-                 from_lines: np.ndarray | None = None, options: RecordOptions | None = None) -> None:
+                 from_lines: np.ndarray | None = None, options: RecordOptions | None = None,
+                 stamps: np.ndarray | None = None) -> None:
         self.containers = containers
         self.paths = paths if isinstance(paths, PathList) else PathList.of(list(paths))
         self.doc_container = _ints(doc_container)
         self.doc_offset = _ints(doc_offset)
         self.sizes = np.asarray(doc_length, dtype=np.int64)
         self.doc_inplace = np.asarray(doc_inplace, dtype=bool)
-        self.stamps = containers.stamps[self.doc_container] if self.doc_container.size else np.zeros(0, np.int64)
+        self.stamps = np.asarray(stamps, dtype=np.int64) if stamps is not None else \
+            containers.stamps[self.doc_container] if self.doc_container.size else np.zeros(0, np.int64)
         self.decoded = list(decoded)
         self.json_offset = None if json_offset is None else _ints(json_offset)
         self.json_length = None if json_length is None else _ints(json_length)
@@ -265,6 +270,10 @@ class RecordFiles(ByteSource):
             data = self.document_bytes(where[p], _MAGIC_HEAD)
             yield (desc.from_buffer(data) if "description" in kinds else None,
                    mime.from_buffer(data) if "mime" in kinds else None)
+
+    def close(self) -> None:
+        """Close what the containers' source keeps open (local containers' descriptors; shared with subsets)."""
+        self.containers.close()
 
     def handoff(self) -> Handoff | None:
         """Records are rebuilt from their pickled arrays (the recipe), never reopened from paths alone."""
