@@ -26,6 +26,8 @@ import sys
 import time
 from collections.abc import Callable
 
+_MADE: list[str] = []  # temporary folders this child made (it exits with os._exit: no atexit, no finalizers)
+
 
 def _consumer(glob: str, cache: str | bool = False, pool: bool = False) -> Callable[[], int]:
     from concurrent.futures import ProcessPoolExecutor
@@ -47,7 +49,9 @@ def _consumer_pool(glob: str) -> Callable[[], int]:
 def _consumer_cached(glob: str) -> Callable[[], int]:
     import tempfile
 
-    return _consumer(glob, tempfile.mkdtemp(prefix="firstcount-"))
+    cache = tempfile.mkdtemp(prefix="firstcount-")  # an empty cache directory, removed by main() after the count
+    _MADE.append(cache)
+    return _consumer(glob, cache)
 
 
 def _daft(glob: str) -> Callable[[], int]:
@@ -127,6 +131,11 @@ def main(argv: list[str]) -> int:
         out = measure(argv[0], argv[1])
     except ImportError as exc:
         out = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        import shutil
+
+        for folder in _MADE:
+            shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps(out), flush=True)
     return 0
 
