@@ -75,10 +75,6 @@ class Built:
     files_digest: str | None = None  # get_dict()["files_sha256"], found once (dataset/export.py)
 
 
-def _index(spec: Spec, documents: DocumentTable, n_classes: int) -> SampleIndex:
-    return sample_index(spec, documents, n_classes)
-
-
 def _resolved(spec: Spec, index: SampleIndex, classes: list[str]) -> Spec:
     return spec.replace(resolved_seqlen=index.seqlen, class_to_id=check_class_to_id(spec.class_to_id, classes))
 
@@ -215,7 +211,7 @@ def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: E
     headers = headers_from(spec.metadata, paths, descriptions, mimes)
     documents = build_documents(paths, cls, sizes, headers, vocab, with_header=spec.with_header, mtimes=mtimes,
                                 source=source)
-    index = _index(spec, documents, len(classes))
+    index = sample_index(spec, documents, len(classes))
     spec = _resolved(spec, index, classes)
     built = Built(spec, corpus, documents, index, cache_root, _info("miss" if key else "off", key,
                                                                      catalog.magic_calls if catalog else 0, t0),
@@ -230,7 +226,7 @@ def _build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine
     from .records import build_records  # noqa: PLC0415
 
     t0 = time.perf_counter()
-    made, key = build_records(fps, spec, storage, verbose, engine, lambda docs, n: _index(spec, docs, n))
+    made, key = build_records(fps, spec, storage, verbose, engine)
     return _records_built(made, spec, storage.cache_dir, key, t0)
 
 
@@ -347,7 +343,7 @@ def build_packed(prefix: Any, spec: Spec, storage: Storage, verify: bool = False
     def checked_index() -> SampleIndex:  # an index entry (or the store's recorded check) says lengths were checked
         if store.checked is None:
             check_lengths(store, documents)
-        return _index(spec, documents, len(corpus.classes))
+        return sample_index(spec, documents, len(corpus.classes))
 
     index, cached, key, digest = store_index(storage.cache_dir, store.identity, spec.key_dict(), documents,
                                              checked_index)
@@ -376,7 +372,7 @@ def build_subset(parent: Built, file_ids: Any, catalog: Catalog | None = None) -
                        docs.doc_class[file_ids], parent.corpus.form)
     documents = docs.subset(file_ids, new_class)
     spec = parent.spec.for_subset()
-    index = _index(spec, documents, len(corpus.classes))
+    index = sample_index(spec, documents, len(corpus.classes))
     return Built(_resolved(spec, index, corpus.class_names), corpus, documents, index, parent.cache_root,
                  _info("subset", None, 0, t0), catalog or parent.catalog, ("subset", parent.recipe, file_ids))
 

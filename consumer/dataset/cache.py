@@ -47,10 +47,19 @@ from contextlib import contextmanager, suppress
 import numpy as np
 
 from ..errors import ConsumerWarning, FormatError
-from ..formats.chunksums import crc32c
+from ..formats.chunksums import crc32c_file
 from ..sources.paths import PathList
 from ..sources.version import FileVersion
-from ..util.fileio import SPACE_ERRNOS, fsync_dir, load_json_bounded, sha256_file, space_error, temp_path
+from ..util.fileio import (
+    SPACE_ERRNOS,
+    fsync_dir,
+    load_json_bounded,
+    move_aside,
+    sha256_file,
+    space_error,
+    temp_path,
+    write_npy,
+)
 from ..util.locks import RangeLocks, slot_of
 
 __all__ = ["CACHE_FORMAT", "ENTRY_LOCKS", "annotate_entry", "building", "cache_key", "entry_contents",
@@ -86,18 +95,6 @@ def file_table_sha256(paths: Sequence[str], classes: np.ndarray, sizes: np.ndarr
     return h.hexdigest()
 
 
-_CRC_READ = 1 << 24  # bytes read at a time by _crc32c_file
-
-
-def _crc32c_file(path: str) -> str:
-    """CRC-32C of a file's bytes as 8 hex digits, read through one buffer of at most 16 MiB: neither a copy of the file
-    in the heap nor its pages in this process's resident set (a map of a 800 MB array would add 800 MB to it)."""
-    view = memoryview(bytearray(max(1, min(_CRC_READ, os.path.getsize(path)))))  # a small file: a small buffer
-    crc = 0
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(view):
-            crc = crc32c(view[:n], crc)
-    return f"{crc:08x}"  # 0 for an empty file, as crc32c(b"")
 
 
 def _stamp(path: str) -> list[int]:
@@ -132,11 +129,6 @@ def _checksum(desc: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
-def _move_aside(path: str) -> None:
-    """Keep a damaged artefact of ours for inspection (never delete it) and free its name."""
-    os.replace(path, f"{path}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
-
-
 def _write_error(root: str, need: int, e: OSError) -> str | None:
     """Why an entry could not be written: a full disk, a quota or a file-size limit is an error
     (:class:`~consumer.errors.StorageFullError` naming the directory and the bytes needed); a read-only or
@@ -149,14 +141,6 @@ def _write_error(root: str, need: int, e: OSError) -> str | None:
                       "build recomputes it", ConsumerWarning, stacklevel=4)
         return None
     raise e
-
-
-def _write_npy(f, arr: np.ndarray) -> None:
-    """``np.save`` of a C-contiguous array, the same bytes, written with ``f.write``: numpy's own ``tofile``
-    reports a short write as a bare ``OSError`` without an errno, which would hide a full disk or a size limit."""
-    np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(arr))
-    if arr.size:
-        f.write(arr.reshape(-1).data.cast("B"))
 
 
 @contextmanager
@@ -187,10 +171,10 @@ def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: 
     need = int(sum(np.asarray(a).nbytes for a in arrays.values())) + 4096
     try:
         if os.path.lexists(parent) and not os.path.isdir(parent):
-            _move_aside(parent)
+            move_aside(parent)
         os.makedirs(parent, exist_ok=True)
         if os.path.lexists(final) and not os.path.isdir(final):
-            _move_aside(final)
+            move_aside(final)
         tmp = str(temp_path(final))
         os.makedirs(tmp)
     except OSError as e:
@@ -201,11 +185,11 @@ def save_entry(root: str, key: str, arrays: dict[str, np.ndarray], description: 
             arr = np.ascontiguousarray(arr)
             path = os.path.join(tmp, f"{name}.npy")
             with open(path, "wb") as f:
-                _write_npy(f, arr)
+                write_npy(f, arr)
                 f.flush()
                 os.fsync(f.fileno())
             files[name] = {"file": f"{name}.npy", "dtype": arr.dtype.str, "shape": list(arr.shape),
-                           "bytes": os.path.getsize(path), "crc32c": _crc32c_file(path), "stamp": _stamp(path)}
+                           "bytes": os.path.getsize(path), "crc32c": crc32c_file(path), "stamp": _stamp(path)}
         desc = {**description, "cache_format": CACHE_FORMAT, "key": key, "created": time.time(), "arrays": files}
         desc["checksum"] = _checksum(desc)
         with open(os.path.join(tmp, "description.json"), "w", encoding="utf-8") as f:
@@ -251,7 +235,7 @@ def load_entry(root: str, key: str, skip: tuple[str, ...] = ()) -> tuple[dict[st
             if "crc32c" not in meta:  # format 3 (an entry a pickled dataset of 0.8 or before names)
                 if sha256_file(path) != meta["sha256"]:
                     return None
-            elif meta.get("stamp") != _stamp(path) and _crc32c_file(path) != meta["crc32c"]:
+            elif meta.get("stamp") != _stamp(path) and crc32c_file(path) != meta["crc32c"]:
                 return None  # written since it was checked, and damaged
             # large arrays are memory-mapped (shared by forked workers); small ones are read, which
             # costs nothing extra after the checksum and keeps no file descriptor open per array
@@ -272,7 +256,7 @@ def _upgrade(folder: str, desc: dict) -> None:
     new = {k: v for k, v in desc.items() if k != "checksum"}
     new["cache_format"] = CACHE_FORMAT
     new["arrays"] = {name: {**{k: v for k, v in meta.items() if k != "sha256"},
-                            "crc32c": _crc32c_file(os.path.join(folder, meta["file"])),
+                            "crc32c": crc32c_file(os.path.join(folder, meta["file"])),
                             "stamp": _stamp(os.path.join(folder, meta["file"]))}
                      for name, meta in desc["arrays"].items()}
     _rewrite(folder, new)

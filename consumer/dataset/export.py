@@ -19,8 +19,8 @@ from ..fetch.columns import MaskConfig
 from ..sources.magic import libmagic_version
 from .build import Built, files_listing, listing_sha256
 from .cache import annotate_entry
+from .containers import container_listing
 from .listing_digest import files_sha256
-from .records import container_listing
 
 __all__ = ["dataset_dict", "dump_json", "load_json"]
 

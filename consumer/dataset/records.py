@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import glob
 import os
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -30,10 +29,8 @@ from ..errors import ConsumerError, ConsumerWarning, InputError
 from ..formats.raw_index import raw_index_path, read_raw_index
 from ..scale.engines import Engine
 from ..sources.base import ByteSource
-from ..sources.corpus import normalise
 from ..sources.local import LocalFiles
 from ..sources.objects import ObjectFiles
-from ..sources.open import expand_fps, open_source
 from ..sources.paths import PathList
 from ..sources.records import SCANNERS, RecordFiles, RecordOptions
 from ..sources.records.compressed import compression_of, decompressed_chunks
@@ -46,15 +43,17 @@ from ..sources.records.scanned import INT32_MAX, DecodeSink, Scanned
 from ..sources.records.stash import StashBatch, load_stash
 from ..spec import Spec
 from ..storage import Storage
-from ..tokens.documents import DocumentTable, build_documents
-from ..tokens.index import SampleIndex
+from ..tokens.documents import build_documents
 from ..tokens.vocab import Vocab
 from ..util.buffers import Scratch
 from ..util.preload import Preload
 from ..util.sets import distinct
-from .records_entry import Assembled, container_key, entry_key, load_records, make_corpus, save_records
+from .cache import building
+from .containers import list_containers
+from .entry import sample_index
+from .records_entry import Assembled, container_key, entry_key, load_records, save_records
 
-__all__ = ["build_records", "container_fps", "container_listing", "index_containers", "index_on"]
+__all__ = ["build_records", "index_containers", "index_on"]
 
 
 def _container(source: ByteSource, i: int, kind: str, scratch: Scratch | None = None) -> Container:
@@ -132,9 +131,10 @@ def _scan_threads() -> int:
 
 
 def index_containers(source: ByteSource, options: RecordOptions, root: str | None, threads: int | None = None,
-                     ) -> tuple[list[Scanned], list[Any], int]:
+                     keys: list[str] | None = None) -> tuple[list[Scanned], list[Any], int]:
     """Every container's scan and decode cache (a file path under ``root``, or bytes in memory), and how many came
-    from their persistent entry (unchanged containers are not read again). The new entries are published together
+    from their persistent entry (unchanged containers are not read again; ``keys``: the entries' keys when the
+    caller found them already, else each is found here). The new entries are published together
     when the scans end (one durability barrier: :class:`~consumer.sources.records.stash.StashBatch`).
 
     Local containers are scanned on ``threads`` threads (default :func:`_scan_threads`): reading and numpy's
@@ -164,7 +164,7 @@ def index_containers(source: ByteSource, options: RecordOptions, root: str | Non
                 sink = DecodeSink()
                 return scan(c, options, sink), sink.memory()
             return _fallback(in_memory, container), False
-        key = container_key(source, i, options)
+        key = keys[i] if keys is not None else container_key(source, i, options)
         got = load_stash(root, key)
         if got is not None:
             return got, True
@@ -186,40 +186,15 @@ def index_containers(source: ByteSource, options: RecordOptions, root: str | Non
     return [g[0] for g, _ in results], [g[1] for g, _ in results], sum(r for _, r in results)
 
 
-SUFFIXES = {"jsonl": (".jsonl", ".ndjson"), "parquet": (".parquet", ".pq"), "tar": (".tar",)}
-"""The names a container of each kind has in a folder (lines: any file)."""
-
-
-def _of_kind(path: str, kind: str) -> bool:
-    low = path.lower()
-    suffix = compression_of(low)
-    if suffix is not None:
-        low = low[:-len(suffix)]
-    return low.endswith(SUFFIXES[kind])
-
-
-def container_listing(docs: DocumentTable, classes: list[str]) -> list[list] | None:
-    """``[[path, size, class], ...]`` of the containers of a records dataset (the class of a container's first
-    document; ``"null"`` for one without documents), or None when documents are files."""
-    source: Any = docs.source
-    if not isinstance(source, RecordFiles):
-        return None
-    cont = source.containers
-    first = np.full(len(cont), -1, dtype=np.int64)
-    first[source.doc_container[::-1]] = np.arange(source.doc_container.size - 1, -1, -1)
-    return [[p, int(s), classes[int(docs.doc_class[f])] if f >= 0 else "null"]
-            for p, s, f in zip(cont.paths, cont.sizes.tolist(), first.tolist())]
-
-
 def index_on(engine: Engine, source: ByteSource, options: RecordOptions, root: str | None,
-             ) -> tuple[list[Scanned], list[Any], int]:
+             keys: list[str] | None = None) -> tuple[list[Scanned], list[Any], int]:
     """:func:`index_containers` on an engine's workers: contiguous runs of containers per task (about four tasks per
     worker thread), results gathered in container order, so the index is the local build's. The workers write the
     persistent entries into ``root`` (a directory they share), or send the decode caches back in memory."""
     n = len(source)
     step = max(1, -(-n // (4 * engine.slots)))
-    tasks = [(source.subset(np.arange(a, min(a + step, n), dtype=np.int64)), options, root, 1)  # one thread a task
-             for a in range(0, n, step)]
+    tasks = [(source.subset(np.arange(a, min(a + step, n), dtype=np.int64)), options, root, 1,  # one thread a task
+              None if keys is None else keys[a:a + step]) for a in range(0, n, step)]
     scans: list[Scanned] = []
     decoded: list[Any] = []
     reused = 0
@@ -267,77 +242,55 @@ def _dedupe(records: RecordFiles, names: list[str], doc_class: np.ndarray, stora
     return records.subset(plan.keep), {**report, "keep": plan.keep}
 
 
-def container_fps(fps: Any) -> Any:
-    """``fps`` as the corpus takes it, plus the two forms natural for containers: one container file
-    (``"shard.jsonl"``) and a glob (``"shards/*.jsonl.gz"``, matches sorted), both as an F0 list."""
-    if isinstance(fps, (str, os.PathLike)) and "://" not in os.fspath(fps):
-        path = os.fspath(fps)
-        if os.path.isfile(path):
-            return [path]
-        if not os.path.exists(path) and glob.has_magic(path):
-            found = sorted(p for p in glob.glob(path, recursive=True) if os.path.isfile(p))
-            if not found:
-                raise InputError(f"fps: the pattern {path!r} matches no file")
-            return found
-    return fps
-
-
-def _containers(fps: Any, storage: Storage, options: RecordOptions) -> tuple[str, list[str], list[int], Any, int]:
-    """The corpus form of ``fps``, its class names, each container's class, the containers' source (listed now:
-    sizes, stamps) and how many files of a folder were not of the kind."""
-    corpus = normalise(expand_fps(container_fps(fps), storage))
-    folder_classes = corpus.class_names
-    paths, cls_list = corpus.flat()
-    ignored = 0
-    if corpus.form == "dir" and options.documents in SUFFIXES:  # a folder: only the kind's files are containers
-        keep = [i for i, p in enumerate(paths) if _of_kind(p, options.documents)]
-        ignored = len(paths) - len(keep)
-        if not keep:
-            raise InputError(f"fps: the folder holds no {options.documents} file (names ending in "
-                             f"{', '.join(SUFFIXES[options.documents])}, optionally compressed)")
-        paths, cls_list = PathList.of(paths.take(keep)), [cls_list[i] for i in keep]
-    source = open_source(paths, storage, classes=[folder_classes[c] for c in cls_list])
-    if not isinstance(source, (LocalFiles, ObjectFiles)):
-        raise InputError(f"documents={options.documents!r}: containers must be local files or objects behind "
-                         f"URLs, got {source.kind} (e.g. {paths[0]!r})")
-    source.check_readable()
-    return corpus.form, folder_classes, list(cls_list), source, ignored
-
-
 def build_records(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: Engine | None,
-                  make_index: Callable[[DocumentTable, int], SampleIndex]) -> tuple[Assembled, str | None]:
+                  ) -> tuple[Assembled, str | None]:
     """The records of the containers ``fps`` names, assembled (see the module docstring): documents, classes, the
-    sample index ``make_index(documents, n_classes)`` makes, and the build information (``records``: counts;
+    sample index, and the build information (``records``: counts;
     ``cache``: ``"hit"`` when every container's own index was reused; ``index``: ``"hit"`` when the dataset's
     entry was mapped, ``"miss"`` when it was assembled and written, ``"off"`` when it is not cached;
     ``libmagic_calls``). Also the key of the dataset's entry in the index cache when it is there
     (:mod:`consumer.dataset.records_entry`: a reopen of unchanged containers maps it and does nothing per
     document). ``engine``: the containers are indexed on its workers (:func:`index_on`)."""
     options: RecordOptions = spec.records
-    form, folder_classes, cls_list, source, ignored = _containers(fps, storage, options)
+    form, folder_classes, cls_list, source, ignored = list_containers(fps, storage, options)
     root = storage.cache_dir
     keys = [container_key(source, i, options) for i in range(len(source))] if root else []
     key = entry_key(keys, [folder_classes[c] for c in cls_list], spec) if root else None
-    if root and key:
-        found = load_records(root, key, source, options, spec.n_bytes)
+    if not root or not key:
+        made = _assemble(source, folder_classes, cls_list, form, ignored, spec, storage, verbose, engine, None)
+        made.info["index"] = "off"
+        return made, None
+    found = _mapped(root, key, source, spec)
+    if found is not None:
+        return found, key
+    with building(root, key):  # of processes missing the entry at once, one assembles it and the others map it
+        found = _mapped(root, key, source, spec)
         if found is not None:
-            found.info.update(cache="hit", libmagic_calls=0, index="hit")
-            found.info["records"] = {**found.info["records"], "reused": len(source)}
             return found, key
-    made = _assemble(source, folder_classes, cls_list, form, ignored, spec, storage, verbose, engine, make_index)
-    saved = bool(root and key and save_records(root, key, made, keys, spec))
+        made = _assemble(source, folder_classes, cls_list, form, ignored, spec, storage, verbose, engine, keys)
+        saved = save_records(root, key, made, keys, spec)
     made.info["index"] = "miss" if saved else "off"
     return made, key if saved else None
 
 
+def _mapped(root: str, key: str, source: Any, spec: Spec) -> Assembled | None:
+    """The dataset entry ``key`` over ``source``, mapped (see :func:`~.records_entry.load_records`), or None."""
+    found = load_records(root, key, source, spec.records, spec.n_bytes)
+    if found is not None:
+        found.info.update(cache="hit", libmagic_calls=0, index="hit")
+        found.info["records"] = {**found.info["records"], "reused": len(source)}
+    return found
+
+
 def _assemble(source: Any, folder_classes: list[str], cls_list: list[int], form: str, ignored: int, spec: Spec,
               storage: Storage, verbose: bool, engine: Engine | None,
-              make_index: Callable[[DocumentTable, int], SampleIndex]) -> Assembled:  # long: one pipeline
-    """Index every container (reusing their persistent indexes) and assemble the dataset from their scans."""
+              keys: list[str] | None) -> Assembled:  # long: one pipeline
+    """Index every container (reusing their persistent indexes, keyed by ``keys``) and assemble the dataset from
+    their scans."""
     options: RecordOptions = spec.records
     paths = source.paths
-    scans, decoded, reused = index_containers(source, options, storage.cache_dir) if engine is None else \
-        index_on(engine, source, options, storage.cache_dir)
+    scans, decoded, reused = index_containers(source, options, storage.cache_dir, keys=keys) if engine is None \
+        else index_on(engine, source, options, storage.cache_dir, keys)
     counts = [len(s) for s in scans]
     records_info = {"containers": len(scans), "reused": reused, "documents": sum(counts), "ignored_files": ignored,
                     **{k: sum(int(s.counts.get(k, 0)) for s in scans)
@@ -389,5 +342,6 @@ def _assemble(source: Any, folder_classes: list[str], cls_list: list[int], form:
                                 with_header=spec.with_header, mtimes=records.stamps, source=records)
     info = {"cache": "hit" if reused == len(counts) else "miss" if storage.cache_dir else "off",
             "libmagic_calls": magic_calls, "records": records_info, **({"dedupe": dedupe} if dedupe else {})}
-    index = make_index(documents, len(make_corpus(names, doc_paths, doc_class, form).classes))
+    bounds = np.searchsorted(doc_class, np.arange(len(names) + 1, dtype=doc_class.dtype))  # sorted by class
+    index = sample_index(spec, documents, int(np.count_nonzero(np.diff(bounds))))  # the classes holding documents
     return Assembled(names, form, records, documents, index, info)

@@ -45,7 +45,7 @@ from ..spec import Spec
 from ..tokens.documents import DocumentTable
 from ..tokens.index import INDEX_ARRAYS, SampleIndex
 from ..tokens.vocab import Vocab
-from .cache import building, cache_key, load_entry, save_entry
+from .cache import cache_key, load_entry, save_entry
 
 __all__ = ["Assembled", "container_key", "entry_key", "load_records", "make_corpus", "save_records"]
 
@@ -137,13 +137,12 @@ def save_records(root: str, key: str, made: Assembled, container_keys: list[str]
     arrays.update({k: getattr(records, k) for k in _OPTIONAL if getattr(records, k) is not None})
     if docs.with_header:
         arrays["doc_header"] = docs.doc_header
-    with building(root, key):
-        return save_entry(root, key, arrays, {
-            "kind": "records dataset", "format": _FORMAT, "spec": spec.key_dict(), "classes": made.names,
-            "form": made.form, "paths": how, "index_facts": index.facts(), "headers": docs.headers,
-            "with_header": docs.with_header, "seqlen": index.seqlen, "files": len(docs), "samples": len(index),
-            "containers": container_keys, "decoded_bytes": [os.path.getsize(d) for d in decoded],
-            "info": made.info}) is not None
+    return save_entry(root, key, arrays, {
+        "kind": "records dataset", "format": _FORMAT, "spec": spec.key_dict(), "classes": made.names,
+        "form": made.form, "paths": how, "index_facts": index.facts(), "headers": docs.headers,
+        "with_header": docs.with_header, "seqlen": index.seqlen, "files": len(docs), "samples": len(index),
+        "containers": container_keys, "decoded_bytes": [os.path.getsize(d) for d in decoded],
+        "info": made.info}) is not None
 
 
 def load_records(root: str, key: str, source: ByteSource, options: RecordOptions, n_bytes: int) -> Assembled | None:

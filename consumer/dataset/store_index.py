@@ -103,10 +103,11 @@ def recall_checks(root: str | None) -> Recall | None:
 def record_checks(root: str | None, store: Store) -> None:
     """Record what the full check of ``store`` found (after its open and its lengths' check passed), so that the
     next open of this version of it does nothing per document."""
-    found = store.findings()
     local = isinstance(store.prefix, Path)  # a store at a URL is checked at every open (its copies are small)
-    if not root or not local or not store.identity or store.checked is not None or found is None \
-            or store.fmt != "megatron":
+    if not root or not local or not store.identity or store.checked is not None or store.fmt != "megatron":
+        return
+    found = store.findings()
+    if found is None:
         return
     save_entry(root, _checked_key(store.identity), {"starts": found.starts, "lengths": found.lengths},
                {"kind": "packed store check", "documents": int(found.starts.size), "grouped": found.grouped})

@@ -104,21 +104,13 @@ def _modalities_dtype(vocab_size: int) -> np.dtype:
     return np.dtype("<u2") if vocab_size <= 65536 else np.dtype("<u4")
 
 
-Pieces = Iterable[tuple]  # (tokens, first) for one piece of a document, or (tokens, lengths, first) for many
-
-
-def _segments(piece: tuple) -> tuple[np.ndarray, Any, Any]:
-    """A piece as ``(tokens, lengths, first)``: many segments, or the one segment of a ``(tokens, first)``."""
-    if len(piece) == 3:
-        return piece[0], piece[1], piece[2]
-    tokens, first = piece
-    return tokens, (len(tokens),), (bool(first),)
+Pieces = Iterable[tuple[np.ndarray, Any, Any]]  # (tokens, lengths, first): segments back to back, see add_segments
 
 
 def _write_megatron(tmp: Path, pieces: Pieces, dtype: np.dtype) -> None:
     with IndexedWriter(str(tmp), dtype, atomic=False) as writer:
         for piece in pieces:
-            writer.add_segments(*_segments(piece))
+            writer.add_segments(*piece)
         if writer.open_document():
             writer.end_document()
 
@@ -126,7 +118,7 @@ def _write_megatron(tmp: Path, pieces: Pieces, dtype: np.dtype) -> None:
 def _write_modalities(tmp: Path, pieces: Pieces, dtype: np.dtype) -> None:
     with PbinWriter(with_suffix(tmp, ".pbin"), dtype.itemsize, atomic=False) as writer:
         for piece in pieces:
-            writer.add_segments(*_segments(piece))
+            writer.add_segments(*piece)
 
 
 def megatron_index(where: Any, index: MMIndex, side: dict, dtype: np.dtype, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -157,9 +149,15 @@ def modalities_index(where: Any, width: int, index: np.ndarray, side: dict, dtyp
     return index[:, 0] // width, index[:, 1] // width
 
 
+def recorded_end(starts: np.ndarray, lengths: np.ndarray) -> int | None:
+    """The tokens of a store whose documents' ``starts`` and ``lengths`` were recorded: where its last document
+    ends (None: no document)."""
+    return int(starts[-1]) + int(lengths[-1]) if starts.size else None
+
+
 def _open_megatron(prefix: Path, files: dict[str, Path], side: dict, dtype: np.dtype, n: int,
                    known: tuple[np.ndarray, np.ndarray] | None = None):
-    ends = None if known is None or not known[0].size else int(known[0][-1]) + int(known[1][-1])
+    ends = None if known is None else recorded_end(*known)
     reader = IndexedReader(str(prefix), check=known is None, tokens=ends)  # recorded: no sum of the lengths
     if known is None:
         starts, lengths = megatron_index(files["idx"], reader.index, side, dtype, n)
@@ -184,8 +182,9 @@ class StoreFormat:
     """One store format: its files (sidecar ``files`` key -> suffix), token dtype rule, writer and opener.
 
     ``write(tmp_prefix, pieces, dtype)`` writes the token files under a temporary prefix (the caller
-    commits them); ``pieces`` yields ``(tokens, first)``: a document is one or more pieces, ``first``
-    True on its first, so a document longer than memory is written piece by piece.
+    commits them); ``pieces`` yields ``(tokens, lengths, first)``: segments of ``lengths`` tokens back to back, a
+    document one or more segments (``first`` True on its first), so a document longer than memory is written
+    piece by piece (:func:`~consumer.packed.write.token_pieces`).
     ``open(prefix, files, sidecar, dtype, n, known)`` returns ``(tokens, starts, lengths)`` in store order
     after the format reader's own checks; ``known``, the ``(starts, lengths)`` a full check of this version of
     the store found, lets a format skip what it would read per document.

@@ -1,7 +1,7 @@
 """The merged file table of :func:`~consumer.packed.merge.merge_packed`, its corpus order, and the documents' tokens
 copied in that order: numpy and Arrow over the stores' mapped tables, nothing in Python per document.
 
-- :func:`merged_table`: the inputs' paths joined into one blob (:func:`joined_paths`), classes and headers numbered
+- :func:`merged_table`: the inputs' paths joined into one blob (``PathList.concat``), classes and headers numbered
   in the merged lists, a path in two stores refused (Arrow's hash over the paths' bytes);
 - :func:`corpus_order`: class, then path for whole files; documents inside containers by class, then container
   path (the path less its ``#record``, or a tar member's archive), then their store's own order (record order);
@@ -15,7 +15,7 @@ copied in that order: numpy and Arrow over the stores' mapped tables, nothing in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,29 +30,14 @@ if TYPE_CHECKING:
 
     from .open import Store
 
-__all__ = ["corpus_order", "joined_paths", "merged_table", "store_pieces"]
+__all__ = ["corpus_order", "duplicated_path", "merged_table", "paths_column", "store_pieces"]
 
 _RECORD_SUFFIX = ("lines", "jsonl", "parquet")  # a record's path: container#record
 _ARCHIVE = r"(?is)^(.*?\.(?:tar|tgz|tar\.gz|tar\.bz2|tar\.xz|tar\.zst))/.*$"  # archive/member (RE2, Arrow's)
 _SPAN_SLACK = 2  # a store's span of a chunk read whole when at most this many times the tokens it holds
 
 
-def joined_paths(parts: Sequence[PathList]) -> PathList:
-    """The paths of every part, in order, in one PathList (blobs joined by numpy, no ``str`` per path)."""
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return PathList.of([])
-    blobs, ats, base = [], [np.zeros(1, dtype=np.int64)], 0
-    for k, p in enumerate(parts):
-        if k:
-            blobs.append(np.zeros(1, dtype=np.uint8))  # the separator between two parts
-        blobs.append(p.packed())
-        ats.append(p.offsets()[1:] + base)
-        base = int(ats[-1][-1])
-    return PathList(np.concatenate(blobs), np.concatenate(ats))
-
-
-def _paths_column(paths: PathList) -> pa.Array:
+def paths_column(paths: PathList) -> pa.Array:
     """The paths as an Arrow ``large_binary`` array: path ``i`` is ``blob[at[i]:at[i + 1] - 1]``."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
@@ -78,27 +63,36 @@ def merged_table(stores: list[Store], headers: list[str], classes: list[str], wi
         parts_class.append(cmap[s.doc_class])
         parts_size.append(np.asarray(s.doc_size, dtype=np.int64))
         parts_header.append(hmap[s.doc_header])
-    paths = joined_paths([s.paths for s in stores])
-    _refuse_shared(stores, paths)
+    paths = PathList.concat([s.paths for s in stores])
+    _refuse_shared(stores, paths, paths_column(paths))
     return paths, np.concatenate(parts_class), np.concatenate(parts_size), np.concatenate(parts_header)
 
 
-def _refuse_shared(stores: list[Store], paths: PathList) -> None:
-    """InputError naming a path two stores hold (found by Arrow's hash; the stores named by a second look)."""
+def duplicated_path(paths: PathList, column: pa.Array | None = None) -> bytes | None:
+    """The bytes of a path ``paths`` holds more than once, or None (Arrow's hash of every path's bytes: no ``str``
+    per path); ``column``: :func:`paths_column` of ``paths`` when the caller has it."""
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    n = len(paths)
-    if n < 2:
-        return
-    column = _paths_column(paths)
-    if len(pc.unique(column)) == n:  # (a hash of every path: faster here than count_distinct)
-        return
+    if len(paths) < 2:
+        return None
+    column = paths_column(paths) if column is None else column
+    if len(pc.unique(column)) == len(paths):  # (faster here than count_distinct)
+        return None
     counts = pc.value_counts(column)
-    value = pc.filter(counts, pc.greater(counts.field("counts"), 1)).field("values")[0]
+    return bytes(pc.filter(counts, pc.greater(counts.field("counts"), 1)).field("values")[0].as_py())
+
+
+def _refuse_shared(stores: list[Store], paths: PathList, column: pa.Array) -> None:
+    """InputError naming a path two stores hold (:func:`duplicated_path`; the stores named by a second look)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    value = duplicated_path(paths, column)
+    if value is None:
+        return
     owner = np.repeat(np.arange(len(stores)), [len(s.paths) for s in stores])
     where = np.flatnonzero(pc.equal(column, value).to_numpy(zero_copy_only=False))[:2]
     a, b = (stores[int(owner[w])] for w in where)
-    path = bytes(value.as_py()).decode("utf-8", "surrogateescape")
+    path = value.decode("utf-8", "surrogateescape")
     if a is b:
         raise InputError(f"prefixes: file {path!r} is twice in {str(a.prefix)!r}; each file may be packed once")
     raise InputError(f"prefixes: file {path!r} is in two stores: {str(a.prefix)!r} and {str(b.prefix)!r}; each "
@@ -110,7 +104,7 @@ def _keys(stores: list[Store], paths: PathList) -> pa.Array:
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    column = _paths_column(paths)
+    column = paths_column(paths)
     parts, lo = [], 0
     for s in stores:
         kind = (s.sidecar.get("spec") or {}).get("documents")

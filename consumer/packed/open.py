@@ -186,7 +186,7 @@ def _open(prefix: Any, storage: Storage | None, check_lengths: bool = True) -> t
                   doc_header=_gather(store.doc_header, order), headers=list(side["headers"]), header_ptr=header_ptr,
                   header_tok=header_tok, with_header=side["with_header"], source=source)
     docs = StoreDocuments(**fields, token_lengths=store.lengths) if peer else DocumentTable(**fields)
-    if check_lengths:
+    if check_lengths and not peer:  # a store another tool wrote: its own lengths are the documents'
         _check_lengths(store, docs, order)
     corpus = Corpus.of(classes, paths, doc_class, "packed")
     return store, corpus, docs
@@ -202,8 +202,6 @@ def check_lengths(store: Store, docs: DocumentTable) -> None:
 
 
 def _check_lengths(store: Store, docs: DocumentTable, order: np.ndarray | None) -> None:
-    if store.sidecar.get("peer"):
-        return  # a store another tool wrote: its own lengths are the documents'
     actual = _gather(store.lengths, order)
     for a in range(0, len(docs), _WINDOW):  # a window at a time: no temporary of the documents' size
         expected = docs.content_start[a:a + _WINDOW] + docs.content_len[a:a + _WINDOW] + 1

@@ -38,7 +38,7 @@ from ..sources.token_store import MappedTokens
 from ..sources.version import versions_identity
 from ..storage import Storage
 from ..tokens.vocab import TokenVocab
-from .layout import SIDECAR_SUFFIX, TABLE_SUFFIX, with_suffix
+from .layout import SIDECAR_SUFFIX, TABLE_SUFFIX, recorded_end, with_suffix
 from .sums import data_offset
 
 __all__ = ["is_peer_store", "load_peer", "dtype_vocab_size"]
@@ -74,13 +74,6 @@ def _indexed(prefix: Path, check: bool = True, tokens: int | None = None) -> Ind
     return IndexedReader(str(prefix), multimodal=True, check=check, tokens=tokens)
 
 
-def _recorded_tokens(checked: Any) -> int | None:
-    """The tokens of a store whose check was recorded: where its last document ends (None: none recorded)."""
-    if checked is None or not checked.starts.shape[0]:
-        return None
-    return int(checked.starts[-1]) + int(checked.lengths[-1])
-
-
 class _Counting:
     """``0, 1, ..., n - 1`` as slices are asked for (the record numbers of a peer store's paths: no array of them)."""
 
@@ -114,7 +107,8 @@ def load_peer(prefix: Path, storage: Storage, vocab_size: int | None, recall: An
         files = {"bin": ".bin", "idx": ".idx"}
         identity = versions_identity({"peer": 1, "vocab_size": vocab_size}, _files(prefix, files))
         checked = recall(identity) if recall is not None else None
-        reader = _indexed(prefix, check=checked is None, tokens=_recorded_tokens(checked))
+        ends = None if checked is None else recorded_end(checked.starts, checked.lengths)
+        reader = _indexed(prefix, check=checked is None, tokens=ends)
         if checked is not None and checked.starts.shape[0] != len(reader):  # a record of another store: check all
             checked, reader = None, _indexed(prefix)
         fmt, dtype, tokens = "megatron", reader.dtype, reader.tokens

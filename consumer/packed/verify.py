@@ -22,6 +22,7 @@ from ..errors import FormatError
 from ..sources.paths import PathList
 from ..storage import Storage
 from ..util.validate import check_choice
+from .merge_table import duplicated_path
 from .open import Store, load_store
 
 __all__ = ["verify_packed"]
@@ -92,22 +93,10 @@ def verify_packed(prefix: Any, *, errors: str = "raise", **remote: Any) -> dict:
 
 
 def _duplicate_path(paths: PathList) -> str | None:
-    """A path the file table holds more than once, or None (Arrow's hash of every path's bytes: no ``str`` per
-    path). An open does not look for this: it is checked here, on demand, and when a store is packed or merged."""
-    import pyarrow as pa  # noqa: PLC0415  (only a verify needs it)
-    import pyarrow.compute as pc  # noqa: PLC0415
-
-    n = len(paths)
-    if n < 2:
-        return None
-    data = np.concatenate([paths.packed(), np.zeros(1, dtype=np.uint8)])  # every path followed by its NUL
-    offsets = paths.offsets()
-    column = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    if pc.count_distinct(column).as_py() == n:
-        return None
-    counts = pc.value_counts(column)
-    twice = pc.filter(counts, pc.greater(counts.field("counts"), 1))
-    return bytes(twice.field("values")[0].as_py()[:-1]).decode("utf-8", "surrogateescape")
+    """A path the file table holds more than once, or None (:func:`~.merge_table.duplicated_path`). An open does
+    not look for this: it is checked here, on demand, and when a store is packed or merged."""
+    found = duplicated_path(paths)
+    return None if found is None else found.decode("utf-8", "surrogateescape")
 
 
 def _message(store: Store, report: dict, bad_chunks: list, data_file: str | None, size: int, expected: str | None,

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import FormatError, InputError
 from ..packed.layout import FORMATS, as_prefix, store_dtype
-from ..packed.write import DEFAULT_CHUNK_TOKENS, pack, token_pieces
+from ..packed.write import DEFAULT_CHUNK_TOKENS, chunk_segments, pack, token_pieces
 from ..spec import Spec
 from ..tokens.documents import DocumentTable
 from ..util.fileio import fsync_dir
@@ -61,27 +61,23 @@ def pack_part_task(documents: DocumentTable, dtype: str, chunk_tokens: int, path
 
 
 def _part_pieces(path: str, lengths: np.ndarray, dtype: np.dtype, chunk_tokens: int, digest: Any, bar: Any
-                 ) -> Iterator[tuple[np.ndarray, bool]]:
-    """The documents of one part file as ``(piece, first)``: document ``k`` is the next ``lengths[k]`` tokens;
-    read ``chunk_tokens`` tokens at a time. FormatError when the file is not exactly ``sum(lengths)`` tokens."""
+                 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The documents of one part file as ``(tokens, lengths, first)`` chunks (see
+    :func:`~consumer.packed.write.token_pieces`): document ``k`` is the next ``lengths[k]`` tokens; one read of
+    ``chunk_tokens`` tokens at a time. FormatError when the file is not exactly ``sum(lengths)`` tokens."""
     width = dtype.itemsize
     expected = int(lengths.sum())
     if os.stat(path).st_size != expected * width:
         raise FormatError(f"{path}: a pack part holds {os.stat(path).st_size} bytes, expected {expected * width}")
-    buf, pos = np.zeros(0, dtype=dtype), 0
     with open(path, "rb") as f:
-        for n in lengths.tolist():
-            first, left = True, n
-            while first or left:
-                if pos == buf.size and left:
-                    buf, pos = np.frombuffer(f.read(min(chunk_tokens, expected) * width), dtype=dtype), 0
-                    if not buf.size:
-                        raise FormatError(f"{path}: a pack part ended early (it changed while being read)")
-                    digest.update(buf.data)
-                    bar.update(buf.nbytes)
-                take = min(left, buf.size - pos)
-                yield buf[pos:pos + take], first
-                pos, left, first = pos + take, left - take, False
+        for _, _, n, first in chunk_segments(np.asarray(lengths, dtype=np.int64), chunk_tokens):
+            want = int(n.sum())
+            buf = np.frombuffer(f.read(want * width), dtype=dtype)
+            if buf.size != want:
+                raise FormatError(f"{path}: a pack part ended early (it changed while being read)")
+            digest.update(buf.data)
+            bar.update(buf.nbytes)
+            yield buf, n, first
 
 
 def _refuse_store(engine: Engine, documents: DocumentTable) -> None:
@@ -107,7 +103,8 @@ def pack_on(engine: Engine, documents: DocumentTable, classes: list[str], spec: 
     fsync_dir(final.parent)
     keep = np.arange(len(classes), dtype=np.int64)  # classes unchanged in the parts
 
-    def pieces(dtype_: np.dtype, chunk: int, bar: Any, digest: Any) -> Iterator[tuple[np.ndarray, bool]]:
+    def pieces(dtype_: np.dtype, chunk: int, bar: Any, digest: Any,
+               ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         tasks = [(documents.subset(np.arange(a, b, dtype=np.int64), keep), dtype.str, chunk, str(parts / f"part-{k}"))
                  for k, (a, b) in enumerate(bounds)]
         for (a, b), (k, count) in zip(bounds, enumerate(engine.map(pack_part_task, tasks, label="pack"))):

@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError, InputError, short_repr
-from ..formats.chunksums import crc32c
-from ..util.fileio import fsync_dir, load_json_bounded, temp_path
+from ..formats.chunksums import crc32c_file
+from ..util.fileio import fsync_dir, load_json_bounded, move_aside, temp_path, write_npy
 
 __all__ = ["PARTS_DIR", "PART_FORMAT", "PartRef", "content_name", "input_name", "write_part", "find_part",
            "open_part", "pack_texts", "unpack_texts"]
@@ -54,7 +54,6 @@ PART_FORMAT = 1
 _MANIFEST = "part.json"
 _MMAP_MIN_BYTES = 1 << 20
 _HASH_BLOCK = 1 << 24  # bytes of a column hashed at a time
-_CRC_READ = 1 << 24  # bytes read at a time when a column is checked by CRC-32C
 
 
 @dataclass(frozen=True)
@@ -111,24 +110,11 @@ def _checksum(desc: dict) -> str:
 def _write_column(path: str, arr: np.ndarray) -> dict:
     """``arr`` as a ``.npy`` file at ``path`` (fsynced); its entry in ``part.json``."""
     with open(path, "xb") as f:
-        np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(arr))
-        if arr.size:
-            f.write(arr.reshape(-1).data.cast("B"))
+        write_npy(f, arr)
         f.flush()
         os.fsync(f.fileno())
     return {"file": os.path.basename(path), "dtype": arr.dtype.str, "shape": list(arr.shape),
-            "bytes": os.path.getsize(path), "crc32c": f"{_crc_of(path):08x}", "stamp": _stamp(os.stat(path))}
-
-
-def _crc_of(path: str) -> int:
-    """CRC-32C of a file's bytes, read through one buffer of at most 16 MiB: neither a copy of the file in the heap
-    nor its pages in this process's resident set."""
-    view = memoryview(bytearray(max(1, min(_CRC_READ, os.path.getsize(path)))))
-    crc = 0
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(view):
-            crc = crc32c(np.frombuffer(view[:n], dtype=np.uint8), crc)
-    return crc  # 0 for an empty file, as crc32c(b"")
+            "bytes": os.path.getsize(path), "crc32c": crc32c_file(path), "stamp": _stamp(os.stat(path))}
 
 
 def _ref(desc: dict) -> PartRef:
@@ -185,7 +171,7 @@ def find_part(root: str, name: str) -> PartRef | None:
             _column(folder, desc, column, None)
     except FormatError:
         try:
-            os.replace(folder, f"{folder}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+            move_aside(folder)
         except OSError:  # another worker moved it first
             pass
         return None
@@ -225,7 +211,7 @@ def _column(folder: str, desc: dict, column: str, expected: tuple[str, int] | No
         raise FormatError(f"part {path!r}: expected {meta['bytes']} bytes, got {st.st_size} (truncated or replaced)")
     now, then = _stamp(st), meta["stamp"]
     if (now[0], now[1], now[3]) != (then[0], then[1], then[3]):  # written since it was checked: check its bytes
-        got = f"{_crc_of(path):08x}"
+        got = crc32c_file(path)
         if got != meta["crc32c"]:
             raise FormatError(f"part {path!r}: expected CRC-32C {meta['crc32c']}, got {got} (damaged)")
     try:

@@ -53,7 +53,10 @@ class PathList(Sequence[str]):
 
     @classmethod
     def concat(cls, parts: Sequence[Sequence[str]]) -> PathList:
-        """The paths of every sequence in ``parts``, in order, in one PathList (one blob)."""
+        """The paths of every sequence in ``parts``, in order, in one PathList (one blob); PathLists are joined
+        as bytes (no ``str`` per path)."""
+        if parts and all(isinstance(p, PathList) for p in parts):
+            return cls._joined_blobs([p for p in parts if len(p)])  # type: ignore[misc]
         n = sum(len(p) for p in parts)
         at = np.zeros(n + 1, dtype=np.int64)
         k = 1
@@ -80,6 +83,20 @@ class PathList(Sequence[str]):
                     blob[lo + len(encoded)] = 0
                 k += len(chunk)
         return cls(blob, at)
+
+    @classmethod
+    def _joined_blobs(cls, parts: list[PathList]) -> PathList:
+        """Non-empty PathLists one after another: their blobs joined by a separator, offsets shifted."""
+        if not parts:
+            return cls.of([])
+        blobs, ats, base = [], [np.zeros(1, dtype=np.int64)], 0
+        for k, p in enumerate(parts):
+            if k:
+                blobs.append(np.zeros(1, dtype=np.uint8))
+            blobs.append(p.packed())
+            ats.append(p.offsets()[1:] + base)
+            base = int(ats[-1][-1])
+        return cls(np.concatenate(blobs), np.concatenate(ats))
 
     @classmethod
     def from_blob(cls, blob: np.ndarray) -> PathList:

@@ -26,10 +26,11 @@ import os
 import re
 import secrets
 import stat
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -56,6 +57,8 @@ __all__ = [
     "is_temp_name",
     "open_temp",
     "discard",
+    "move_aside",
+    "write_npy",
 ]
 
 MAX_JSON_BYTES = 256 * 2**20
@@ -345,3 +348,17 @@ def space_for(path: str | os.PathLike, need: int, what: str) -> Iterator[None]:
         if e.errno in SPACE_ERRNOS:
             raise space_error(path, need, what, e.errno) from e
         raise
+
+
+def move_aside(path: str) -> None:
+    """Keep a damaged artefact of ours for inspection (never delete it) and free its name: renamed to
+    ``<path>.corrupt-<time>-<pid>``."""
+    os.replace(path, f"{path}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+
+
+def write_npy(f: Any, arr: np.ndarray) -> None:
+    """``np.save`` of a C-contiguous array, the same bytes, written with ``f.write``: numpy's own ``tofile``
+    reports a short write as a bare ``OSError`` without an errno, which would hide a full disk or a size limit."""
+    np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(arr))
+    if arr.size:
+        f.write(arr.reshape(-1).data.cast("B"))

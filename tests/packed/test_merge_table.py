@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from consumer import Consumer, merge_packed
 from consumer.errors import InputError
-from consumer.packed.merge_table import joined_paths, store_pieces
+from consumer.packed.merge_table import store_pieces
 from consumer.packed.open import load_store
 from consumer.sources.paths import PathList
 
@@ -23,7 +23,7 @@ _names = st.lists(st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_
 
 @given(parts=st.lists(_names, max_size=4))
 def test_joined_paths_are_the_lists_one_after_another(parts):
-    joined = joined_paths([PathList.of(p) for p in parts])
+    joined = PathList.concat([PathList.of(p) for p in parts])
     assert list(joined) == [x for p in parts for x in p]
 
 

@@ -100,8 +100,8 @@ class RecordPaths(PathList):
         made = self._cell.get("paths")
         if made is None:
             made = record_paths(*self._args[:4])
-            if len(self._args) > 4 and self._args[4] is not None:  # the documents in another order
-                made = PathList.of(made.take(self._args[4]))
+            if self._order is not None:  # the documents in another order
+                made = PathList.of(made.take(self._order))
             self._cell["paths"] = made
         PathList.__init__(self, made._blob, made._at, self._n0, self._n1)
         return object.__getattribute__(self, name)
@@ -115,14 +115,19 @@ class RecordPaths(PathList):
         (None: that same order); else None."""
         if not self._lazy() or (self._n0, self._n1) != (0, len(self._args[1])):
             return None
-        return self._args[1], self._args[2], self._args[4] if len(self._args) > 4 else None
+        return self._args[1], self._args[2], self._order
+
+    @property
+    def _order(self) -> np.ndarray | None:
+        """The order the documents take, when not the containers' (``args[4]``), else None."""
+        return self._args[4] if len(self._args) > 4 else None
 
     def _lazy(self) -> bool:
         """Whether paths can be made a piece at a time (not made yet, numbered records: no member names)."""
         return not self._made() and self._args[3] is None
 
     def _ids(self, lo: int, hi: int) -> np.ndarray | slice:
-        order = self._args[4] if len(self._args) > 4 else None
+        order = self._order
         return slice(self._n0 + lo, self._n0 + hi) if order is None else order[self._n0 + lo:self._n0 + hi]
 
     def widths(self, lo: int, hi: int) -> np.ndarray:
@@ -131,7 +136,9 @@ class RecordPaths(PathList):
         if not self._lazy():
             return PathList.widths(self, lo, hi)
         ids = self._ids(lo, hi)
-        names = np.array([len(os.fsencode(c)) for c in self._args[0]], dtype=np.int64)  # O(containers)
+        names = self._cell.get("name_bytes")
+        if names is None:  # once per list (O(containers)), shared by its slices
+            names = self._cell["name_bytes"] = np.array([len(os.fsencode(c)) for c in self._args[0]], np.int64)
         out: np.ndarray = names[self._args[1][ids]] + 2 + _digits(np.asarray(self._args[2][ids], dtype=np.int64))
         return out
 

@@ -33,13 +33,6 @@ _MAGIC_HEAD = 1 << 20  # bytes of a document libmagic looks at
 _GAP = 4096  # ranges of a container at most this far apart are read as one (the bytes between read and dropped)
 
 
-def _copy_out(out: np.ndarray, at: np.ndarray, data: np.ndarray, src: np.ndarray, lengths: np.ndarray) -> None:
-    """``out[at[k]:at[k] + lengths[k]] = data[src[k]:src[k] + lengths[k]]`` for every range ``k`` (many short
-    ranges in one vectorised gather, long ones a slice copy each: :func:`~consumer.formats.mmidx.copy_ranges`)."""
-    copy_ranges(out, data, np.asarray(src, dtype=np.int64), np.asarray(lengths, dtype=np.int64),
-                np.asarray(at, dtype=np.int64))
-
-
 def _ints(a: Any) -> np.ndarray:
     """``a`` as int32 when it is so (values that fit, narrowed by the build), else as int64."""
     got = np.asarray(a)
@@ -116,13 +109,14 @@ class RecordFiles(ByteSource):
         return RecordFiles(self.containers, PathList.of(self.paths.take(ids)) if isinstance(self.paths, PathList)
                            else [self.paths[i] for i in ids.tolist()], self.doc_container[ids], self.doc_offset[ids],
                            self.sizes[ids], self.doc_inplace[ids], self.decoded, pick(self.json_offset),
-                           pick(self.json_length), self.record[ids], self.from_lines, self.options)
+                           pick(self.json_length), self.record[ids], self.from_lines, self.options,
+                           stamps=self.stamps[ids])
 
     def with_paths(self, paths: Sequence[str]) -> RecordFiles:
         """The same documents under ``paths`` (equal strings)."""
         return RecordFiles(self.containers, paths, self.doc_container, self.doc_offset, self.sizes, self.doc_inplace,
                            self.decoded, self.json_offset, self.json_length, self.record, self.from_lines,
-                           self.options)
+                           self.options, stamps=self.stamps)
 
     def read_ranges(self, ids: Any, offsets: Any, lengths: Any, out: np.ndarray, at: Any) -> None:
         """See :meth:`ByteSource.read_ranges`: ranges of in-place documents are read from their containers (the
@@ -173,7 +167,7 @@ class RecordFiles(ByteSource):
         buf = np.empty(int(span_hi[-1] - span_lo[-1] + span_at[-1]), dtype=np.uint8)
         self.containers.read_ranges(cont[first], span_lo, span_hi - span_lo, buf, span_at)
         span = np.cumsum(new) - 1
-        _copy_out(out, at, buf, start - span_lo[span] + span_at[span], lengths)
+        copy_ranges(out, buf, start - span_lo[span] + span_at[span], lengths, at)
 
     def _from_lines(self, ids: np.ndarray, start: np.ndarray, lengths: np.ndarray, out: np.ndarray,
                     at: np.ndarray) -> None:
@@ -208,7 +202,7 @@ class RecordFiles(ByteSource):
             raise FileChangedError(f"{self.paths[bad]!r}: its JSON record's text is {int(length[wrong[0]])} bytes, "
                                    f"{int(self.sizes[bad])} when indexed; the container changed after indexing: "
                                    f"build the dataset again")
-        _copy_out(out, at, data, offset[inv] + start, lengths)
+        copy_ranges(out, data, offset[inv] + start, lengths, at)
 
     def _from_caches(self, cont: np.ndarray, start: np.ndarray, lengths: np.ndarray, out: np.ndarray,
                      at: np.ndarray) -> None:

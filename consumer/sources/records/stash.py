@@ -97,17 +97,30 @@ def _write_index(path: str, scanned: Scanned) -> dict[str, list[Any]]:
     return layout
 
 
-def load_stash(root: str, key: str) -> tuple[Scanned, str] | None:
-    """The entry ``key`` (its scan and its decode file's path), or None when it is missing or damaged."""
+def _meta(root: str, key: str) -> tuple[dict[str, Any], str] | None:
+    """Entry ``key``'s ``meta.json`` and its decode cache's path, when the entry is there for that key and the
+    decode cache holds the bytes the meta says, else None."""
     where = _dir(root, key)
     try:
         with open(os.path.join(where, "meta.json"), "rb") as f:
             meta = json.loads(f.read())
         decoded = os.path.join(where, "decoded.bin")
-        if meta.get("key") != key or os.path.getsize(decoded) != meta["decoded_bytes"]:
-            return None
+        ok = isinstance(meta, dict) and meta.get("key") == key and \
+            os.path.getsize(decoded) == meta.get("decoded_bytes")
+    except (OSError, ValueError):
+        return None
+    return (meta, decoded) if ok else None
+
+
+def load_stash(root: str, key: str) -> tuple[Scanned, str] | None:
+    """The entry ``key`` (its scan and its decode file's path), or None when it is missing or damaged."""
+    found = _meta(root, key)
+    if found is None:
+        return None
+    meta, decoded = found
+    try:
         arrays = {}
-        with open(os.path.join(where, "index.bin"), "rb") as f:
+        with open(os.path.join(_dir(root, key), "index.bin"), "rb") as f:
             if os.fstat(f.fileno()).st_size != meta["index_bytes"]:
                 return None
             for k, (dtype, count, at) in meta["layout"].items():  # each array read into its own buffer
@@ -141,15 +154,8 @@ def load_stash(root: str, key: str) -> tuple[Scanned, str] | None:
 def stash_decoded(root: str, key: str, size: int) -> str | None:
     """The path of entry ``key``'s decode cache when the entry is there for that key and its decode cache holds
     ``size`` bytes, else None (a dataset assembled from the entry must be assembled again)."""
-    where = _dir(root, key)
-    try:
-        with open(os.path.join(where, "meta.json"), "rb") as f:
-            meta = json.loads(f.read())
-        decoded = os.path.join(where, "decoded.bin")
-        ok = meta.get("key") == key and meta.get("decoded_bytes") == size == os.path.getsize(decoded)
-    except (OSError, ValueError, AttributeError):
-        return None
-    return decoded if ok else None
+    found = _meta(root, key)
+    return found[1] if found is not None and found[0].get("decoded_bytes") == size else None
 
 
 def _syncfs(path: str) -> bool:
