@@ -16,6 +16,8 @@ from consumer.dataset.cache import list_entries
 from consumer.dataset.clear import clear
 from consumer.tokens.megatron_index import MegatronSampling
 
+from .helpers.descriptors import held_under
+
 
 def test_short_file_names_do_not_eat_the_description(tmp_path):
     for name in ("e", "t", "text", "x"):
@@ -68,20 +70,6 @@ def test_mixed_input_forms(corpus, make, message):
         Consumer(make(corpus), cache_dir=False)
 
 
-def _open_fds(root) -> int:
-    """Descriptors of this process open on files under ``root`` (the test's corpus and cache directory: the
-    catalog, its WAL and claims files, the source files). Other components' background threads (a test cluster's
-    monitor reading /proc, its sockets) open and close descriptors of their own at any time."""
-    n = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # closed meanwhile (the listing's own descriptor, a background thread's)
-            continue
-        n += target.startswith(str(root))
-    return n
-
-
 def test_no_descriptor_or_connection_leaks(corpus_dir, tmp_path):
     cache = tmp_path / "c"
     Consumer(corpus_dir, cache_dir=cache).sql("SELECT 1")
@@ -94,17 +82,17 @@ def test_no_descriptor_or_connection_leaks(corpus_dir, tmp_path):
 
     for _ in range(10):
         cycle()
-    settled = _open_fds(tmp_path)
+    settled = held_under(tmp_path)
     for _ in range(40):
         cycle()
-    assert _open_fds(tmp_path) - settled <= 2  # no growth per dataset (it was 12+ descriptors each)
+    assert held_under(tmp_path) - settled <= 2  # no growth per dataset (it was 12+ descriptors each)
     gc.collect()
-    before = _open_fds(tmp_path)
+    before = held_under(tmp_path)
     with Consumer(corpus_dir, cache_dir=cache) as ds:
         ds.sql("SELECT count(*) FROM files WHERE mime IS NOT NULL")  # names a libmagic column: opens the catalog
-        assert _open_fds(tmp_path) > before  # the catalog and the SQL view are open
+        assert held_under(tmp_path) > before  # the catalog and the SQL view are open
     gc.collect()  # ds is still referenced: only close() can have released its connections
-    assert _open_fds(tmp_path) <= before  # leaving the block closed both
+    assert held_under(tmp_path) <= before  # leaving the block closed both
 
 
 def test_large_cached_arrays_are_memory_mapped(corpus_dir, tmp_path, monkeypatch):

@@ -17,6 +17,7 @@ import pytest
 from consumer import Consumer
 from consumer.errors import FileChangedError
 
+from ..helpers.descriptors import held_under
 from .writers import write_jsonl, write_lines
 
 CHANGES = ["rewrite", "truncate", "append", "rename-over", "delete", "symlink"]
@@ -109,10 +110,10 @@ def test_a_forked_child_and_a_pickled_copy_read_the_same_batches(tmp_path, kind)
 
 def test_close_closes_the_kept_containers_and_reading_opens_them_again(tmp_path) -> None:
     gc.collect()
-    before = len(os.listdir("/proc/self/fd"))
+    before = held_under(tmp_path)
     ds, _ = _dataset(tmp_path, "jsonl", cache=False)
     rows = ds.fetch_numpy(np.arange(len(ds)))["input_array"]
-    assert len(os.listdir("/proc/self/fd")) - before >= 4
+    assert held_under(tmp_path) - before >= 4
     ds.close()
     assert len(ds.documents.source.containers.kept) == 0
     assert np.array_equal(ds.fetch_numpy(np.arange(len(ds)))["input_array"], rows)

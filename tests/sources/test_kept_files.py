@@ -23,16 +23,13 @@ from consumer.errors import FileChangedError
 from consumer.sources.kept_files import KEEP_OPEN, KeptFiles, keep_limit
 from consumer.sources.local import LocalFiles
 
+from ..helpers.descriptors import held_under
 from ..helpers.racing import PREADV, race_preadv
 
 CHANGES = ["rewrite", "truncate", "append", "rename-over", "delete", "symlink"]
 MESSAGES = {"rewrite": "changed since the build", "truncate": "shorter than at build time",
             "append": "longer than at build time", "rename-over": "another file now",
             "delete": "no longer there", "symlink": "a device now|another file now"}
-
-
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 def _write_files(root: Path, n: int, size: int = 3000) -> list[str]:
@@ -123,21 +120,21 @@ def test_a_moved_access_time_is_not_a_change(tmp_path) -> None:
 def test_kept_descriptors_stay_bounded_and_close_and_gc_close_them(tmp_path) -> None:
     paths = _write_files(tmp_path / "d", 3 * KEEP_OPEN, size=200)
     gc.collect()  # the sources of earlier tests closed
-    before = _open_fds()
+    before = held_under(tmp_path)
     source = LocalFiles.listed(paths)
     limit = source.kept.limit
     assert 1 <= limit <= KEEP_OPEN and limit == keep_limit()
     ids = list(range(len(paths)))
     for _ in range(2):
         assert _read(source, ids).tobytes() == _want(paths, ids)
-        assert len(source.kept) == limit and _open_fds() <= before + limit
+        assert len(source.kept) == limit and held_under(tmp_path) <= before + limit
     source.close()
-    assert len(source.kept) == 0 and _open_fds() == before
+    assert len(source.kept) == 0 and held_under(tmp_path) == before
     assert _read(source, ids[:5]).tobytes() == _want(paths, ids[:5])  # reopened when used again
-    assert _open_fds() == before + 5
+    assert held_under(tmp_path) == before + 5
     del source
     gc.collect()
-    assert _open_fds() == before
+    assert held_under(tmp_path) == before
 
 
 _LOW_LIMIT = r"""
@@ -191,7 +188,7 @@ def test_threads_reading_one_source_never_lose_a_descriptor_under_them(tmp_path)
     want = {i: Path(p).read_bytes() for i, p in enumerate(paths)}
     errors: list[BaseException] = []
     gc.collect()
-    before = _open_fds()
+    before = held_under(tmp_path)
 
     def work(seed: int) -> None:
         rng = np.random.default_rng(seed)
@@ -210,7 +207,7 @@ def test_threads_reading_one_source_never_lose_a_descriptor_under_them(tmp_path)
     for t in threads:
         t.join()
     assert not errors, errors[0]
-    assert len(source.kept) <= 3 and _open_fds() <= before + 3
+    assert len(source.kept) <= 3 and held_under(tmp_path) <= before + 3
 
 
 def _in_child(source: LocalFiles, ids: list[int], conn) -> None:
