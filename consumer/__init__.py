@@ -35,6 +35,8 @@ from .errors import (
     WorkerError,
 )
 from .fetch.columns import COLUMNS, QUERY_PRESETS
+from .fetch.objectives import span_vocab_size
+from .fetch.spans import compute_input_and_target_lengths
 from .query.rows import Rows
 from .spec import Spec
 from .storage import default_cache_dir
@@ -60,6 +62,8 @@ __all__ = [
     "MegatronSampling",
     "QUERY_PRESETS",
     "COLUMNS",
+    "span_vocab_size",
+    "compute_input_and_target_lengths",
     "Rows",
     "make_loader",
     "ConsumerLoader",

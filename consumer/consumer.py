@@ -57,7 +57,7 @@ class Consumer(SQLMethods, ModeMethods):
 
     def __init__(self, fps: Any, *, style: str = "diff", n_bytes: int = 2, seqlen: int | str = "auto",
                  metadata: Any = _DEFAULT, class_to_id: dict | None = None, seed: int = 4, cache_dir: Any = None,
-                 verbose: bool = False, long_files: str = "truncate", sampling: Any = "consumer",
+                 verbose: bool = False, long_files: str | None = None, sampling: Any = "consumer",
                  dedupe: str | None = None, storage_options: dict | None = None, remote_cache: Any = None,
                  distributed: bool = True, engine: Any = None, documents: str = "files", text_field: str = "text",
                  class_field: str | None = None, on_bad_record: str = "raise",
@@ -89,7 +89,7 @@ class Consumer(SQLMethods, ModeMethods):
         self.class_to_id = dict(s.class_to_id or {})
         self.id_to_class: dict[int, str] = {self.class_to_id[c]: c for c in self.classes}
         class_ids = np.array([self.class_to_id[c] for c in self.classes], dtype=np.int64)
-        self._fetcher = Fetcher(built.documents, built.index, class_ids, s.seed, crop=s.crops)
+        self._fetcher = Fetcher(built.documents, built.index, class_ids, s.seed, crop=s.crops, sampling=s.sampling)
         self._session = SQLSession(built.documents, built.index, self.classes, self.class_to_id,
                                    metadata_name(s.metadata), built.cache_root, built.catalog, verbose)
         self._select_rng, self._mask, self.mode = generator(s.seed, "select"), MaskConfig(), None
@@ -99,7 +99,7 @@ class Consumer(SQLMethods, ModeMethods):
 
     @classmethod
     def from_packed(cls, prefix: Any, *, style: str = "diff", seqlen: int | str = "auto",
-                    class_to_id: dict | None = None, seed: int = 4, long_files: str = "truncate",
+                    class_to_id: dict | None = None, seed: int = 4, long_files: str | None = None,
                     sampling: Any = "consumer", verify: bool = False, vocab_size: int | None = None, **remote: Any
                     ) -> Consumer:
         """A store :meth:`pack` or Megatron/fairseq/Modalities wrote (then sequences are documents, ids a vocabulary of

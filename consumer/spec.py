@@ -25,7 +25,7 @@ import numpy as np
 from .catalog.headers import check_metadata
 from .errors import InputError, short_repr
 from .sources.records.options import RecordOptions
-from .tokens.index import LONG_FILES, STYLES, check_seqlen
+from .tokens.index import STYLES, check_seqlen, long_files_choices
 from .tokens.sampling import ConsumerSampling, MegatronSampling, Sampling, parse_sampling
 from .tokens.vocab import TokenVocab, Vocab
 from .util.validate import check_choice, check_class_to_id, check_int
@@ -57,7 +57,7 @@ class Spec:
     n_bytes: int = 2
     seqlen: int | str = "auto"
     metadata: Metadata = "file"
-    long_files: str = "truncate"
+    long_files: str | None = None  # None: the style's default ("windows" for packed, else "truncate")
     sampling: Sampling = field(default_factory=ConsumerSampling)
     class_to_id: dict[str, int] | None = None
     seed: int = 4
@@ -71,7 +71,7 @@ class Spec:
         object.__setattr__(self, "n_bytes", Vocab(self.n_bytes).n_bytes)
         object.__setattr__(self, "seqlen", check_seqlen(self.seqlen))
         check_metadata(self.metadata)
-        check_choice("long_files", self.long_files, LONG_FILES)
+        self._resolve_long_files()
         object.__setattr__(self, "seed", check_int("seed", self.seed, 0))
         check_choice("dedupe", self.dedupe, DEDUPE_MODES)
         sampling = parse_sampling(self.sampling)
@@ -87,6 +87,16 @@ class Spec:
             if not isinstance(self.records, dict):
                 raise InputError(f"records must be RecordOptions or its dict, got {short_repr(self.records)}")
             object.__setattr__(self, "records", RecordOptions(**self.records))
+
+    def _resolve_long_files(self) -> None:
+        """``long_files`` checked against the style's choices, ``None`` made the style's default (the keys of diff and
+        concat datasets keep ``"truncate"``)."""
+        choices = long_files_choices(self.style)
+        if self.long_files is None:
+            object.__setattr__(self, "long_files", choices[0])
+        # packed rows hold whole documents: "crop" (a diff row's window moved per epoch) means nothing there
+        check_choice("long_files" if self.style != "packed" else "long_files with style='packed'", self.long_files,
+                     choices)
 
     def __setstate__(self, state: dict) -> None:
         """Unpickle, also a spec pickled before documents inside containers existed (whole files then)."""
@@ -133,7 +143,7 @@ class Spec:
     def key_dict(self) -> dict:
         """The settings that decide a sample index, as JSON (part of the cache key)."""
         return {"style": self.style, "n_bytes": self.n_bytes, "seqlen": self.seqlen, "long_files": self.long_files,
-                "sampling": self.sampling.to_dict(), "seed": self.seed if self.megatron else None,
+                "sampling": self.sampling.key_dict(), "seed": self.seed if self.megatron else None,
                 "metadata": metadata_name(self.metadata), "dedupe": self.dedupe,
                 "class_to_id": None if self.class_to_id is None else dict(self.class_to_id), **self._records_dict()}
 

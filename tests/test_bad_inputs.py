@@ -178,7 +178,7 @@ ROWS: list[tuple[str, Callable, type[Exception], str]] = [
     ("build_index seqlen 2**40", lambda t, d: build_index("diff", [3], [0], 1, 2**40), InputError,
      "got 1099511627776"),
     ("build_index style list", lambda t, d: build_index(["diff"], [3], [0], 1, 8), InputError,
-     "style must be one of ['concat', 'diff'], got ['diff']"),
+     "style must be one of ['concat', 'diff', 'packed'], got ['diff']"),
     # group 7: one file, one label
     ("one file under three classes", lambda t, d: _one_file_three_labels(t), InputError,
      "are the same file (same device and inode: a symlink or a hard link) (classes 'cat' and 'dog')"),

@@ -102,15 +102,17 @@ def _int_at_least(low: int):
 
 
 def _add_dataset_options(p: argparse.ArgumentParser, seqlen_default: int | str = "auto") -> None:
-    p.add_argument("--style", default="diff", choices=["diff", "concat"],
-                   help="diff: one padded sample per file; concat: per class one token stream cut into exact "
-                        "windows (default: %(default)s)")
+    p.add_argument("--style", default="diff", choices=["diff", "concat", "packed"],
+                   help="diff: one padded sample per file; packed: per class whole files placed into rows by "
+                        "best-fit decreasing; concat: per class one token stream cut into exact windows "
+                        "(default: %(default)s)")
     p.add_argument("--n-bytes", type=int, default=2, choices=[1, 2, 3],
                    help="bytes per token (default: %(default)s)")
     p.add_argument("--seqlen", type=_seqlen, default=seqlen_default, help=_SEQLEN_HELP + " (default: %(default)s)")
-    p.add_argument("--long-files", default="truncate", choices=["truncate", "windows"],
-                   help="diff style: serve the first seqlen tokens of a long file, or all of it as consecutive "
-                        "windows (default: %(default)s)")
+    p.add_argument("--long-files", default=None, choices=["truncate", "windows"],
+                   help="diff and packed styles: serve the first seqlen tokens of a long file, or all of it as "
+                        "consecutive windows; with --style packed the default is windows (no byte lost), else "
+                        "(default: truncate)")
 
 
 def _add_corpus_options(p: argparse.ArgumentParser) -> None:

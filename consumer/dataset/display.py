@@ -11,6 +11,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from ..tokens.index import long_files_choices
+
 __all__ = ["repr_html", "text_repr", "human_bytes", "MAX_CLASS_ROWS", "MAX_REPR_CLASSES"]
 
 MAX_CLASS_ROWS = 50   # class rows shown in the HTML table (the total row always covers every class)
@@ -29,7 +31,7 @@ def text_repr(ds: Any) -> str:
     size = ds.spec.vocab_size  # a store another tool wrote: its ids are not bytes
     parts = [f"style={ds.style!r}", f"n_bytes={ds.vocab.n_bytes}" if size is None else f"vocab_size={size}",
              f"seqlen={ds.seqlen}"]
-    if ds.long_files != "truncate":
+    if ds.long_files != long_files_choices(ds.style)[0]:  # not the style's default
         parts.append(f"long_files={ds.long_files!r}")
     if ds.spec.megatron:
         parts.append("sampling='megatron'")

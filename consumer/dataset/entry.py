@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from .._version import __version__
 from ..catalog.headers import HEADER_RULES_VERSION, MAX_HEADER_BYTES
 from ..sources.magic import libmagic_version
@@ -27,8 +29,9 @@ def index_key(spec: Spec, classes: list[str], files_sha256: str) -> str:
 
 def sample_index(spec: Spec, documents: DocumentTable, n_classes: int) -> SampleIndex:
     """The sample index of ``documents`` by the settings of ``spec`` (style, seqlen, long files, sampling, seed)."""
+    long_files = cast(str, spec.long_files)  # never None: the spec resolves it to the style's default
     return spec.sampling.build(documents.doc_len, documents.doc_class, n_classes, style=spec.style,
-                               seqlen=spec.seqlen, long_files=spec.long_files, seed=spec.seed)
+                               seqlen=spec.seqlen, long_files=long_files, seed=spec.seed)
 
 
 def save_built(cache_root: str, key: str, spec: Spec, documents: DocumentTable, index: SampleIndex,

@@ -56,7 +56,7 @@ def dataset_dict(built: Built, *, mode: str | None, mask: MaskConfig, batches: d
         "max_header_bytes": MAX_HEADER_BYTES,
         "seed": spec.seed,
         "mode": mode,
-        "mask": {"frequency": mask.frequency, "rule": mask.rule, "add_cls": mask.add_cls},
+        "mask": mask.settings(),
         "n_classes": n,
         "classes": classes,
         "class_to_id": settings["class_to_id"],

@@ -20,7 +20,8 @@ from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from ..tokens.split import crop_offsets
 from ..util.validate import is_int
-from .columns import MaskConfig, build_columns, columns_of, mask_rng, needs_masking
+from .columns import BatchParts, MaskConfig, Query, make_columns, mask_rng, parse_query
+from .objectives import batch_parts
 from .one_row import OneRow
 from .packed_rows import SMALL_BATCH, PackedRows
 from .raw_rows import FEW_ROWS, few_rows
@@ -64,8 +65,9 @@ class Fetcher:
     """Reads batches of one dataset: ``fetch(ids, query)`` -> ``{column: numpy array}``."""
 
     def __init__(self, documents: DocumentTable, index: SampleIndex, class_ids: np.ndarray, seed: int,
-                 crop: bool = False):
+                 crop: bool = False, sampling: object = None):
         self.documents = documents
+        self.sampling = sampling  # the dataset's sampling (a MegatronSampling shapes the "megatron" query)
         self.index = index
         self.class_ids = class_ids  # class index -> class id (class_to_id)
         self.seed = seed
@@ -82,7 +84,10 @@ class Fetcher:
               width: int | None = None, out_dtype: npt.DTypeLike = np.int64) -> dict[str, np.ndarray]:
         """The columns of ``query`` for ``sample_ids`` (in order; int64 or ``out_dtype``). ``epoch`` varies the masks;
         ``width`` (>= the longest selected sample) narrows the rows from ``seqlen``."""
-        cols = columns_of(query)
+        q = parse_query(query)
+        if q.objective == "megatron" and getattr(self.sampling, "create_attention_mask", False) and \
+                "attention_mask" not in q.columns:  # Megatron's item has it when its config makes it
+            q = Query(q.objective, (*q.columns, "attention_mask"))
         n = len(self.index)
         if sample_ids.size:
             if sample_ids.size <= SMALL_BATCH:  # min/max of a few Python ints: cheaper than two numpy reductions
@@ -95,13 +100,15 @@ class Fetcher:
         if width is not None and sample_ids.size and int(self.index.sample_tokens()[sample_ids].max()) > width:
             raise InputError(f"width={width} is narrower than the longest selected sample "
                              f"({int(self.index.sample_tokens()[sample_ids].max())} tokens)")
-        masking = needs_masking(cols)
+        masking = q.objective == "mask"
         dtype = _out_dtype(out_dtype)
         if dtype is None:
             raise InputError(f"out_dtype must be numpy.int64 or numpy.int32, got {short_repr(out_dtype)}")
         rows, width_ = int(sample_ids.size), self.index.seqlen if width is None else int(width)
         # token rows, content mask, masked copy and labels, attention mask: at most ~5 [B, L] int64 arrays at once
-        need = rows * (width_ + 1) * 8 * (5 if masking else 2)
+        need = rows * (width_ + 1) * 8 * (5 if masking or q.objective != "plain" else 2)
+        if "attention_mask" in q.columns and q.objective == "megatron":
+            need += rows * width_ * width_  # [B, 1, L, L] bool
         if need > batch_budget():
             raise InputError(f"sample_ids: a batch of {rows} rows x {width_} tokens needs about {need} bytes, over the "
                              f"fetch budget of {batch_budget()} bytes (${_BUDGET_ENV}); fetch fewer samples at a "
@@ -127,15 +134,29 @@ class Fetcher:
             reading.check(tokens, sample_ids, shift)
         else:
             content = None
-        if cols == _PLAIN and not mask.add_cls:
+        if q.columns == _PLAIN and q.objective == "plain" and not mask.add_cls:
             return {"input_array": tokens}
-        first_seg = self.index.seg_ptr[sample_ids] if "file_id" in cols or "offset" in cols else _NONE
-        return build_columns(
-            cols, tokens, content, vocab=self.documents.vocab, cfg=mask,
-            rng_factory=lambda: mask_rng(self.seed, epoch, sample_ids), sample_ids=sample_ids,
-            sample_class_ids=self.class_ids[self.index.sample_class[sample_ids]] if "class" in cols else _NONE,
-            file_id=self.index.seg_doc[first_seg].astype(np.int64) if "file_id" in cols else _NONE,
-            offset=self.index.seg_start[first_seg] + (0 if shift is None else shift) if "offset" in cols else _NONE)
+        return make_columns(q, self._parts(q, tokens, content, sample_ids, shift, mask, epoch))
+
+    def _parts(self, q: Query, tokens: np.ndarray, content: np.ndarray | None, ids: np.ndarray,
+               shift: np.ndarray | None, mask: MaskConfig, epoch: int) -> BatchParts:
+        """What this batch's columns are made from (see :func:`consumer.fetch.objectives.batch_parts`)."""
+        index = self.index
+
+        def per_sample(name: str) -> np.ndarray:
+            if name == "class":
+                out: np.ndarray = self.class_ids[index.sample_class[ids]]
+                return out
+            first_seg = index.seg_ptr[ids]
+            if name == "file_id":
+                out = index.seg_doc[first_seg].astype(np.int64)
+                return out
+            out = index.seg_start[first_seg] + (0 if shift is None else shift)
+            return out
+
+        return batch_parts(q, tokens, content, ids, documents=self.documents, index=index, shift=shift, mask=mask,
+                           sampling=self.sampling, rng=lambda: mask_rng(self.seed, epoch, ids),
+                           per_sample=per_sample)
 
     def _reading(self) -> _StoreRows | _FileRows:
         """How this dataset's rows are read, as its source chooses."""

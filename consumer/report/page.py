@@ -51,10 +51,12 @@ def cell(value: Any) -> str:
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], query: str | None = None, *,
-          limit_note: str = "") -> str:
+          limit_note: str = "", source: str | None = None) -> str:
     """An HTML table of an SQL answer (``query``: the id of the statement it answers, ``data-query`` on the
-    table, so a reader, or a test, can find the statement ``sql-<id>``)."""
+    table, so a reader, or a test, can find the statement ``sql-<id>``), or of numbers that come from elsewhere
+    (``source``: their id, ``data-source`` on the table; the page says where they come from)."""
     attr = f' data-query="{text(query)}"' if query else ""
+    attr += f' data-source="{text(source)}"' if source else ""
     head = "".join(f"<th>{text(c)}</th>" for c in columns)
     body = []
     for r in rows:

@@ -16,6 +16,7 @@ from ..catalog.rows import display_path
 from ..dataset.display import human_bytes
 from ..query.rows import Rows
 from ..spec import metadata_name
+from . import plans
 from .page import Panel, table, text
 from .queries import Queries
 from .samples import sample_html
@@ -41,6 +42,7 @@ class Context:
     types: bool
     kind: str
     _per_class: Rows | None = None
+    _index_per_class: list[tuple[str, int, float | None]] | None = None
 
     def run(self, panel: Panel, key: str, statement: str) -> Rows:
         """Run ``statement`` through ``ds.sql`` and record it on ``panel`` under ``key``."""
@@ -54,6 +56,37 @@ class Context:
         if self._per_class is None:
             self._per_class = self.ds.sql(statement, timeout=None)
         return self._per_class
+
+    def index_per_class(self) -> list[tuple[str, int, float | None]]:
+        """``(class, samples, pad_pct)`` of every class from the sample index itself: rows from ``class_ptr``, real
+        tokens from ``sample_tokens()`` (what a ``packed`` dataset shows where SQL has no formula)."""
+        if self._index_per_class is None:
+            index = self.ds.index
+            ptr = np.asarray(index.class_ptr, dtype=np.int64)
+            csum = np.concatenate(([0], np.cumsum(index.sample_tokens(), dtype=np.int64)))
+            real, rows, width = csum[ptr[1:]] - csum[ptr[:-1]], np.diff(ptr), int(index.seqlen)
+            self._index_per_class = [
+                (str(name), int(n), round(100.0 * (1.0 - int(r) / (int(n) * width)), 2) if n else None)
+                for name, n, r in zip(self.ds.classes, rows.tolist(), real.tolist())]
+        return self._index_per_class
+
+    def samples_pad(self, panel: Panel) -> dict[str, tuple[int, float | None]]:
+        """``{class: (samples, pad_pct)}`` at the dataset's ``seqlen``: the per-class answer's columns, or for a
+        ``packed`` dataset the sample index's (:meth:`index_per_class`)."""
+        if self.queries.style == "packed":
+            return {name: (n, pad) for name, n, pad in self.index_per_class()}
+        return {str(r[0]): (r[4], r[5]) for r in self.per_class(panel)}
+
+
+_INDEX_NOTE = ("samples and pad_pct of a packed dataset come from its sample index (rows per class from "
+               "ds.index.class_ptr, real tokens from ds.index.sample_tokens()), not from SQL: best-fit packing has no "
+               "SQL formula.")
+
+
+def _index_table(ctx: Context) -> str:
+    """The per-class samples and PAD share of the sample index (a ``packed`` dataset), marked as not SQL."""
+    return ("<h3>samples and pad_pct per class: from the sample index</h3>"
+            + table(("class", "samples", "pad_pct"), ctx.index_per_class(), source="per_class_index"))
 
 
 def _table(rows: Rows, key: str) -> str:
@@ -89,16 +122,20 @@ def balance(ctx: Context) -> Panel:
     """Files, bytes and samples per class, as bars and as a table."""
     p = Panel("balance", "Class balance")
     rows = ctx.per_class(p)
+    per = ctx.samples_pad(p)
     cols = rows.columns
     shown = _top(rows, 1, _CHART_CLASSES)
     labels = [str(r[0]) for r in shown]
     p.parts.append(_charts(
         hbars(cols[1], labels, [r[1] for r in shown], lambda v: f"{int(v):,}", color=PALETTE[0]),
         hbars("bytes", labels, [r[2] for r in shown], human_bytes, color=PALETTE[1], exact=lambda v: f"{int(v):,}"),
-        hbars("samples", labels, [r[4] for r in shown], lambda v: f"{int(v):,}", color=PALETTE[2])))
+        hbars("samples", labels, [per[label][0] for label in labels], lambda v: f"{int(v):,}", color=PALETTE[2])))
     if len(rows) > _CHART_CLASSES:
         p.notes.append(f"The charts show the {_CHART_CLASSES} classes with the most {cols[1]} of {len(rows):,}.")
     p.parts.append(_table(rows, "per_class"))
+    if ctx.queries.style == "packed":
+        p.parts.append(_index_table(ctx))
+        p.notes.append(_INDEX_NOTE)
     return p
 
 
@@ -150,19 +187,74 @@ def sizes(ctx: Context) -> Panel:
 
 
 def padding(ctx: Context) -> Panel:
-    """The PAD share per class at the dataset's seqlen, and what each percentile choice would waste and cut."""
+    """The PAD share per class at the dataset's seqlen, what each percentile choice would waste and cut in the
+    dataset's style, and diff, concat and packed side by side at every choice."""
     p = Panel("padding", "Padding and seqlen")
+    q = ctx.queries
     rows = ctx.per_class(p)
-    shown = _top(rows, 1, _CHART_CLASSES)
-    p.parts.append(_charts(hbars(f"PAD % of rows at seqlen {ctx.queries.seqlen:,}", [str(r[0]) for r in shown],
-                                 [r[5] for r in shown], lambda v: f"{v:.2f}%", color=PALETTE[3], width=420)))
-    choices = ctx.run(p, "seqlen_choices", ctx.queries.seqlen_choices())
-    p.parts.append(_table(choices, "seqlen_choices"))
-    style = ctx.queries.style + ("" if ctx.queries.style == "concat" else f", long_files={ctx.queries.long_files!r}")
-    p.notes.append(f"For this dataset's style ({style}): samples is the number of rows, pad_pct the share of their "
-                   "tokens that are PAD (compute spent on nothing), truncated_pct the share of tokens no row holds "
-                   "(cut off). pNN is the length NN % of documents fit in (seqlen='auto:pNN'); max is seqlen='auto'.")
+    per = ctx.samples_pad(p)
+    shown = [str(r[0]) for r in _top(rows, 1, _CHART_CLASSES)]
+    p.parts.append(_charts(hbars(f"PAD % of rows at seqlen {q.seqlen:,}", shown, [per[c][1] or 0.0 for c in shown],
+                                 lambda v: f"{v:.2f}%", color=PALETTE[3], width=420)))
+    style = q.style + ("" if q.style == "concat" else f", long_files={q.long_files!r}")
+    choices = ctx.run(p, "seqlen_choices", q.seqlen_choices())
+    p.parts.append(f"<h3>This dataset's style ({text(style)})</h3>" + _table(choices, "seqlen_choices"))
+    if q.style == "packed":
+        p.notes.append(f"For this dataset's style ({style}): truncated_pct is the share of tokens no row holds "
+                       "(cut off); its rows and PAD at each seqlen are packed's columns below. " + _INDEX_NOTE)
+    else:
+        p.notes.append(f"For this dataset's style ({style}): samples is the number of rows, pad_pct the share of "
+                       "their tokens that are PAD (compute spent on nothing), truncated_pct the share of tokens no "
+                       "row holds (cut off).")
+    p.notes.append("pNN is the length NN % of documents fit in (seqlen='auto:pNN'); max is seqlen='auto'.")
+    _styles_side_by_side(ctx, p)
     return p
+
+
+def _styles_side_by_side(ctx: Context, p: Panel) -> None:
+    """diff and concat at every seqlen choice (SQL) beside packed (the sample index or the packing plan)."""
+    q = ctx.queries
+    styles = ctx.run(p, "style_choices", q.style_choices())
+    seqlens = [r[1] for r in styles]
+    known = [int(s) for s in seqlens if s is not None]
+    figures = iter(plans.packed_figures(ctx.ds, known, q.packed_long_files))
+    packed = []
+    for choice, seqlen in zip((r[0] for r in styles), seqlens):
+        f = next(figures) if seqlen is not None else None
+        packed.append((choice, seqlen, f.rows if f else None, f.pad_pct if f else None, f.cut_pct if f else None,
+                       f.source if f else None))
+    recipe = text(plans.plan_recipe(q.packed_long_files))
+    p.parts.append(
+        f"<h3>diff (long_files={text(repr(q.diff_long_files))}), concat and packed "
+        f"(long_files={text(repr(q.packed_long_files))}) side by side</h3>" + _charts(
+            "<div>" + _table(styles, "style_choices") + "</div>",
+            "<div>" + table(("choice", "seqlen", "packed_rows", "packed_pad_pct", "packed_cut_pct", "from"), packed,
+                            source="packed_choices") + "</div>")
+        + '<details class="sql"><summary>packed: <code>packed_choices</code> from the packing plan, not SQL '
+          f'(Python)</summary><pre id="plan-packed_choices">{recipe}</pre></details>')
+    p.notes.append("Side by side, for every seqlen choice: rows (per epoch), pad_pct (the share of their tokens that "
+                   "are PAD) and cut_pct, the share of documents that are not whole in one row. diff cuts the "
+                   "documents longer than seqlen (truncated, or split into windows); concat cuts every document "
+                   "that crosses a window edge of its class's stream (each class's stream starts on a window "
+                   "boundary); packed places whole documents into rows by best-fit decreasing and cuts only those "
+                   "longer than seqlen (into seqlen pieces with long_files='windows', only the last piece packed with "
+                   "others; or truncated with 'truncate'). diff and concat come from the SQL statement "
+                   "style_choices.")
+    sources = {f[5] for f in packed if f[5]}
+    told = []
+    if "index" in sources:
+        told.append("at this dataset's own seqlen from its sample index (ds.index: rows from class_ptr, real tokens "
+                    "from sample_tokens())")
+    if "packing plan" in sources:
+        told.append("from the packing plan (consumer.tokens.index.build_index('packed', ...) over the documents' "
+                    "lengths: what building the dataset with that seqlen gives)")
+    if "lower bound" in sources:
+        told.append(f"as a lower bound: this corpus has more than {plans.PLAN_DOCS:,} documents, too many to plan "
+                    "every choice, so packed_rows is ceil(sum(tokens) / seqlen) per class over the tokens packed "
+                    "keeps (concat's rows: no packing needs fewer) and packed_pad_pct is a lower bound too; "
+                    "packed_cut_pct is exact")
+    if told:
+        p.notes.append("packed's numbers are not SQL: " + "; ".join(told) + ".")
 
 
 def content(ctx: Context) -> Panel:

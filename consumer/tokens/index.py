@@ -14,6 +14,8 @@ sample range ``class_ptr[c] .. class_ptr[c+1]-1``. Styles (``STYLES``):
   consecutive windows (``long_files="windows"``, so no token is unreachable). Rows are padded.
 - ``concat``: the documents of a class form one stream cut into exact ``seqlen`` windows; windows never
   cross classes; the last window of a class is padded. Every token appears exactly once.
+- ``packed``: whole documents placed into rows by best-fit decreasing, per class (:mod:`consumer.tokens.packing`);
+  only documents longer than ``seqlen`` are cut (``long_files`` ``"windows"``, its default, or ``"truncate"``).
 
 Everything is vectorised (cumsum / repeat / searchsorted): no Python loop per sample or document.
 """
@@ -32,11 +34,12 @@ import numpy as np
 
 from ..errors import ConsumerWarning, InputError, short_repr
 from ..util.validate import check_int, int_vector
+from .packing import PACKED_LONG_FILES, packed_arrays
 from .pieces import index_dtype, pieces
 
 __all__ = ["AUTO_SEQLEN_CAP", "INDEX_ARRAYS", "LONG_FILES", "MAX_SEQLEN", "STYLES", "SampleIndex", "StoreRuns",
-           "auto_seqlen", "build_index", "check_seqlen", "index_dtype", "resolve_seqlen", "sample_chunks",
-           "warn_if_padded", "PaddingNotice"]
+           "auto_seqlen", "build_index", "check_seqlen", "index_dtype", "long_files_choices", "resolve_seqlen",
+           "sample_chunks", "warn_if_padded", "PaddingNotice"]
 
 LONG_FILES = ("truncate", "windows", "crop")  # crop: like truncate, the window moved per epoch at fetch time
 _CHUNK = 1 << 20  # elements per step of the once-per-index checks (bounded temporaries at 10^7 files)
@@ -319,18 +322,30 @@ def build_diff(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") 
                        sample_class=sample_class, class_ptr=class_ptr)
 
 
-STYLES = {"diff": build_diff, "concat": build_concat}
+def build_packed(doc_len, doc_class, n_classes, seqlen, *, long_files="windows") -> SampleIndex:
+    """packed style: whole documents in rows by best-fit decreasing, per class (:mod:`consumer.tokens.packing`)."""
+    return SampleIndex(seqlen, *packed_arrays(doc_len, doc_class, n_classes, seqlen, long_files=long_files))
+
+
+STYLES = {"diff": build_diff, "concat": build_concat, "packed": build_packed}
+
+
+def long_files_choices(style: str) -> tuple[str, ...]:
+    """The ``long_files`` values ``style`` accepts, its default first (``"windows"`` for packed, else
+    ``"truncate"``)."""
+    return PACKED_LONG_FILES if style == "packed" else LONG_FILES
 
 
 def build_index(style: str, doc_len: np.ndarray, doc_class: np.ndarray, n_classes: int, seqlen: int,
-                *, long_files: str = "truncate") -> SampleIndex:
+                *, long_files: str | None = None) -> SampleIndex:
     """Build the :class:`SampleIndex` of ``style`` (a key of :data:`STYLES`) over documents of ``doc_len`` tokens.
 
     ``doc_class`` must be non-decreasing (documents grouped by class, as :class:`~consumer.sources.corpus.Corpus` orders
-    them). ``long_files`` applies to ``diff`` only.
+    them). ``long_files`` applies to ``diff`` and ``packed`` (None: the style's default, :func:`long_files_choices`).
     """
     if not isinstance(style, str) or style not in STYLES:
         raise InputError(f"style must be one of {sorted(STYLES)}, got {short_repr(style)}")
+    long_files = long_files_choices(style)[0] if long_files is None else long_files
     if not isinstance(long_files, str) or long_files not in LONG_FILES:
         raise InputError(f"long_files must be one of {LONG_FILES}, got {short_repr(long_files)}")
     seqlen = resolve_seqlen(seqlen, None)

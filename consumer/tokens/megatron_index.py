@@ -32,6 +32,7 @@ selections ... are not supported with sampling='megatron'") instead of silently 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +43,10 @@ from .index import SampleIndex, index_dtype
 
 __all__ = ["megatron_sample_index", "MegatronSampling"]
 
+_FLAGS = ("add_extra_token", "reset_position_ids", "reset_attention_mask", "eod_mask_loss", "create_attention_mask")
+_QUERY_DEFAULTS = {"reset_position_ids": False, "reset_attention_mask": False, "eod_mask_loss": False,
+                   "create_attention_mask": False, "eod": None, "pad": None}
+
 
 @dataclass(frozen=True)
 class MegatronSampling:
@@ -49,11 +54,22 @@ class MegatronSampling:
     sample order over all documents (``sampling="megatron"`` is ``MegatronSampling()``).
 
     ``num_samples`` (None: one epoch) and ``add_extra_token`` mean what they mean in Megatron-core;
-    the seed is the dataset's ``seed``; rows are ``seqlen + add_extra_token`` tokens wide.
+    the seed is the dataset's ``seed``; rows are ``seqlen + add_extra_token`` tokens wide. The rest shapes what the
+    ``"megatron"`` query returns (:mod:`consumer.fetch.megatron_columns`), not the samples: ``reset_position_ids``,
+    ``reset_attention_mask``, ``eod_mask_loss`` and ``create_attention_mask`` are ``GPTDatasetConfig``'s switches
+    (``create_attention_mask`` is off by default here: a ``[1, L, L]`` mask per row is 64 MiB at L=8192, and
+    attention kernels make their own); ``eod`` is the EOD id of a store another tool wrote (its tokenizer's; None:
+    our EOF) and ``pad`` the PAD id Megatron's tokenizer reports (None: ours, which no document holds).
     """
 
     num_samples: int | None = None
     add_extra_token: bool = True
+    reset_position_ids: bool = False
+    reset_attention_mask: bool = False
+    eod_mask_loss: bool = False
+    create_attention_mask: bool = False
+    eod: int | None = None
+    pad: int | None = None
 
     name = "megatron"
 
@@ -61,19 +77,36 @@ class MegatronSampling:
         n = self.num_samples
         if n is not None and not (is_int(n) and n >= 1):
             raise InputError(f"num_samples must be None or an int >= 1, got {short_repr(n)}")
-        if not isinstance(self.add_extra_token, bool):
-            raise InputError(f"add_extra_token must be a bool, got {short_repr(self.add_extra_token)}")
+        for flag in _FLAGS:
+            if not isinstance(getattr(self, flag), bool):
+                raise InputError(f"{flag} must be a bool, got {short_repr(getattr(self, flag))}")
+        for name in ("eod", "pad"):
+            v = getattr(self, name)
+            if v is not None and not (is_int(v) and v >= 0):
+                raise InputError(f"{name} must be None or a token id (an int >= 0), got {short_repr(v)}")
+            if v is not None:
+                object.__setattr__(self, name, int(v))
         if n is not None:
             object.__setattr__(self, "num_samples", int(n))  # numpy ints become plain ints (JSON, cache keys)
 
-    def to_dict(self) -> dict:
-        """JSON-able settings (part of the cache key and of ``get_dict``)."""
+    def __setstate__(self, state: dict) -> None:
+        """Unpickle, also a value pickled before the query's switches existed (their defaults then)."""
+        self.__dict__.update({**_QUERY_DEFAULTS, **state})
+
+    def key_dict(self) -> dict:
+        """The settings that shape the sample index (part of the cache key): the query's switches do not."""
         return {"name": "megatron", "num_samples": self.num_samples, "add_extra_token": self.add_extra_token}
+
+    def to_dict(self) -> dict:
+        """JSON-able settings (``get_dict``): :meth:`key_dict` and the query's switches that differ from their
+        defaults."""
+        return {**self.key_dict(), **{k: getattr(self, k) for k, v in _QUERY_DEFAULTS.items() if getattr(self, k) != v}}
 
     @classmethod
     def from_dict(cls, d: dict) -> MegatronSampling:
         """The settings :meth:`to_dict` wrote."""
-        return cls(num_samples=d.get("num_samples"), add_extra_token=d.get("add_extra_token", True))
+        switches: dict[str, Any] = {k: d.get(k, v) for k, v in _QUERY_DEFAULTS.items()}
+        return cls(num_samples=d.get("num_samples"), add_extra_token=d.get("add_extra_token", True), **switches)
 
     def check(self, style: str, seqlen: int | str) -> None:
         """Megatron's order needs concat style and an int ``seqlen`` (its ``seq_length``)."""

@@ -34,6 +34,10 @@ class ConsumerSampling:
         """JSON-able settings: just the name."""
         return "consumer"
 
+    def key_dict(self) -> str:
+        """The settings that shape the sample index: just the name."""
+        return "consumer"
+
     def check(self, style: str, seqlen: int | str) -> None:
         """Every style and seqlen form is fine."""
 

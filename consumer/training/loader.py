@@ -171,7 +171,8 @@ class ConsumerLoader:
             probe = dataset.numpy(BatchRequest(first.epoch, first.ids[:1]))  # the columns' dtypes and row shapes
             pool = WorkerPool(dataset.numpy, probe, self.plan.max_rows, self.num_workers,
                               prefetch_factor=o.get("prefetch_factor") or 2, context=o.get("multiprocessing_context"),
-                              worker_init_fn=o.get("worker_init_fn"), timeout=o.get("timeout", 0))
+                              worker_init_fn=o.get("worker_init_fn"), timeout=o.get("timeout", 0),
+                              max_width=int(getattr(dataset.ds, "seqlen", 0)) + 1)
             self._pool = pool
             if persistent:
                 weakref.finalize(self, pool.close)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, WorkerError
+from ..fetch.layout import RAGGED_COLUMNS
 
 __all__ = ["Columns", "Layout", "Shapes", "Segment", "Slots", "check_shared_memory", "ring_layout", "views"]
 
@@ -25,14 +26,24 @@ Shapes = dict[str, tuple[int, ...]]
 Layout = tuple[tuple[str, "np.dtype[Any]", int, int], ...]
 _ALIGN = 64
 
-def ring_layout(probe: Columns, max_rows: int) -> tuple[Layout, int]:
+def ring_layout(probe: Columns, max_rows: int, max_width: int = 0) -> tuple[Layout, int]:
     """Where each ``[B, ...]`` column of a batch goes in a slot (from a batch of one full-width row, ``probe``), and
-    the slot size in bytes. One-dimensional columns (class, sample id, ...) travel in the answer instead."""
+    the slot size in bytes. A column of variable length (:data:`~consumer.fetch.layout.RAGGED_COLUMNS`:
+    ``cu_seqlens``, at most one entry per token of the batch and one more) gets room for its longest. The other
+    one-dimensional columns (class, sample id: one value per row) and scalars travel in the answer instead. Rows of
+    ``[B, W]`` columns get room for ``max_width`` tokens when that is more than the probe's (the span query's rows
+    vary in width from batch to batch, up to ``seqlen + 1``)."""
     layout, offset = [], 0
+    width = max([arr.shape[1] for arr in probe.values() if arr.ndim >= 2] + [max_width, 1])
     for name, arr in probe.items():
-        if arr.ndim < 2:
+        if name in RAGGED_COLUMNS and arr.ndim == 1:
+            capacity = (max_rows * width + 1) * arr.itemsize
+        elif arr.ndim < 2:
             continue
-        capacity = max_rows * arr[:1].nbytes
+        elif arr.ndim == 2:
+            capacity = max_rows * max(arr.shape[1], max_width) * arr.itemsize
+        else:
+            capacity = max_rows * arr[:1].nbytes
         layout.append((name, arr.dtype, offset, capacity))
         offset += -(-capacity // _ALIGN) * _ALIGN
     return tuple(layout), offset

@@ -134,11 +134,11 @@ class WorkerPool(Generic[R]):
 
     def __init__(self, fetch: Fetch[R], probe: Columns, max_rows: int, num_workers: int, *, prefetch_factor: int = 2,
                  context: str | BaseContext | None = None, worker_init_fn: Callable[[int], object] | None = None,
-                 timeout: float = 0):
+                 timeout: float = 0, max_width: int = 0):
         # Any: typeshed's BaseContext lacks .Process, which every concrete context has
         ctx: Any = multiprocessing.get_context(context) if context is None or isinstance(context, str) else context
         self.fetch, self.timeout = fetch, float(timeout)
-        self.layout, self.slot_bytes = ring_layout(probe, max_rows)
+        self.layout, self.slot_bytes = ring_layout(probe, max_rows, max_width)
         n_slots = num_workers * prefetch_factor + 2
         check_shared_memory(n_slots, self.slot_bytes, num_workers, prefetch_factor)
         self.slots = Slots(n_slots)

@@ -34,7 +34,7 @@ def assert_same(rec: Consumer, files: Consumer) -> None:
         assert np.array_equal(rec.document_tokens(i), files.document_tokens(i)), i
     assert len(rec) == len(files)
     ids = np.arange(len(files))
-    for query in QUERY_PRESETS:
+    for query in [q for q in QUERY_PRESETS if q != "megatron"]:  # megatron: only over sampling="megatron"
         for epoch in (0, 1):
             a, b = rec.fetch_numpy(ids, query, epoch=epoch), files.fetch_numpy(ids, query, epoch=epoch)
             assert a.keys() == b.keys()

@@ -8,12 +8,16 @@ from dataclasses import dataclass, field
 from html import unescape
 from html.parser import HTMLParser
 
+import numpy as np
+
 
 @dataclass
 class Table:
-    """One ``<table>`` of the page: its ``data-query`` id (or None), header cells and body rows (text)."""
+    """One ``<table>`` of the page: its ``data-query`` id (or None), header cells and body rows (text), and the
+    ``data-source`` id of a table whose numbers are not SQL (or None)."""
 
     query: str | None
+    source: str | None = None
     header: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
 
@@ -47,7 +51,7 @@ class PageReader(HTMLParser):
         if tag == "section":
             self._section = a.get("id") or ""
         elif tag == "table":
-            self._table = Table(a.get("data-query"))
+            self._table = Table(a.get("data-query"), a.get("data-source"))
         elif tag == "thead":
             self._head = True
         elif tag == "tbody":
@@ -148,3 +152,36 @@ def check_numbers(ds, page: PageReader) -> int:
                 assert same(g, w), f"{t.query} row {r} column {rows.columns[c]}: page {g!r}, ds.sql {w!r}"
                 compared += 1
     return compared
+
+
+def number(cell: str) -> float:
+    """A number cell's value (thousands separators dropped)."""
+    return float(cell.replace(",", ""))
+
+
+def styles_tables(page: PageReader) -> tuple[Table, Table]:
+    """The padding panel's side-by-side tables: ``style_choices`` (diff and concat, SQL) and ``packed_choices``
+    (packed, not SQL), their headers and choices checked (the same as ``seqlen_choices``)."""
+    sql = next(t for t in page.tables if t.query == "style_choices")
+    plan = next(t for t in page.tables if t.source == "packed_choices")
+    assert sql.header == ["choice", "seqlen", "diff_rows", "diff_pad_pct", "diff_cut_pct", "concat_rows",
+                          "concat_pad_pct", "concat_cut_pct"]
+    assert plan.header == ["choice", "seqlen", "packed_rows", "packed_pad_pct", "packed_cut_pct", "from"]
+    assert [r[:2] for r in sql.rows] == [r[:2] for r in plan.rows] == \
+        [r[:2] for r in next(t for t in page.tables if t.query == "seqlen_choices").rows]
+    return sql, plan
+
+
+def built_figures(fps, style: str, long_files: str, seqlen: int, **options) -> tuple[int, float, float]:
+    """Rows, PAD share (%) and documents cut (%) of the dataset built with ``style`` at ``seqlen``: what the padding
+    panel must show. A document is cut when it is not whole in one row: not exactly one segment holding all of it."""
+    from consumer import Consumer  # noqa: PLC0415
+
+    ds = Consumer(fps, style=style, long_files=long_files, seqlen=seqlen, cache_dir=False, **options)
+    index, doc_len = ds.index, np.asarray(ds.documents.doc_len, dtype=np.int64)
+    rows = len(ds)
+    pad = 100 * (1 - int(index.sample_tokens().sum(dtype=np.int64)) / (rows * seqlen))
+    segments = np.bincount(index.seg_doc, minlength=doc_len.size)
+    held = np.bincount(index.seg_doc, weights=index.seg_len, minlength=doc_len.size)
+    cut = 100 * np.count_nonzero((segments != 1) | (held != doc_len)) / doc_len.size
+    return rows, pad, cut

@@ -14,12 +14,12 @@ import pytest
 
 from consumer import Consumer, InputError
 from consumer.dataset.cache import file_table_sha256
-from consumer.report import fingerprint, render_report
+from consumer.report import fingerprint, plans, render_report
 from consumer.report.page import text
 from consumer.report.samples import bytes_html, sample_html
 
 from ..conftest import write_corpus
-from .pagecheck import check_numbers, read_page
+from .pagecheck import Table, built_figures, check_numbers, number, read_page, styles_tables
 
 ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3", "p", "nav", "a", "main",
                 "section", "table", "thead", "tbody", "tr", "th", "td", "div", "svg", "text", "rect", "line",
@@ -37,7 +37,8 @@ def _index_pad_pct(ds: Consumer) -> list[float]:
 
 
 @pytest.mark.parametrize("style, long_files, seqlen", [("diff", "truncate", 40), ("diff", "windows", 40),
-                                                        ("concat", "truncate", 64), ("diff", "truncate", "auto")])
+                                                        ("concat", "truncate", 64), ("diff", "truncate", "auto"),
+                                                        ("packed", "windows", 40), ("packed", "truncate", 64)])
 def test_every_number_equals_its_sql_answer(tmp_path, style, long_files, seqlen):
     fps = write_corpus(tmp_path / "c")
     ds = Consumer(fps, style=style, long_files=long_files, seqlen=seqlen, cache_dir=tmp_path / "cache")
@@ -48,8 +49,15 @@ def test_every_number_equals_its_sql_answer(tmp_path, style, long_files, seqlen)
             "content_known", "content_entropy", "content_printable", "duplicates", "duplicate_groups", "largest",
             "smallest", "empty"} <= queries
     per_class = next(t for t in page.tables if t.query == "per_class")
-    assert [int(r[4].replace(",", "")) for r in per_class.rows] == list(ds.samples_per_class().values())
-    assert [float(r[5]) for r in per_class.rows] == pytest.approx(_index_pad_pct(ds), abs=0.006)
+    samples = per_class
+    if style == "packed":  # best-fit rows have no SQL: samples and PAD come from the index, in their own table
+        assert per_class.header == ["class", "files", "bytes", "tokens"]
+        samples = next(t for t in page.tables if t.source == "per_class_index")
+        assert [r[0] for r in samples.rows] == [r[0] for r in per_class.rows] == ds.classes
+        samples = Table(None, None, samples.header, [[r[0], "", "", "", r[1], r[2]] for r in samples.rows])
+        assert "not from SQL" in page.section_text["balance"] and "not from SQL" in page.section_text["padding"]
+    assert [int(r[4].replace(",", "")) for r in samples.rows] == list(ds.samples_per_class().values())
+    assert [float(r[5]) for r in samples.rows] == pytest.approx(_index_pad_pct(ds), abs=0.006)
     d = ds.get_dict()
     for key in ("style", "n_bytes", "seqlen", "long_files", "metadata"):
         assert page.settings[key] == str(d[key]), key
@@ -61,8 +69,8 @@ def test_every_number_equals_its_sql_answer(tmp_path, style, long_files, seqlen)
     assert page.settings["fingerprint"] == hashlib.sha256(canonical.encode()).hexdigest() == fingerprint(ds)
     # the bars of the class balance carry the same numbers as its table
     titles = page.titles["balance"]
-    for row in per_class.rows:
-        assert f"{row[0]}: {row[1]}" in titles and f"{row[0]}: {row[2]}" in titles and f"{row[0]}: {row[4]}" in titles
+    for row, counts in zip(per_class.rows, samples.rows):
+        assert {f"{row[0]}: {row[1]}", f"{row[0]}: {row[2]}", f"{row[0]}: {counts[4]}"} <= set(titles)
 
 
 def test_the_seqlen_choices_are_what_auto_pnn_resolves_to(tmp_path):
@@ -75,6 +83,60 @@ def test_the_seqlen_choices_are_what_auto_pnn_resolves_to(tmp_path):
     for name in ("p50", "p90", "p95", "p99"):
         assert Consumer(fps, seqlen=f"auto:{name}", cache_dir=False).seqlen == choices[name], name
     assert Consumer(fps, seqlen="auto", cache_dir=False).seqlen == choices["max"]
+
+
+@pytest.mark.parametrize("style, long_files", [("diff", "truncate"), ("diff", "windows"), ("concat", "truncate"),
+                                               ("packed", "windows"), ("packed", "truncate")])
+def test_diff_concat_and_packed_side_by_side_are_what_each_style_builds(tmp_path, style, long_files):
+    fps = write_corpus(tmp_path / "c")
+    ds = Consumer(fps, style=style, long_files=long_files, seqlen=23, cache_dir=False)
+    concat = Consumer(fps, style="concat", seqlen=23, cache_dir=False).index
+    doc_len = np.asarray(ds.documents.doc_len)
+    assert ((concat.seg_col + concat.seg_len == 23) & (concat.seg_start == 0) &  # a whole document ends a window
+            (concat.seg_len == doc_len[concat.seg_doc])).any()  # exactly: concat must not count it cut
+    page = read_page(render_report(ds))
+    sql, plan = styles_tables(page)
+    diff_files = long_files if style == "diff" else "truncate"  # each style's own long_files, else its default
+    packed_files = long_files if style == "packed" else "windows"
+    text_ = page.section_text["padding"]
+    assert f"diff (long_files={diff_files!r}), concat and packed (long_files={packed_files!r}) side by side" in text_
+    assert "packed: packed_choices from the packing plan, not SQL" in text_
+    compared = set()
+    for a, b in zip(sql.rows, plan.rows):
+        if a[0] not in ("current", "p90"):
+            continue
+        seqlen = int(number(a[1]))
+        for name, lf, shown in (("diff", diff_files, a[2:5]), ("concat", "truncate", a[5:8]),
+                                ("packed", packed_files, b[2:5])):
+            rows, pad, cut = built_figures(fps, name, lf, seqlen)
+            assert int(number(shown[0])) == rows, (a[0], name)
+            assert number(shown[1]) == pytest.approx(pad, abs=0.006), (a[0], name)
+            assert number(shown[2]) == pytest.approx(cut, abs=0.006), (a[0], name)
+        assert b[5] == ("index" if style == "packed" and a[0] == "current" else "packing plan")
+        compared.add(seqlen)
+    assert compared == {23, 531}  # two seqlen choices, each built in every style
+    assert ("from its sample index" in text_) == (style == "packed")
+    assert "lower bound" not in text_
+
+
+def test_a_corpus_too_large_to_plan_gets_packed_lower_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(plans, "PLAN_DOCS", 5)  # the corpus has 17 documents: "large"
+    fps = write_corpus(tmp_path / "c")
+    ds = Consumer(fps, style="packed", seqlen=40, cache_dir=False)
+    doc_len, doc_class = np.asarray(ds.documents.doc_len), np.asarray(ds.documents.doc_class)
+    page = read_page(render_report(ds))
+    _, plan = styles_tables(page)
+    assert "more than 5 documents" in page.section_text["padding"]
+    for r in plan.rows:
+        seqlen = int(number(r[1]))
+        rows, pad, cut = built_figures(fps, "packed", "windows", seqlen)
+        assert number(r[4]) == pytest.approx(cut, abs=0.006)  # documents cut: exact in every case
+        if r[0] == "current":  # the dataset's own seqlen: its index, exact
+            assert (r[5], int(number(r[2]))) == ("index", rows)
+            continue
+        bound = sum(-(-int(doc_len[doc_class == c].sum()) // seqlen) for c in range(len(ds.classes)))
+        assert r[5] == "lower bound" and int(number(r[2])) == bound <= rows
+        assert number(r[3]) <= pad + 0.006
 
 
 def test_fingerprint_follows_the_settings_and_the_files(tmp_path):

@@ -13,7 +13,7 @@ from consumer.cli.main import main
 from consumer.report import render_report
 
 from ..records.writers import write_jsonl, write_lines
-from .pagecheck import check_numbers, read_page
+from .pagecheck import built_figures, check_numbers, number, read_page, styles_tables
 
 PER_DOCUMENT = {"overview", "per_class", "seqlen_choices", "sizes", "size_quantiles", "largest", "smallest"}
 CONTAINERS = {"containers", "container_sizes", "top_containers"}
@@ -66,6 +66,26 @@ def test_jsonl_with_class_field_counts_documents_and_containers(tmp_path, conten
     if content:
         dup = next(t for t in page.tables if t.query == "duplicates")
         assert int(dup.rows[0][1]) >= 4  # the five equal records of c.jsonl: four redundant copies at least
+
+
+def test_styles_side_by_side_count_documents_in_their_stream_order(tmp_path):
+    """diff, concat and packed at two seqlen choices over documents inside containers equal each style's build
+    (concat's cuts follow each class's stream in doc_id order)."""
+    fps = _jsonl(tmp_path / "d")
+    options = {"documents": "jsonl", "class_field": "label"}
+    ds = Consumer(fps, seqlen=32, cache_dir=False, **options)
+    page = read_page(render_report(ds))
+    sql, plan = styles_tables(page)
+    assert "FROM documents" in page.statements["style_choices"]
+    for a, b in zip(sql.rows[:2], plan.rows[:2]):  # current and p50
+        seqlen = int(number(a[1]))
+        for style, long_files, shown in (("diff", "truncate", a[2:5]), ("concat", "truncate", a[5:8]),
+                                         ("packed", "windows", b[2:5])):
+            rows, pad, cut = built_figures(fps, style, long_files, seqlen, **options)
+            assert int(number(shown[0])) == rows, (a[0], style)
+            assert number(shown[1]) == pytest.approx(pad, abs=0.006), (a[0], style)
+            assert number(shown[2]) == pytest.approx(cut, abs=0.006), (a[0], style)
+        assert b[5] == "packing plan"
 
 
 def test_lines_from_folders_per_document(tmp_path):

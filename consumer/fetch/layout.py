@@ -1,0 +1,120 @@
+"""Where the documents of a batch sit in its rows, and the document-aware columns made from it.
+
+Every row of every style is a run of *document pieces* laid from column 0 without gaps (the index's segments:
+a piece is one document's tokens ``[start, start + length)``), then PAD. The boundaries come from the sample
+index, not from EOF tokens, so they are exact for every style and store, a peer's included (whose documents
+carry no EOF of ours). :class:`BatchLayout` holds the pieces of one batch (row, column, length, document, start
+in the document) and makes the columns ``document_ids``, ``position_ids``, ``cu_seqlens`` and ``max_seqlen``:
+
+- ``document_ids`` ``[B, L]`` int32: the row-local ordinal of each token's piece (0, 1, ... in each row), -1 on
+  PAD. A ``concat`` row's first piece may continue a document begun in the row before: inside the row it is a
+  document of its own (attention cannot reach the previous row anyway).
+- ``position_ids`` ``[B, L]`` int64: the position inside the piece, restarting at 0 at each piece (Megatron's
+  ``reset_position_ids``, Hugging Face's flattened ``position_ids``); 0 on PAD.
+- ``cu_seqlens`` ``[P + 1]`` int32: FlashAttention's variable-length form over the batch's non-PAD tokens in
+  row-major order (``input_array[attention_mask.bool()]``): 0, then the running sum of each piece's length.
+- ``max_seqlen``: int32 scalar, the longest piece.
+
+Everything is vectorised over the pieces and the ``B x L`` positions: no Python per piece or row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from ..tokens.index import SampleIndex
+
+__all__ = ["BatchLayout", "DOCUMENT_COLUMNS", "RAGGED_COLUMNS", "batch_layout"]
+
+DOCUMENT_COLUMNS = ("position_ids", "document_ids", "cu_seqlens", "max_seqlen")
+RAGGED_COLUMNS = ("cu_seqlens",)  # 1-D, of a length that varies per batch: at most one entry per token, and one more
+
+
+@dataclass
+class BatchLayout:
+    """The document pieces of a batch of ``rows`` rows of ``width`` tokens, in row-major order (int64 arrays)."""
+
+    rows: int
+    width: int
+    row: np.ndarray     # [P] the row of each piece
+    col: np.ndarray     # [P] its first column
+    length: np.ndarray  # [P] its tokens in the row
+    doc: np.ndarray     # [P] its document
+    start: np.ndarray   # [P] its first token's position inside the document
+
+    def clipped(self, width: int) -> BatchLayout:
+        """The layout of the first ``width`` columns (pieces past them dropped, the one across them shortened)."""
+        if width >= self.width:
+            return self
+        end = np.minimum(self.col + self.length, width)
+        keep = end > self.col
+        return BatchLayout(self.rows, width, self.row[keep], self.col[keep], (end - self.col)[keep],
+                           self.doc[keep], self.start[keep])
+
+    @cached_property
+    def row_len(self) -> np.ndarray:
+        """Non-PAD tokens of each row."""
+        return np.bincount(self.row, weights=self.length, minlength=self.rows).astype(np.int64)
+
+    @cached_property
+    def real(self) -> np.ndarray:
+        """``[B, L]`` bool: True on the rows' tokens, False on PAD."""
+        return np.arange(self.width, dtype=np.int64)[None, :] < self.row_len[:, None]
+
+    @cached_property
+    def ordinal(self) -> np.ndarray:
+        """Each piece's ordinal inside its row (0 for a row's first piece)."""
+        first = np.ones(self.row.size, dtype=bool)
+        first[1:] = self.row[1:] != self.row[:-1]
+        at = np.flatnonzero(first)
+        return np.arange(self.row.size, dtype=np.int64) - np.repeat(at, np.diff(np.append(at, self.row.size)))
+
+    def document_ids(self) -> np.ndarray:
+        """``[B, L]`` int32: row-local document ordinal, -1 on PAD."""
+        out = np.full((self.rows, self.width), -1, dtype=np.int32)
+        out[self.real] = np.repeat(self.ordinal.astype(np.int32), self.length)
+        return out
+
+    def position_ids(self) -> np.ndarray:
+        """``[B, L]`` int64: position inside each piece, 0 on PAD."""
+        out = np.zeros((self.rows, self.width), dtype=np.int64)
+        n = int(self.length.sum())
+        flat_start = np.cumsum(self.length) - self.length
+        out[self.real] = np.arange(n, dtype=np.int64) - np.repeat(flat_start, self.length)
+        return out
+
+    def cu_seqlens(self) -> np.ndarray:
+        """``[P + 1]`` int32: 0 and the running sum of the pieces' lengths (row-major)."""
+        out = np.zeros(self.length.size + 1, dtype=np.int32)
+        np.cumsum(self.length, out=out[1:])
+        return out
+
+    def max_seqlen(self) -> np.ndarray:
+        """The longest piece, as a 0-d int32 array."""
+        return np.array(int(self.length.max()) if self.length.size else 0, dtype=np.int32)
+
+    def column(self, name: str) -> np.ndarray:
+        """One of :data:`DOCUMENT_COLUMNS`."""
+        return {"position_ids": self.position_ids, "document_ids": self.document_ids,
+                "cu_seqlens": self.cu_seqlens, "max_seqlen": self.max_seqlen}[name]()
+
+
+def batch_layout(index: SampleIndex, sample_ids: np.ndarray, width: int, shift: np.ndarray | None = None,
+                 extend: np.ndarray | None = None) -> BatchLayout:
+    """The pieces of ``sample_ids``' rows (``width`` columns). ``shift`` moves each sample's window that many
+    tokens into its document (``long_files="crop"``); ``extend`` (0 or 1 per row) lengthens each row's last piece
+    by that many tokens (the next token of its document, read for a causal row's last label)."""
+    segs, rows = index.segments_of(sample_ids)
+    start = index.seg_start[segs].astype(np.int64)
+    if shift is not None:
+        start = start + shift[rows]
+    length = index.seg_len[segs].astype(np.int64)
+    if extend is not None and segs.size:
+        last = np.ones(segs.size, dtype=bool)
+        last[:-1] = rows[1:] != rows[:-1]
+        length[last] += extend[rows[last]]
+    return BatchLayout(int(sample_ids.size), int(width), rows.astype(np.int64), index.seg_col[segs].astype(np.int64),
+                       length, index.seg_doc[segs].astype(np.int64), start)
