@@ -37,8 +37,8 @@ class Consumer(SQLMethods, ModeMethods):
     """A query engine over the raw bytes of files: ``ds[selection, query]`` -> dict of int64 tensors.
 
     ``fps``: F0 ``[path]``, F1 ``[{path: class}]``, F2 ``{path: class}``, F3 ``{class: [path]}`` or a directory of
-    class folders. ``style`` ``"diff"`` (a padded sample per file) or ``"concat"`` (per class one stream cut into
-    windows); ``n_bytes`` 1-3 per token; ``seqlen`` an int, ``"auto"`` or ``"auto:pNN"``; ``metadata`` the header:
+    class folders. ``style`` ``"diff"`` (a padded sample per file), ``"concat"`` (per class a stream cut into windows)
+    or ``"packed"`` (whole files in rows); ``n_bytes`` 1-3; ``seqlen`` an int, ``"auto"``, ``"auto:pNN"``; ``metadata``:
     ``"file"``, ``"mime"``, ``None`` or ``path -> str``; ``class_to_id`` (default: sorted names get 0..C-1);
     ``seed`` of every random choice; ``cache_dir`` a directory, ``None`` (default place) or ``False`` (memory);
     ``verbose`` progress bars; ``long_files`` ``"truncate"``/``"windows"``; ``sampling`` ``"consumer"`` or

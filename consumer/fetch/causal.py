@@ -92,23 +92,22 @@ def _unscored(layout: BatchLayout, docs: DocumentTable, loss_on: tuple[str, ...]
 
 
 def causal_labels(tokens: np.ndarray, following: np.ndarray, ends: np.ndarray, layout: BatchLayout,
-                  docs: DocumentTable, loss_on: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """``(labels, scored)``, both ``[B, L]``: ``tokens`` are the rows (``[B, L]``, each row's ``ends[r]`` tokens from
-    column 0, then PAD), ``following`` each row's next token after its last one (read where it exists; anything
-    elsewhere), ``layout`` the rows' pieces over ``L + 1`` columns, each row's last piece lengthened by one where
-    ``following`` exists (so the following token sits at column ``ends[r]``)."""
+                  docs: DocumentTable, loss_on: tuple[str, ...]) -> np.ndarray:
+    """``labels`` ``[B, L]`` int64 (the scored positions are where it is not -100): ``tokens`` are the rows
+    (``[B, L]``, each row's ``ends[r]`` tokens from column 0, then PAD), ``following`` each row's next token after its
+    last one (read where it exists; anything elsewhere), ``layout`` the rows' pieces over ``L + 1`` columns, each
+    row's last piece lengthened by one where ``following`` exists (so the following token sits at column
+    ``ends[r]``). Two ``[B, L]``-sized arrays are made (the labels and one bool mask): a batch's temporaries come
+    fresh from the kernel when the allocator gives them back between batches."""
     B, L = tokens.shape
     W = layout.width  # L + 1
-    ok = layout.real.copy()
-    flat = ok.reshape(-1)
-    flat[layout.row * W + layout.col + layout.length - 1] = False  # a piece's last token predicts nothing in it
-    blocked = _unscored(layout, docs, loss_on)
-    flat[blocked - 1] = False  # the position before an unscored token (never a piece's first: see _unscored)
-    scored = ok[:, :L]
+    blocked = np.arange(W, dtype=np.int64)[None, :] >= layout.row_len[:, None]  # PAD predicts nothing
+    flat = blocked.reshape(-1)
+    flat[layout.row * W + layout.col + layout.length - 1] = True  # a piece's last token predicts nothing in it
+    flat[_unscored(layout, docs, loss_on) - 1] = True  # the position before an unscored token (see _unscored)
     labels = np.empty((B, L), dtype=np.int64)
     labels[:, :-1] = tokens[:, 1:]
-    labels[:, -1] = docs.vocab.pad
     has = ends > 0
-    labels[np.flatnonzero(has), ends[has] - 1] = following[has]  # where the row has no next token: unscored anyway
-    labels[~scored] = IGNORE
-    return labels, scored
+    labels[np.flatnonzero(has), ends[has] - 1] = following[has]  # where the row has no next token: blocked anyway
+    np.copyto(labels, IGNORE, where=blocked[:, :L])
+    return labels

@@ -173,9 +173,9 @@ def mask_tokens(tokens: np.ndarray, content: np.ndarray, cfg: MaskConfig, vocab:
 class BatchParts:
     """What the columns of one batch are made from: the token rows, and the parts the fetcher knows how to make
     (``makers``: name -> a function of no argument), each made once, on first use: ``"masked"`` (masked rows and the
-    chosen positions), ``"layout"`` (:class:`~consumer.fetch.layout.BatchLayout` of the rows), ``"causal"`` (labels,
-    scored positions), ``"megatron"`` (Megatron's columns), ``"span"`` (span inputs and labels), ``"class"``,
-    ``"file_id"``, ``"offset"``."""
+    chosen positions), ``"layout"`` (:class:`~consumer.fetch.layout.BatchLayout` of the rows), ``"causal"`` (the
+    labels, -100 where not scored), ``"megatron"`` (Megatron's columns), ``"span"`` (span inputs and labels),
+    ``"class"``, ``"file_id"``, ``"offset"``."""
 
     def __init__(self, tokens: np.ndarray, pad: int, sample_ids: np.ndarray,
                  makers: dict[str, Callable[[], Any]]) -> None:
@@ -212,10 +212,10 @@ _TABLE: dict[str, tuple[str, dict[str, Maker]]] = {
     "labels": ("[B, L] MLM: the original id where masked; causal: the next token; span: the spans; -100 where not "
                "scored (Megatron: its labels)", {
                    "mask": lambda b: np.where(b["masked"][1], b.tokens, IGNORE_INDEX),
-                   "causal": lambda b: b["causal"][0], "span": lambda b: b["span"][1],
+                   "causal": lambda b: b["causal"], "span": lambda b: b["span"][1],
                    "megatron": lambda b: b["megatron"]["labels"]}),
     "loss_mask": ("[B, L] float32: 1 where the objective scores the position (Megatron's name and meaning)", {
-        "plain": lambda b: _f32(b["causal"][1]), "causal": lambda b: _f32(b["causal"][1]),
+        "plain": lambda b: _f32(b["causal"] != IGNORE_INDEX), "causal": lambda b: _f32(b["causal"] != IGNORE_INDEX),
         "mask": lambda b: _f32(b["masked"][1]), "span": lambda b: _f32(b["span"][1] != IGNORE_INDEX),
         "megatron": lambda b: b["megatron"]["loss_mask"]}),
     "attention_mask": ("[B, L] 1 on real tokens, 0 on PAD (Megatron: [B, 1, L, L] bool, True where not allowed)", {

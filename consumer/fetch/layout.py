@@ -30,6 +30,7 @@ from ..tokens.index import SampleIndex
 __all__ = ["BatchLayout", "DOCUMENT_COLUMNS", "RAGGED_COLUMNS", "batch_layout"]
 
 DOCUMENT_COLUMNS = ("position_ids", "document_ids", "cu_seqlens", "max_seqlen")
+_FEW_ROWS = 64  # up to this many rows, [B, L] columns are laid row by row (one slice each), else by a mask
 RAGGED_COLUMNS = ("cu_seqlens",)  # 1-D, of a length that varies per batch: at most one entry per token, and one more
 
 
@@ -72,19 +73,44 @@ class BatchLayout:
         at = np.flatnonzero(first)
         return np.arange(self.row.size, dtype=np.int64) - np.repeat(at, np.diff(np.append(at, self.row.size)))
 
+    def lengthened(self, extend: np.ndarray) -> BatchLayout:
+        """The layout with each row's last piece ``extend[row]`` tokens longer (0 or 1 per row)."""
+        length = self.length.copy()
+        if length.size:
+            last = np.ones(length.size, dtype=bool)
+            last[:-1] = self.row[1:] != self.row[:-1]
+            length[last] += extend[self.row[last]]
+        return BatchLayout(self.rows, self.width, self.row, self.col, length, self.doc, self.start)
+
+    def _spread(self, flat: np.ndarray, fill: int, dtype: type) -> np.ndarray:
+        """``[B, L]`` of ``dtype``: the rows' tokens' values ``flat`` (row-major, PAD left out) laid into their rows,
+        ``fill`` on PAD. Full rows take one copy; a few rows one slice each (cheaper than a boolean scatter)."""
+        B, W = self.rows, self.width
+        out: np.ndarray = np.empty((B, W), dtype=dtype)
+        lens = self.row_len
+        if flat.size == B * W:
+            out.reshape(-1)[:] = flat
+        elif B <= _FEW_ROWS:
+            at = 0
+            for r, n in enumerate(lens.tolist()):
+                out[r, :n] = flat[at:at + n]
+                out[r, n:] = fill
+                at += n
+        else:
+            out.fill(fill)
+            out[self.real] = flat
+        return out
+
     def document_ids(self) -> np.ndarray:
         """``[B, L]`` int32: row-local document ordinal, -1 on PAD."""
-        out = np.full((self.rows, self.width), -1, dtype=np.int32)
-        out[self.real] = np.repeat(self.ordinal.astype(np.int32), self.length)
-        return out
+        return self._spread(np.repeat(self.ordinal.astype(np.int32), self.length), -1, np.int32)
 
     def position_ids(self) -> np.ndarray:
         """``[B, L]`` int64: position inside each piece, 0 on PAD."""
-        out = np.zeros((self.rows, self.width), dtype=np.int64)
         n = int(self.length.sum())
-        flat_start = np.cumsum(self.length) - self.length
-        out[self.real] = np.arange(n, dtype=np.int64) - np.repeat(flat_start, self.length)
-        return out
+        pos = np.repeat(np.cumsum(self.length) - self.length, self.length)
+        np.subtract(np.arange(n, dtype=np.int64), pos, out=pos)
+        return self._spread(pos, 0, np.int64)
 
     def cu_seqlens(self) -> np.ndarray:
         """``[P + 1]`` int32: 0 and the running sum of the pieces' lengths (row-major)."""
@@ -96,25 +122,15 @@ class BatchLayout:
         """The longest piece, as a 0-d int32 array."""
         return np.array(int(self.length.max()) if self.length.size else 0, dtype=np.int32)
 
-    def column(self, name: str) -> np.ndarray:
-        """One of :data:`DOCUMENT_COLUMNS`."""
-        return {"position_ids": self.position_ids, "document_ids": self.document_ids,
-                "cu_seqlens": self.cu_seqlens, "max_seqlen": self.max_seqlen}[name]()
 
-
-def batch_layout(index: SampleIndex, sample_ids: np.ndarray, width: int, shift: np.ndarray | None = None,
-                 extend: np.ndarray | None = None) -> BatchLayout:
+def batch_layout(index: SampleIndex, sample_ids: np.ndarray, width: int,
+                 shift: np.ndarray | None = None) -> BatchLayout:
     """The pieces of ``sample_ids``' rows (``width`` columns). ``shift`` moves each sample's window that many
-    tokens into its document (``long_files="crop"``); ``extend`` (0 or 1 per row) lengthens each row's last piece
-    by that many tokens (the next token of its document, read for a causal row's last label)."""
+    tokens into its document (``long_files="crop"``)."""
     segs, rows = index.segments_of(sample_ids)
     start = index.seg_start[segs].astype(np.int64)
     if shift is not None:
         start = start + shift[rows]
     length = index.seg_len[segs].astype(np.int64)
-    if extend is not None and segs.size:
-        last = np.ones(segs.size, dtype=bool)
-        last[:-1] = rows[1:] != rows[:-1]
-        length[last] += extend[rows[last]]
     return BatchLayout(int(sample_ids.size), int(width), rows.astype(np.int64), index.seg_col[segs].astype(np.int64),
                        length, index.seg_doc[segs].astype(np.int64), start)

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import QueryError
+from ..errors import FormatError, QueryError, short_repr
+from ..sources.store import TokenData
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
 from ..tokens.megatron_index import MegatronSampling
@@ -45,26 +46,41 @@ def span_vocab_size(vocab_size: int, seqlen: int, noise_density: float = 0.15,
 
 
 def _following(docs: DocumentTable, layout: BatchLayout, extend: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Each row's token after its last column (PAD where its document ends inside the row): one 1-token read per
-    row that has one, from the last piece's document (``layout``'s last pieces are lengthened by ``extend``)."""
+    """Each row's token after its last column (PAD where its document ends inside the row): one token read per row
+    that has one, from the last piece's document (``layout``'s last pieces are lengthened by ``extend``): a gather
+    out of a store (its chunks checked, its ids too), a 1-token segment of the files' bytes."""
     out = np.full(layout.rows, docs.vocab.pad, dtype=np.int64)
     rows = np.flatnonzero(extend)
-    if rows.size:
-        last = np.ones(layout.row.size, dtype=bool)
-        last[:-1] = layout.row[1:] != layout.row[:-1]
-        at = np.flatnonzero(last)[extend[layout.row[last]] > 0]
-        zero = np.zeros(rows.size, dtype=np.int64)
-        got, _ = read_segments(docs, (rows.size, 1), np.arange(rows.size, dtype=np.int64), zero, layout.doc[at],
-                               layout.start[at] + layout.length[at] - 1, np.ones(rows.size, dtype=np.int64),
-                               dtype=dtype, tiled=True)
-        out[rows] = got[:, 0]
+    if not rows.size:
+        return out
+    last = np.ones(layout.row.size, dtype=bool)
+    last[:-1] = layout.row[1:] != layout.row[:-1]
+    at = np.flatnonzero(last)[extend[layout.row[last]] > 0]
+    d, a, n = layout.doc[at], layout.start[at] + layout.length[at] - 1, rows.size
+    one, first = np.ones(n, dtype=np.int64), np.arange(n, dtype=np.int64)
+
+    def from_files(_: object) -> np.ndarray:
+        got, _ = read_segments(docs, (n, 1), first, np.zeros(n, dtype=np.int64), d, a, one, dtype=dtype, tiled=True)
+        return got[:, 0]
+
+    def from_store(packed: TokenData) -> np.ndarray:
+        got = np.empty(n, dtype=np.int64)
+        packed.tokens.copy_ranges(got, packed.doc_ptr[d] + a, one, first, 1)
+        bad = (got < 0) | (got >= docs.vocab.stored_ids)
+        if bad.any():
+            raise FormatError(f"token ids of the store must be in [0, {docs.vocab.stored_ids}), got "
+                              f"{short_repr(got[bad][:4].tolist())}; the store is damaged (consumer verify PREFIX "
+                              "checks all of it)")
+        return got
+
+    out[rows] = docs.source.choose(files=from_files, store=from_store)
     return out
 
 
 def _causal(tokens: np.ndarray, docs: DocumentTable, index: SampleIndex, ids: np.ndarray,
             shift: np.ndarray | None, overlap: bool, loss_on: tuple[str, ...]
-            ) -> tuple[np.ndarray, BatchLayout, Callable[[], tuple[np.ndarray, np.ndarray]]]:
-    """The causal input rows, their layout (over their width), and a maker of ``(labels, scored)``. With
+            ) -> tuple[np.ndarray, BatchLayout, Callable[[], np.ndarray]]:
+    """The causal input rows, their layout (over their width), and a maker of their labels. With
     ``overlap`` each of ``tokens``' rows ends with the next token already (Megatron's extra token: the input is the
     row without it), else the next token is read where the row's last document goes on."""
     if overlap:
@@ -75,7 +91,7 @@ def _causal(tokens: np.ndarray, docs: DocumentTable, index: SampleIndex, ids: np
     L = tokens.shape[1]
     plain = batch_layout(index, ids, L + 1, shift)
     extend = next_tokens_exist(plain, docs)
-    full = batch_layout(index, ids, L + 1, shift, extend)
+    full = plain.lengthened(extend)
     return tokens, plain.clipped(L), lambda: causal_labels(tokens, _following(docs, full, extend, tokens.dtype),
                                                            plain.row_len, full, docs, loss_on)
 
