@@ -82,35 +82,34 @@ class BatchLayout:
             length[last] += extend[self.row[last]]
         return BatchLayout(self.rows, self.width, self.row, self.col, length, self.doc, self.start)
 
-    def _spread(self, flat: np.ndarray, fill: int, dtype: type) -> np.ndarray:
-        """``[B, L]`` of ``dtype``: the rows' tokens' values ``flat`` (row-major, PAD left out) laid into their rows,
-        ``fill`` on PAD. Full rows take one copy; a few rows one slice each (cheaper than a boolean scatter)."""
+    def _running(self, step_at_start: np.ndarray, base: int, fill: int, dtype: type) -> np.ndarray:
+        """``[B, L]`` of ``dtype``: a running sum along each row of ``base`` per token, restarted at each piece by
+        ``step_at_start`` (the value written at each piece's first column instead; 0 at a row's first piece), then
+        ``fill`` on PAD. One array of the batch's size, summed in place: temporaries of a batch's size would come
+        fresh from the kernel at every batch when the allocator hands freed memory back."""
         B, W = self.rows, self.width
-        out: np.ndarray = np.empty((B, W), dtype=dtype)
+        out: np.ndarray = np.full((B, W), base, dtype=dtype)
+        out[self.row, self.col] = step_at_start
+        np.cumsum(out, axis=1, out=out)
         lens = self.row_len
-        if flat.size == B * W:
-            out.reshape(-1)[:] = flat
-        elif B <= _FEW_ROWS:
-            at = 0
+        if B <= _FEW_ROWS:
             for r, n in enumerate(lens.tolist()):
-                out[r, :n] = flat[at:at + n]
-                out[r, n:] = fill
-                at += n
+                if n < W:
+                    out[r, n:] = fill
         else:
-            out.fill(fill)
-            out[self.real] = flat
+            out[~self.real] = fill
         return out
 
     def document_ids(self) -> np.ndarray:
         """``[B, L]`` int32: row-local document ordinal, -1 on PAD."""
-        return self._spread(np.repeat(self.ordinal.astype(np.int32), self.length), -1, np.int32)
+        return self._running(np.minimum(self.ordinal, 1).astype(np.int32), 0, -1, np.int32)
 
     def position_ids(self) -> np.ndarray:
         """``[B, L]`` int64: position inside each piece, 0 on PAD."""
-        n = int(self.length.sum())
-        pos = np.repeat(np.cumsum(self.length) - self.length, self.length)
-        np.subtract(np.arange(n, dtype=np.int64), pos, out=pos)
-        return self._spread(pos, 0, np.int64)
+        restart = np.zeros(self.length.size, dtype=np.int64)
+        later = self.ordinal > 0  # the running sum reached the previous piece's last position: step back to 0
+        restart[later] = 1 - self.length[np.flatnonzero(later) - 1]
+        return self._running(restart, 1, 0, np.int64)
 
     def cu_seqlens(self) -> np.ndarray:
         """``[P + 1]`` int32: 0 and the running sum of the pieces' lengths (row-major)."""
