@@ -96,10 +96,10 @@ def _causal(tokens: np.ndarray, docs: DocumentTable, index: SampleIndex, ids: np
                                                            plain.row_len, full, docs, loss_on)
 
 
-def batch_parts(q: Query, tokens: np.ndarray, content: np.ndarray | None, ids: np.ndarray, *,  # long: one
+def batch_parts(q: Query, tokens: np.ndarray, content: np.ndarray | None, ids: np.ndarray, *,
                 documents: DocumentTable, index: SampleIndex, shift: np.ndarray | None, mask: MaskConfig,
                 sampling: object, rng: Callable[[], np.random.Generator],
-                per_sample: Callable[[str], np.ndarray]) -> BatchParts:  # table of makers, one per part
+                per_sample: Callable[[str], np.ndarray]) -> BatchParts:
     """The parts of one batch for query ``q`` (see the module docstring). ``content`` is the content mask (MLM),
     ``rng()`` the batch's generator (masks, spans), ``per_sample(name)`` the ``class``/``file_id``/``offset``."""
     docs, vocab, obj = documents, documents.vocab, q.objective
