@@ -119,6 +119,8 @@ class Fetcher:
         tokens = None
         if not masking and not self.crop:  # a store: one range per row; files: a few rows with Python ints
             tokens = reading.lean(sample_ids, width, width_, dtype)
+            if tokens is None and isinstance(reading, _StoreRows):
+                tokens = reading.mixed(sample_ids, width, dtype, self.index, self.documents)
             if tokens is not None and rows == 1 and width is None and need <= _DEFAULT_BUDGET and \
                     isinstance(reading, _StoreRows) and not self.one_row.armed:
                 self.one_row.arm(reading.packed)
@@ -191,6 +193,29 @@ class _StoreRows:
 
     def check(self, tokens: np.ndarray, ids: np.ndarray, shift: np.ndarray | None) -> None:
         self.packed.check_rows(tokens, ids, shift)
+
+    def mixed(self, ids: np.ndarray, width: int | None, dtype: np.dtype, index: SampleIndex,
+              documents: DocumentTable) -> np.ndarray | None:
+        """A batch of which most rows are one store range each and the others not (a ``packed`` row holding the last
+        pieces of two long documents): those rows by the lean path, the others by the general reader, or None
+        (the general reader for all) when fewer than half are one range, or the store is not mapped."""
+        packed = self.packed
+        if ids.size <= SMALL_BATCH or not packed.local:
+            return None
+        runs = packed.start[ids] >= 0
+        n_runs = int(np.count_nonzero(runs))
+        if 2 * n_runs < ids.size or n_runs == ids.size:
+            return None
+        ranged, other = ids[runs], ids[~runs]
+        fast = packed.rows(ranged, width, dtype)
+        if fast is None:
+            return None
+        slow, _ = read_rows(index, documents, other, runs=self.runs, width=width, dtype=dtype)
+        self.check(slow, other, None)
+        out = np.empty((ids.size, fast.shape[1]), dtype=dtype)
+        out[runs] = fast
+        out[~runs] = slow
+        return out
 
 
 class _FileRows:

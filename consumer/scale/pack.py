@@ -1,5 +1,6 @@
 """A pack on an :class:`~consumer.scale.engines.Engine`: workers read the files and write the tokens in parts,
-the client streams the parts, in corpus order, through the local pack's writer and commit.
+the client streams the parts, in the store's order (corpus order; a ``style="packed"`` dataset's in the store order
+of its rows, :func:`~consumer.packed.write.pack_order`), through the local pack's writer and commit.
 
 1. The documents are cut into contiguous runs (:func:`~consumer.scale.engines.plan_tasks`, by files and
    bytes). Task ``k`` reads its run's files with the raw reader (:func:`~consumer.packed.write.token_pieces`,
@@ -31,7 +32,7 @@ import numpy as np
 
 from ..errors import FormatError, InputError
 from ..packed.layout import FORMATS, as_prefix, store_dtype
-from ..packed.write import DEFAULT_CHUNK_TOKENS, chunk_segments, pack, token_pieces
+from ..packed.write import DEFAULT_CHUNK_TOKENS, chunk_segments, in_pack_order, pack, token_pieces
 from ..spec import Spec
 from ..tokens.documents import DocumentTable
 from ..util.fileio import fsync_dir
@@ -95,6 +96,7 @@ def pack_on(engine: Engine, documents: DocumentTable, classes: list[str], spec: 
     if len(documents) == 0:
         raise InputError("documents: the dataset has no documents to pack")
     final = as_prefix(prefix, create=True)
+    documents = in_pack_order(documents, len(classes), spec)  # a packed dataset: its rows' store order
     dtype = store_dtype(format, documents.vocab.size)
     doc_len = documents.doc_len
     bounds = plan_tasks(len(documents), engine.slots, COSTS["pack"], documents.doc_size, min_seconds=0.1)

@@ -14,8 +14,22 @@ Contract (what :func:`packed_arrays` returns, the arrays of a :class:`~consumer.
   of equal room, into the one whose last item was placed first (the row that reached that room first); a new row
   opens when none fits. The plan is a pure function of the lengths, classes and ``seqlen`` (no seed: the sampler
   shuffles rows per epoch with the dataset's seed).
+- **Ties.** Items of equal length and class are interchangeable (any permutation of them over their rows is the
+  same BFD, row for row the same lengths): the plan gives them out canonically, in (document, start) order to that
+  group's rows in ascending row order (a row taking several of them takes consecutive ones). Full items
+  (``seqlen`` tokens, a row each) are then ordered, per class, with the documents that have no shorter last piece
+  first (item order), then the others by the row of that last piece (:func:`plan_rows` applies the first rule,
+  :func:`packed_arrays` this one): both make the store order below a fixed point.
 - **Order.** Classes in order, the rows of a class in the order they were opened; inside a row its items in
-  (document, start) order from column 0 without gaps (``tiled``), the rest of the row PAD.
+  (start == 0, document, start) order, i.e. the last piece of a long document (start > 0) first, then whole
+  documents by document, from column 0 without gaps (``tiled``), the rest of the row PAD.
+- **Store order** (:func:`store_order`, what ``pack`` of a packed dataset writes): documents by the row of their
+  last piece, then its place in that row. Planned again over the documents renumbered so (same ``seqlen`` and
+  ``long_files``), the index is the same, row for row and id for id (the rows of one length and class are given
+  out in store order, which is their rows' order), and every row holding at most one last piece of a long
+  document is one contiguous range of the store: that piece ends its document and the row's whole documents
+  follow it, in row order. A row with the last pieces of two long documents is not (the second one's full pieces
+  lie between).
 
 Algorithm (no Python per document; planning cost about ``n log n`` for ``n`` items plus a constant per distinct
 length): the items are taken one distinct length ``l`` at a time, descending, all classes together. Taken in
@@ -35,7 +49,7 @@ import numpy as np
 from ..errors import InputError, short_repr
 from .pieces import index_dtype
 
-__all__ = ["PACKED_LONG_FILES", "packed_arrays", "packed_items", "plan_rows"]
+__all__ = ["PACKED_LONG_FILES", "packed_arrays", "packed_items", "plan_rows", "store_order"]
 
 PACKED_LONG_FILES = ("windows", "truncate")  # the default first: no token lost
 _I8 = np.int64
@@ -217,7 +231,8 @@ def _stable_order(key: np.ndarray, bound: int) -> np.ndarray:
 def plan_rows(length: np.ndarray, item_class: np.ndarray, seqlen: int) -> tuple[np.ndarray, np.ndarray]:
     """Best-fit decreasing per class: the row of every item (``length[i] <= seqlen`` tokens of class
     ``item_class[i]``, items in (document, start) order, classes non-decreasing) and the class of every row, rows
-    numbered by class, then in the order they were opened."""
+    numbered by class, then in the order they were opened; items of equal length and class in item order over
+    their rows in ascending order (the tie rule of the module docstring)."""
     n_items = length.size
     if not n_items:
         return np.zeros(0, dtype=_I8), np.zeros(0, dtype=_I8)
@@ -232,15 +247,40 @@ def plan_rows(length: np.ndarray, item_class: np.ndarray, seqlen: int) -> tuple[
         ks = cls[np.concatenate(([0], cut))]
         counts = np.diff(np.concatenate(([0], cut, [b - a])))
         placed[a:b] = plan.step(int(sorted_len[a]), ks, counts)
-    del sorted_len
-    item_row = np.empty(n_items, dtype=_I8)
-    item_row[order] = placed
-    del order, placed
     row_class = plan.row_class[:plan.n_rows]
     by_class = np.argsort(row_class, kind="stable")  # ids were given in opening order
     rank = np.empty(plan.n_rows, dtype=_I8)
     rank[by_class] = np.arange(plan.n_rows, dtype=_I8)
-    return rank[item_row], row_class[by_class]
+    placed = rank[placed]
+    del rank
+    _canonical_ties(placed, sorted_len, np.asarray(item_class[order], dtype=_I8), plan.n_rows)
+    del sorted_len
+    item_row = np.empty(n_items, dtype=_I8)
+    item_row[order] = placed
+    return item_row, row_class[by_class]
+
+
+def _canonical_ties(placed: np.ndarray, sorted_len: np.ndarray, sorted_class: np.ndarray, n_rows: int) -> None:
+    """The tie rule, in place: ``placed`` (the rows of the items in (length descending, item) order, hence each
+    (length, class) group contiguous and in item order) sorted ascending within every group."""
+    n = placed.size
+    cut = np.flatnonzero((sorted_len[1:] != sorted_len[:-1]) | (sorted_class[1:] != sorted_class[:-1])) + 1
+    down = placed[1:] < placed[:-1]
+    down[cut - 1] = False  # a group's first item follows another group's last
+    descent = np.flatnonzero(down) + 1  # where a group is not ascending yet
+    del down
+    if not descent.size:
+        return
+    bad = np.unique(np.searchsorted(cut, descent, side="right"))  # the groups out of order: only they are sorted
+    bounds = np.concatenate(([0], cut, [n]))
+    lo, hi = bounds[bad], bounds[bad + 1]
+    size = hi - lo
+    pos = np.repeat(lo - (np.cumsum(size) - size), size) + np.arange(int(size.sum()), dtype=_I8)
+    key = np.repeat(np.arange(bad.size, dtype=_I8) * n_rows, size)
+    key += placed[pos]
+    key.sort()
+    key -= np.repeat(np.arange(bad.size, dtype=_I8) * n_rows, size)
+    placed[pos] = key
 
 
 def packed_arrays(doc_len: np.ndarray, doc_class: np.ndarray, n_classes: int, seqlen: int, *,
@@ -249,7 +289,11 @@ def packed_arrays(doc_len: np.ndarray, doc_class: np.ndarray, n_classes: int, se
     ``seg_start``, ``seg_len``, ``seg_col``, ``sample_class``, ``class_ptr``); see the module docstring."""
     doc, start, length = packed_items(doc_len, seqlen, long_files)
     item_row, row_class = plan_rows(length, doc_class[doc], seqlen)
-    order = _stable_order(item_row, row_class.size)  # by row, then (document, start): item order
+    _full_rows_by_tails(item_row, row_class, doc, start, length, seqlen)
+    key = item_row * 2
+    key += start == 0
+    order = _stable_order(key, 2 * row_class.size)  # by row, a last piece (start > 0) first, then item order
+    del key
     counts = np.bincount(item_row, minlength=row_class.size)
     del item_row
     seg_ptr = np.zeros(row_class.size + 1, dtype=_I8)
@@ -263,3 +307,30 @@ def packed_arrays(doc_len: np.ndarray, doc_class: np.ndarray, n_classes: int, se
     class_ptr = np.zeros(n_classes + 1, dtype=_I8)
     np.cumsum(np.bincount(sample_class, minlength=n_classes), out=class_ptr[1:])
     return (seg_ptr, doc[order], start[order], seg_len, col.astype(index_dtype(seqlen)), sample_class, class_ptr)
+
+
+def _full_rows_by_tails(item_row: np.ndarray, row_class: np.ndarray, doc: np.ndarray, start: np.ndarray,
+                        length: np.ndarray, seqlen: int) -> None:
+    """The tie rule of full items (``seqlen`` tokens, each a row alone), in place: per class, the full pieces of
+    documents without a shorter last piece first, in item order, then those of documents with one, by the row of
+    that last piece (then item order), over the class's full rows in ascending order."""
+    full = np.flatnonzero(length == seqlen)
+    tails = np.flatnonzero((start > 0) & (length < seqlen))  # one per document at most, in document order
+    if full.size < 2 or not tails.size:
+        return  # the plan's tie rule: item order
+    tail_doc = doc[tails]
+    at = np.minimum(np.searchsorted(tail_doc, doc[full]), tails.size - 1)
+    by = np.where(tail_doc[at] == doc[full], item_row[tails[at]], -1)
+    rows = item_row[full]
+    item_row[full[np.lexsort((full, by, row_class[rows]))]] = np.sort(rows)  # a class's rows: ids of one range
+
+
+def store_order(seg_doc: np.ndarray, seg_start: np.ndarray, n_docs: int, seqlen: int) -> np.ndarray:
+    """The store order of a packed index (its ``seg_doc`` / ``seg_start``, ``n_docs`` documents of ``seqlen``-token
+    pieces; see the module docstring): the documents by the row of their last piece, then its place in that row
+    (a permutation of ``range(n_docs)``; classes stay grouped, rows never cross them)."""
+    pieces = np.bincount(seg_doc, minlength=n_docs)
+    if pieces.size != n_docs or not (pieces > 0).all():
+        raise InputError(f"store_order needs every one of {n_docs} documents in the index at least once")
+    last = np.asarray(seg_start, dtype=_I8) == (pieces[seg_doc].astype(_I8) - 1) * seqlen
+    return np.asarray(seg_doc[last], dtype=_I8)  # segments are in (row, place) order: the documents at their last

@@ -25,7 +25,8 @@ from ..conftest import write_corpus
 def sequential_bfd(lengths: list[int], classes: list[int], seqlen: int) -> tuple[np.ndarray, np.ndarray]:
     """Best-fit decreasing, one item at a time: items by length descending then item order; each into the row of
     its class with the least room that fits it, equal rooms to the row whose last item was placed first; else a new
-    row. Rows renumbered by (class, opening order), as :func:`plan_rows` numbers them."""
+    row. Rows renumbered by (class, opening order), as :func:`plan_rows` numbers them; then the tie rule: the items
+    of each (class, length), in item order, over that group's rows in ascending order."""
     rows: list[list[int]] = []  # [class, room, time of the last placement]
     assign = [0] * len(lengths)
     for t, i in enumerate(sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))):
@@ -42,7 +43,13 @@ def sequential_bfd(lengths: list[int], classes: list[int], seqlen: int) -> tuple
     by_class = np.argsort(row_class, kind="stable")
     rank = np.empty(len(rows), dtype=np.int64)
     rank[by_class] = np.arange(len(rows))
-    return rank[np.array(assign, dtype=np.int64)], row_class[by_class]
+    row = rank[np.array(assign, dtype=np.int64)]
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i in range(len(lengths)):
+        groups.setdefault((classes[i], lengths[i]), []).append(i)
+    for members in groups.values():  # members in item order
+        row[members] = sorted(row[members].tolist())
+    return row, row_class[by_class]
 
 
 @st.composite
@@ -109,8 +116,8 @@ def test_every_token_once_only_long_documents_cut_rows_tiled_and_of_one_class(se
     assert (doc_class[ix.seg_doc] == ix.sample_class[rows]).all()  # a row's class is every document's class
     assert np.array_equal(ix.class_ptr, np.concatenate(([0], np.cumsum(np.bincount(ix.sample_class, minlength=3)))))
     assert (np.diff(ix.sample_class) >= 0).all()
-    key = ix.seg_doc.astype(np.int64) * 10**6 + ix.seg_start
-    assert all((np.diff(key[a:b]) > 0).all() for a, b in zip(ix.seg_ptr[:-1], ix.seg_ptr[1:]))  # corpus order
+    key = (ix.seg_start == 0) * 10**12 + ix.seg_doc.astype(np.int64) * 10**6 + ix.seg_start
+    assert all((np.diff(key[a:b]) > 0).all() for a, b in zip(ix.seg_ptr[:-1], ix.seg_ptr[1:]))  # a last piece first
     by_doc = _segments_by_doc(ix)
     assert sorted(by_doc) == list(range(doc_len.size))
     for d, parts in by_doc.items():
