@@ -34,7 +34,9 @@ from .views import (
     jsonl_peers,
     limits,
     loader,
+    objectives,
     open_scale,
+    pretraining,
     records,
     records_interop,
     records_remote,
@@ -100,7 +102,9 @@ VIEWS = [("workloads", fetch.render_section, fetch.verdicts), ("limits", limits.
          ("batchorder", batch_order.render_section, batch_order.verdicts),
          ("sqlmargin", sql_margin.render_section, sql_margin.verdicts),
          ("clusterlisting", cluster.render_section, cluster.verdicts),
-         ("openscale", open_scale.render_section, open_scale.verdicts)]
+         ("openscale", open_scale.render_section, open_scale.verdicts),
+         ("styles", pretraining.render_section, pretraining.verdicts),
+         ("objectives", objectives.render_section, objectives.verdicts)]
 
 
 def _head(res: dict, command: str) -> list[str]:

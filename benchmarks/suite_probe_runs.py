@@ -73,14 +73,25 @@ SPECS: dict[str, list[tuple[str, str, list[str], list[str]]]] = {
                         ["--files", "2000", "--reps", "1"])],
     "openscale": [("", "open_scale", ["--docs", "100000,1000000,10000000,100000000", "--dir", "{work}/openscale"],
                    ["--docs", "10000,100000", "--repeat", "1", "--dir", "{work}/openscale"])],
+    # issue #36: the packed style's plan, what each style makes of a corpus, packed rows against concat rows
+    "styles": [("plan", "packed_plan", ["--docs", "10000000", "--seqlen", "2048", "--classes", "1,8"],
+                ["--docs", "100000", "--classes", "1,8"]),
+               ("report", "style_report", ["--demo-max-files", "200", "--demo-seqlens", "2048,512", "--records",
+                                           "50000", "--jsonl-seqlens", "2048"],
+                ["--demo-max-files", "20", "--demo-seqlens", "512", "--records", "2000", "--shards", "2"]),
+               ("fetch", "style_fetch", ["--files", "10000", "--reps", "100"], ["--files", "1000", "--reps", "5"])],
+    # issue #36: causal labels and document columns against the plain query, cu_seqlens of a large batch
+    "objectives": [("", "objective_costs", ["--files", "10000", "--reps", "60", "--fresh-reps", "100"],
+                    ["--files", "1000", "--reps", "5", "--fresh-reps", "5", "--cu-files", "2000", "--cu-reps", "10"])],
 }
 FULL_ONLY = tuple(SPECS)  # the default quick run leaves these out (see the module docstring)
 
 
 def add_probe_document(res: dict, value: str) -> None:
-    """``SECTION=PATH``: the probe document at PATH (a probe's ``--out``) as the one run of probe-run section
-    SECTION in the results ``res``, marked as run alone (the report says so and gives its date). ValueError naming
-    the argument for an unknown section, or a document of another probe than the section runs."""
+    """``SECTION=PATH``: the probe document at PATH (a probe's ``--out``) as the run of its probe in probe-run
+    section SECTION in the results ``res``, marked as run alone (the report says so and gives its date); in a
+    section of several probes the runs of the others are kept, so each is added with its own ``--add-probe``.
+    ValueError naming the argument for an unknown section, or a document of a probe the section does not run."""
     from .registry import validate
 
     section, sep, path = value.partition("=")
@@ -89,18 +100,24 @@ def add_probe_document(res: dict, value: str) -> None:
     with open(path, encoding="utf-8") as f:
         doc = json.load(f)
     validate(doc)
-    probe = SPECS[section][0][1]
-    if doc["probe"] != probe:
-        raise ValueError(f"--add-probe {section}: expected a document of probe {probe!r}, got {doc['probe']!r}")
+    probes = list(dict.fromkeys(probe for _, probe, _, _ in SPECS[section]))
+    if doc["probe"] not in probes:
+        names = " or ".join(repr(p) for p in probes)
+        raise ValueError(f"--add-probe {section}: expected a document of probe {names}, got {doc['probe']!r}")
+    probe = doc["probe"]
+    sub = next(sub for sub, p, _, _ in SPECS[section] if p == probe)  # a section's probes run once each
     flags = []
     for key, v in doc["args"].items():
         if v is None or v is False:
             continue
         flags += [f"--{key.replace('_', '-')}"] + ([] if v is True else [str(v)])
     command = ("python -m benchmarks probe " + shlex.join([probe, *flags])).replace(ROOT + os.sep, "")
-    res[section] = {"runs": {"": {"probe": probe, "command": command, "load_average": doc["machine"]["load_average"],
-                                  "duration_s": doc["duration_s"], "results": doc["results"], "alone": True,
-                                  "started": doc["started"]}}}
+    entry = {"probe": probe, "command": command, "load_average": doc["machine"]["load_average"],
+             "duration_s": doc["duration_s"], "results": doc["results"], "alone": True, "started": doc["started"]}
+    if len(SPECS[section]) == 1:
+        res[section] = {"runs": {sub: entry}}
+    else:  # the other probes' runs of the section stay (each added alone, or from the suite run)
+        res.setdefault(section, {}).setdefault("runs", {})[sub] = entry
 
 
 class ProbeRunSections:
@@ -244,3 +261,11 @@ class ProbeRunSections:
     def openscale(self) -> None:
         """Opening a .bin/.idx store of 10^5..10^8 documents against megatron-core, and SQL over it."""
         self._run_spec("openscale")
+
+    def styles(self) -> None:
+        """Pretraining rows (#36): planning the packed style, each style's padding and cuts, packed against concat."""
+        self._run_spec("styles")
+
+    def objectives(self) -> None:
+        """Causal labels and document columns against the plain query (#36), cu_seqlens of a large batch."""
+        self._run_spec("objectives")

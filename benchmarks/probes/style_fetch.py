@@ -1,15 +1,19 @@
 """Fetching ``packed`` rows against ``concat`` rows: the same corpus, the same store, the same batches.
 
 Workload: the generated ``small`` corpus (``--files`` files of 256 B .. 4 KB, three classes), ``n_bytes=2``,
-``seqlen=8192``; four datasets: a Megatron store of it (``ds.pack``, read through into the page cache) opened with
-``Consumer.from_packed(prefix, style=S, seqlen=8192)``, and the raw files (``Consumer(root, style=S, ...)``), for
-``S`` in concat and packed. Every row of every dataset is fetched once before timing. ``--reps`` repetitions of
-``--batch`` random rows (the same ids for the four datasets: drawn below the smallest row count), the datasets'
+``seqlen=8192``; five datasets: a Megatron store of it written by a concat dataset (``ds.pack``, read through into
+the page cache) opened with ``Consumer.from_packed(prefix, style=S, seqlen=8192)``, and the raw files
+(``Consumer(root, style=S, ...)``), for ``S`` in concat and packed; and ``own store packed``: the store the packed
+dataset's own ``pack`` writes (its documents in the order of its rows, each row one range of the store) opened with
+``style="packed"``. Every row of every dataset is fetched once before timing. ``--reps`` repetitions of
+``--batch`` random rows (the same ids for every dataset: drawn below the smallest row count), the datasets'
 order rotated per repetition, plain query ``ds.fetch_numpy(ids, None)``; then the same back to back (each dataset
 over all the batches in a run of its own).
 
 Reported per dataset: median and best µs per batch, document pieces per batch; per source the packed ÷ concat time
-(the median of the per-repetition ratios, paired on the same ids; target <= 1.10).
+(the median of the per-repetition ratios, paired on the same ids; target <= 1.10): ``store`` (both styles over the
+concat dataset's store), ``own_store`` (each style over the store its own dataset's ``pack`` writes: packed's own
+store against the concat store) and ``files``.
 
 Run: ``python -m benchmarks probe style_fetch [--files 10000] [--reps 100] [--keep DIR]``
 """
@@ -17,6 +21,7 @@ Run: ``python -m benchmarks probe style_fetch [--files 10000] [--reps 100] [--ke
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import sys
 import tempfile
@@ -24,10 +29,10 @@ import tempfile
 import numpy as np
 
 from ..measure import median
-from ._styles import back_to_back, interleaved, summary, warm_rows, warm_store
+from ._styles import back_to_back, interleaved, read_through, summary, warm_rows, warm_store
 
 NAME = "style_fetch"
-DESCRIPTION = "packed rows against concat rows: a warm store and the raw files, plain query, 20 x 8192 tokens"
+DESCRIPTION = "packed rows against concat rows: warm stores and the raw files, plain query, 20 x 8192 tokens"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,11 +52,17 @@ def run(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         work = args.keep or tmp
         info, prefix = warm_store(work, "small", args.files, seqlen=args.seqlen)
+        own = f"{prefix}_packed_s{args.seqlen}"  # the packed dataset's own store (written in the order of its rows)
+        if not os.path.exists(own + ".idx"):
+            Consumer(info.root, style="packed", n_bytes=2, seqlen=args.seqlen,
+                     cache_dir=os.path.join(work, "cache")).pack(own)
+        read_through(glob.glob(own + "*"))
         sets = {}
         for style in ("concat", "packed"):
             sets[f"store {style}"] = Consumer.from_packed(prefix, style=style, seqlen=args.seqlen)
             sets[f"files {style}"] = Consumer(info.root, style=style, n_bytes=2, seqlen=args.seqlen,
                                               cache_dir=os.path.join(work, "cache"))
+        sets["own store packed"] = Consumer.from_packed(own, style="packed", seqlen=args.seqlen)
         for ds in sets.values():
             warm_rows(ds, args.batch)
         n = min(len(ds) for ds in sets.values())
@@ -66,14 +77,17 @@ def run(args: argparse.Namespace) -> dict:
         for order, timer in (("interleaved", interleaved), ("back_to_back", back_to_back)):
             times = timer(cases, batches)
             res = out[order] = {"timings": summary(times, "store concat")}
-            for source in ("store", "files"):
-                c = np.asarray(times[f"{source} concat"]["seconds"])
-                p = np.asarray(times[f"{source} packed"]["seconds"])
+            for source, concat, packed in (("store", "store concat", "store packed"),
+                                           ("own_store", "store concat", "own store packed"),
+                                           ("files", "files concat", "files packed")):
+                c = np.asarray(times[concat]["seconds"])
+                p = np.asarray(times[packed]["seconds"])
                 res[f"{source}_packed_over_concat"] = median(p / c)
                 res[f"{source}_packed_over_concat_best"] = float(p.min() / c.min())
             for name, r in res["timings"].items():
                 print(f"{order:12s} {name:14s} {r['median_us']:8.0f} µs (best {r['best_us']:6.0f}), "
                       f"{out['pieces_per_batch'][name]} pieces/batch", file=sys.stderr)
-            print(f"{order:12s} packed / concat: store x{res['store_packed_over_concat']:.2f}, "
-                  f"files x{res['files_packed_over_concat']:.2f}", file=sys.stderr)
+            print(f"{order:12s} packed / concat: store x{res['store_packed_over_concat']:.2f}, own store "
+                  f"x{res['own_store_packed_over_concat']:.2f}, files x{res['files_packed_over_concat']:.2f}",
+                  file=sys.stderr)
         return out

@@ -53,13 +53,15 @@ def head(title: str, res: dict, section: str, intro: str) -> list[str]:
         return out + [f"Not measured in this run{': ' + why if why else ''} (suite section `{section}`: "
                       f"`python -m benchmarks run --full --sections {section}`).", ""]
     out += ["```", *[d["command"] for d in docs.values() if d.get("command")], "```", ""]
+    alone = [d["started"] for d in ran.values() if d.get("alone")]  # added by `report --add-probe`
+    mixed = 0 < len(alone) < len(ran)  # some runs of the section added alone, the others from the suite run
     timing = [f"{d['command'].split()[4]}" + (f" ({sub})" if sub else "") +
+              (f" run alone ({d['started']})" if mixed and d.get("alone") else "") +
               f": {d['duration_s']:.0f} s, load average at its start {d['load_average']}" for sub, d in ran.items()]
     failed = [f"{sub}: {d['error']}" for sub, d in docs.items() if "error" in d]
     absent = [f"{sub or d.get('probe')}: {d['absent']}" for sub, d in docs.items() if "absent" in d]
-    alone = [d["started"] for d in ran.values() if d.get("alone")]  # added by `report --add-probe`
     how = f"Run alone ({', '.join(alone)}), not in the suite run of the rest of this page, as suite section `" \
-        if alone else "Run as suite section `"
+        if alone and not mixed else "Run as suite section `"
     out += [how + section + "` — " + "; ".join(timing) + "." +
             (" Failed: " + "; ".join(failed) + "." if failed else "") +
             (" Not run: " + "; ".join(absent) + "." if absent else ""), ""]
