@@ -46,11 +46,13 @@ from .tokens.vocab import Vocab, decode_ids, encode_bytes
 _compat.install()  # datasets pickled by 0.2 (flat module names) still load
 
 if TYPE_CHECKING:
+    from .mixtures import Mixture, mix
     from .packed import inspect_packed, merge_packed, open_packed, read_sidecar, verify_packed
     from .training.loader import ConsumerLoader, make_loader
 
 _LAZY = {"inspect_packed": "packed", "merge_packed": "packed", "open_packed": "packed", "read_sidecar": "packed",
-         "verify_packed": "packed", "make_loader": "training.loader", "ConsumerLoader": "training.loader"}
+         "verify_packed": "packed", "make_loader": "training.loader", "ConsumerLoader": "training.loader",
+         "mix": "mixtures", "Mixture": "mixtures"}
 
 __all__ = [
     "__version__",
@@ -67,6 +69,8 @@ __all__ = [
     "Rows",
     "make_loader",
     "ConsumerLoader",
+    "mix",
+    "Mixture",
     "find_duplicates",
     "dedupe_plan",
     "merge_packed",
@@ -93,7 +97,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Load the packed-store and loader names on first use (PEP 562)."""
+    """Load the packed-store, loader and mixture names on first use (PEP 562)."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'consumer' has no attribute {name!r}")

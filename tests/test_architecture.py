@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent / "consumer"
 
 # the floors, lowest first: a module may import its own subpackage (or top-level module) and lower floors only
 ORDER = ["errors", "_version", "util", "storage", "formats", "sources", "tokens", "catalog", "spec", "fetch", "query",
-         "packed", "training", "scale", "dataset", "report", "consumer", "cli", "__main__", "__init__"]
+         "packed", "training", "scale", "dataset", "report", "consumer", "mixtures", "cli", "__main__", "__init__"]
 TOP_LEVEL = {"__init__", "__main__", "_version", "errors", "spec", "storage", "consumer"}  # modules under consumer/
 
 

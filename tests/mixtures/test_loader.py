@@ -1,0 +1,150 @@
+"""The batch order over a mixture: the loader draws parts by their weights (exact per-epoch counts), with workers as
+in process, over ranks with equal batch counts, resumed exactly from a state; the cursor (``create_batches``,
+``get_next_batch``, ``m[None]``) walks the same order, and a mixture pickles."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from consumer import InputError
+from consumer.mixtures import Mixture, mix
+
+FORK = {"multiprocessing_context": "fork"}
+WEIGHTS = {"raw": 3, "text": 1}
+COLUMNS = ["input_array", "class", "sample_id", "labels", "attention_mask"]
+
+
+@pytest.fixture(scope="module")
+def m(parts) -> Mixture:
+    return mix(parts, weights=WEIGHTS, seed=5)
+
+
+def _epoch(loader) -> list[dict]:
+    start = loader.epoch
+    out = []
+    while loader.epoch == start:
+        out.extend({k: v.clone() for k, v in b.items()} for b in loader)
+    return out
+
+
+def _same(a: list[dict], b: list[dict]) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert x.keys() == y.keys()
+        for k in x:
+            assert x[k].dtype == y[k].dtype and torch.equal(x[k], y[k]), k
+
+
+@pytest.mark.parametrize("epoch_size", [None, 400])
+def test_the_loader_draws_the_parts_by_their_weights(m, epoch_size):
+    loader = m.dataloader(8, query=["input_array", "class", "sample_id"], epoch_size=epoch_size)
+    for _ in range(2):
+        batches = _epoch(loader)
+        cls = torch.cat([b["class"] for b in batches]).numpy()
+        n = cls.size
+        assert n == (epoch_size or len(m))
+        counts = np.bincount(cls, minlength=3)
+        assert counts[0] in (math.floor(n * 0.75), math.ceil(n * 0.75))
+        assert counts[1] in (math.floor(n * 0.25), math.ceil(n * 0.25)) and counts[2] == 0
+        ids = torch.cat([b["sample_id"] for b in batches]).numpy()
+        assert (m.index.sample_class[ids] == cls).all()
+        for b in batches:
+            rows = m.fetch_numpy(b["sample_id"].numpy())["input_array"]
+            assert np.array_equal(b["input_array"].numpy(), rows)
+
+
+def test_natural_weights_serve_every_sample_once_per_epoch(parts):
+    m = mix(parts)
+    ids = torch.cat([b["sample_id"] for b in _epoch(m.dataloader(5, query=["sample_id"]))]).numpy()
+    assert sorted(ids.tolist()) == list(range(len(m)))
+
+
+def test_two_workers_give_the_batches_of_none(m):
+    reference = _epoch(m.dataloader(6, query=COLUMNS))
+    _same(_epoch(m.dataloader(6, query=COLUMNS, num_workers=2, **FORK)), reference)
+    cu = ["causal", "cu_seqlens", "max_seqlen", "class"]
+    _same(_epoch(m.dataloader(6, query=cu, num_workers=2, **FORK)), _epoch(m.dataloader(6, query=cu)))
+
+
+@pytest.mark.parametrize("weights", [None, WEIGHTS])
+def test_two_ranks_have_equal_batch_counts_and_disjoint_shares(parts, weights):
+    m = mix(parts, weights=weights, seed=5)
+    loaders = [m.dataloader(4, query=["sample_id", "class"], rank=r, world_size=2) for r in range(2)]
+    assert len(loaders[0]) == len(loaders[1])
+    epochs = [_epoch(loader) for loader in loaders]
+    assert len(epochs[0]) == len(epochs[1]) == len(loaders[0])
+    ids = [torch.cat([b["sample_id"] for b in e]).numpy() for e in epochs]
+    single = torch.cat([b["sample_id"] for b in _epoch(m.dataloader(8, query=["sample_id"]))]).numpy()
+    pad = (-single.size) % 2  # the last short step is padded with the epoch's first ids, so ranks stay equal
+    assert sorted(np.concatenate(ids).tolist()) == sorted(single.tolist() + single[:pad].tolist())
+    if weights is None:  # one permutation of all samples: the ranks' shares are disjoint (but for the padding)
+        assert len(set(ids[0].tolist()) & set(ids[1].tolist())) <= pad
+        assert set(np.concatenate(ids).tolist()) == set(range(len(m)))
+
+
+def test_a_state_resumes_the_loader_exactly(m):
+    full = m.dataloader(4, query=COLUMNS)
+    reference = _epoch(full) + _epoch(full)
+    first = m.dataloader(4, query=COLUMNS)
+    taken = []
+    for b in first:
+        taken.append({k: v.clone() for k, v in b.items()})
+        if len(taken) == 5:
+            break
+    state = first.state_dict()
+    resumed = m.dataloader(4, query=COLUMNS, num_workers=2, **FORK)
+    resumed.load_state_dict(state)
+    rest = _epoch(resumed) + _epoch(resumed)
+    _same(taken + rest, reference)
+    other = mix(m.parts, weights={"raw": 1, "text": 1}, seed=5).dataloader(4, query=COLUMNS)
+    with pytest.raises(InputError, match="does not belong"):
+        other.load_state_dict(state)
+
+
+def test_the_cursor_walks_the_loaders_order_and_resumes(parts):
+    a = mix(parts, weights=WEIGHTS, seed=5)
+    a.create_batches(4)
+    loader = a.dataloader(4, query=["sample_id"])
+    served = [a.get_next_batch(["sample_id"])["sample_id"] for _ in range(len(loader))]
+    _same([{"s": s} for s in served], [{"s": b["sample_id"]} for b in _epoch(loader)])
+    assert [b.tolist() for b in a.batches(0)] == [s.tolist() for s in served]
+    state = a.state_dict()
+    b = mix(parts, weights=WEIGHTS, seed=5)
+    b.load_state_dict(state)
+    for _ in range(3):
+        assert torch.equal(a.get_next_batch(["sample_id"])["sample_id"], b[None, ["sample_id"]]["sample_id"])
+    with pytest.raises(InputError, match="does not belong"):
+        mix({"raw": parts["raw"], "text": parts["text"]}, weights=WEIGHTS, seed=5).load_state_dict(state)
+
+
+def test_m_none_without_batches_follows_the_weights(parts):
+    m = mix(parts, weights={"text": 1}, seed=2)
+    got = [m[None, ["class"]]["class"].tolist() for _ in range(10)]
+    assert got == [[1]] * 10
+
+
+def test_a_mixture_pickles_with_its_position(parts):
+    m = mix(parts, weights=WEIGHTS, num_samples=30, seed=5)
+    m.create_batches(3)
+    m.get_next_batch()
+    copy = pickle.loads(pickle.dumps(m))
+    assert copy.weights == m.weights and copy.num_samples == 30 and copy.classes == m.classes
+    for _ in range(3):
+        assert torch.equal(copy.get_next_batch("supervised")["input_array"],
+                           m.get_next_batch("supervised")["input_array"])
+    assert torch.equal(copy[{"code": 2}]["input_array"], m[{"code": 2}]["input_array"])
+    assert sum(b.size for b in m.batches(0)) == 30  # num_samples is the epoch's size
+
+
+def test_token_budgets_take_natural_weights_only(parts):
+    natural = mix(parts)
+    loader = natural.dataloader(None, max_tokens=96, query=["sample_id", "input_array"])
+    ids = torch.cat([b["sample_id"] for b in _epoch(loader)]).numpy()
+    assert sorted(ids.tolist()) == list(range(len(natural)))
+    with pytest.raises(InputError, match="max_tokens"):
+        mix(parts, weights=WEIGHTS).dataloader(None, max_tokens=96)
