@@ -15,7 +15,7 @@ from ..util.validate import check_int
 
 __all__ = ["check_num_samples", "check_parts", "check_sampling", "check_seed", "check_weights"]
 
-SAMPLINGS = (None,)  # "megatron" (Megatron's blend) comes with slice 2 of issue #37
+SAMPLINGS = (None,)  # Megatron's blend ("megatron") is refused until it is built
 
 
 def check_parts(parts: object) -> dict[str, Consumer]:
@@ -51,14 +51,11 @@ def _vocab(part: Consumer) -> tuple[str, dict]:
 
 
 def check_weights(weights: object, sizes: dict[str, int]) -> dict[str, float] | None:
-    """Static weights normalised to sum 1 over every part (parts the dict leaves out get 0), or None (natural:
-    proportional to the parts' sizes). Refused: schedules (not supported yet), unknown parts, weights that are not
-    finite numbers >= 0, all zero, or positive on a part without samples."""
+    """One dict of weights normalised to sum 1 over every part (parts the dict leaves out get 0), or None (natural:
+    proportional to the parts' sizes). Refused: unknown parts, weights that are not finite numbers >= 0, all zero,
+    or positive on a part without samples (a schedule's dicts each come here: :mod:`consumer.mixtures.schedule`)."""
     if weights is None:
         return None
-    if callable(weights) or isinstance(weights, (list, tuple)):
-        raise InputError(f"weights as a schedule are not supported yet (got {short_repr(weights)}): give a dict "
-                         "{part: weight}")
     if not isinstance(weights, Mapping):
         raise InputError(f"weights must be None or a dict {{part: weight}}, got {short_repr(weights)}")
     raw: dict[str, float] = {}

@@ -9,27 +9,34 @@ So every selection of a ``Consumer`` works on it (``m[k]``, ``m[a:b]``, ``m[[...
 
 from __future__ import annotations
 
-from typing import Any
+import weakref
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..consumer import Consumer
-from ..errors import InputError, short_repr
+from ..errors import FileChangedError, InputError, SelectionError, short_repr
 from ..fetch.collate import to_tensors
 from ..fetch.select import as_sample_ids, resolve, split_key
+from ..query.rows import Params, Rows
 from ..tokens.vocab import decode_ids
 from ..training.sampler import BatchCursor
 from ..training.state import dataset_fingerprint, digest
 from ..util.seeds import generator
-from .checks import check_num_samples, check_parts, check_sampling, check_seed, check_weights
+from .checks import check_num_samples, check_parts, check_sampling, check_seed
+from .describe import mixture_from_dict, mixture_json, write_report
 from .gather import fetch_mixture
 from .index import MixtureIndex
+from .schedule import WeightSchedule
+
+if TYPE_CHECKING:
+    from .sql import MixtureSQL
 
 __all__ = ["Mixture", "mix"]
 _DEFAULT = object()
 
 
-def mix(parts: dict[str, Consumer], weights: dict[str, float] | None = None, sampling: str | None = None,
+def mix(parts: dict[str, Consumer], weights: Any = None, sampling: str | None = None,
         num_samples: int | None = None, seed: int | None = None) -> Mixture:
     """One dataset made of the datasets ``parts`` (``{name: Consumer}``), each built any way (raw files, records, a
     packed store), as long as they agree on ``n_bytes``, vocabulary and ``seqlen``.
@@ -39,7 +46,9 @@ def mix(parts: dict[str, Consumer], weights: dict[str, float] | None = None, sam
         weights: ``{part: weight}`` (>= 0, normalised to sum 1): the share of each part in the batch order of
             :meth:`Mixture.dataloader`, :meth:`Mixture.create_batches` and ``m[None]``. A part the dict leaves out
             gets weight 0 (it is never drawn, but ``m[...]`` still selects it). ``None``: natural, each part in
-            proportion to its samples. Schedules (a callable, or ``(step, weights)`` points) are not supported yet.
+            proportion to its samples. Or a schedule of the global step (:mod:`consumer.mixtures.schedule`): a
+            list of ``(step, weights)`` points (the first at step 0) or a callable ``step -> weights``; only
+            :meth:`Mixture.dataloader` takes a schedule (``create_batches`` and ``m[None]`` need a dict).
         sampling: ``None`` (Megatron's blend, ``"megatron"``, is not supported yet).
         num_samples: samples of an epoch of the batch order (the default ``epoch_size``; ``None``: ``len(m)``).
         seed: seed of the order and of ``{part: n}`` draws (``None``: the first part's).
@@ -67,7 +76,12 @@ class Mixture:
         self.seed = check_seed(seed, checked)
         self.index = MixtureIndex(list(checked.values()), self.seqlen)
         sizes = dict(zip(self.classes, self.index.samples_per_class().tolist()))
-        self._given = check_weights(weights, sizes)  # None: natural
+        self.schedule = WeightSchedule(weights, sizes)  # the weights of every global step of the loader's plan
+        # static weights (None: natural); a schedule's weights at step 0
+        self._given = self.schedule.static if self.schedule.kind != "natural" else None
+        if self._given is None and self.schedule.kind not in ("natural", "static"):
+            self._given = self.schedule.weights_at(0)
+        self._loader_ref: Any = None
         self._select_rng = generator(self.seed, "select")
         self._cursor = BatchCursor(np.zeros(0, dtype=np.int32), self.classes, np.zeros(0, dtype=np.int64),
                                    self.seed, self._describe)
@@ -135,7 +149,8 @@ class Mixture:
         n = len(self)
         if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
             raise InputError(f"sample_ids must be in [0, {n}), got {short_repr(ids.tolist())}")
-        return fetch_mixture(list(self._parts.values()), self.index, ids, query, pad=self.vocab.pad, epoch=epoch,
+        parts = [_Named(name, part) for name, part in self._parts.items()]
+        return fetch_mixture(parts, self.index, ids, query, pad=self.vocab.pad, epoch=epoch,
                              width=width, out_dtype=out_dtype)
 
     def decode(self, ids: Any, *, specials: str = "skip") -> bytes:
@@ -171,7 +186,12 @@ class Mixture:
 
     def create_batches(self, batch_size: int | None, drop_last: bool = False, seed: int | None = None,
                        shuffle: bool = True, **plan: Any) -> None:
-        """``m[None]``/:meth:`get_next_batch` batches in :meth:`dataloader`'s order (``plan``: its keyword options)."""
+        """``m[None]``/:meth:`get_next_batch` batches, the static weights drawn per epoch as a class ``balance``
+        (:class:`~consumer.training.plan.EpochPlan`; ``plan``: its keyword options). Not yet the order of
+        :meth:`dataloader` (the step plan of :mod:`consumer.mixtures.plan`); a weight schedule is refused."""
+        if self.schedule.static is None:
+            raise InputError(f"create_batches and m[None] take static weights; weights={self.schedule!r} is a "
+                             "schedule: use m.dataloader(...)")
         self._ready_arrays()
         extra = int(bool(self._mask().get("add_cls")))
         self._cursor.epochs(batch_size, drop_last, seed, shuffle, extra, **self._plan_defaults(plan))
@@ -194,11 +214,92 @@ class Mixture:
         self._cursor.load(state)
 
     def dataloader(self, batch_size: int | None, **options: Any) -> Any:
-        """A resumable torch DataLoader over the mixture (workers, ranks, ``max_tokens`` ...: see ``make_loader``),
-        drawing parts by the weights (``balance`` defaults to them, ``epoch_size`` to ``num_samples``)."""
-        from ..training.loader import make_loader  # noqa: PLC0415  (torch loads only when a loader is made)
-        ds: Any = self
-        return make_loader(ds, batch_size, **self._plan_defaults(options))
+        """A resumable loader over the mixture's step plan (:mod:`consumer.mixtures.plan`,
+        :func:`consumer.mixtures.loading.make_mixture_loader`): ``seed=, rank=, world_size=, epoch_size=`` (default
+        ``num_samples``, else ``len(m)``), ``query=, shuffle=, num_workers=, exhausted="repeat"|"stop",
+        log_proportions_every=, prefetch_threads=, transport=`` and torch options. The weights (a dict or a
+        schedule) give every global step's counts per part. ``max_tokens`` (token-budget batches) goes through
+        :func:`~consumer.training.loader.make_loader` over the parts' samples, natural weights only."""
+        if options.get("max_tokens") is not None:
+            from ..training.loader import make_loader  # noqa: PLC0415  (torch loads only when a loader is made)
+            ds: Any = self
+            return make_loader(ds, batch_size, **self._plan_defaults(options))
+        from .loading import make_mixture_loader  # noqa: PLC0415
+        if batch_size is None:
+            raise InputError("batch_size must be an int >= 1 (None only goes with max_tokens)")
+        loader = make_mixture_loader(self, batch_size, **options)
+        self._loader_ref = weakref.ref(loader)
+        return loader
+
+    def proportions(self, window: int) -> dict[str, float]:
+        """Each part's share of the samples of the last ``window`` global steps served by the latest
+        :meth:`dataloader` (see ``MixtureLoader.proportions``)."""
+        loader = self._loader_ref() if self._loader_ref is not None else None
+        if loader is None:
+            raise InputError("proportions(window) reports what a loader served: make one with m.dataloader(...)")
+        shares: dict[str, float] = loader.proportions(window)
+        return shares
+
+    # ----------------------------------------------------------------- SQL, filters, report (sql.py, describe.py)
+    def sql(self, statement: str, params: Params = (), *, timeout: float | None = None, max_rows: int | None = None,
+            dialect: str = "duckdb") -> Rows:
+        """One read-only SQL statement over the union of the parts: the views ``files`` and ``documents`` with a
+        ``part`` column (``file_id``/``doc_id`` stay each part's own; see :mod:`consumer.mixtures.sql`)."""
+        from .sql import check_dialect  # noqa: PLC0415  (duckdb loads with the first statement)
+        check_dialect(dialect)
+        return self._sql_engine().query(statement, params, timeout=timeout, max_rows=max_rows)
+
+    def to_arrow(self, statement: str, params: Params = (), *, timeout: float | None = None) -> Any:
+        """:meth:`sql`'s answer as a ``pyarrow.Table``."""
+        return self._sql_engine().query_arrow(statement, params, timeout=timeout)
+
+    def _sql_engine(self) -> MixtureSQL:
+        engine = self.__dict__.get("_mixture_sql")
+        if engine is None:
+            from .sql import MixtureSQL  # noqa: PLC0415  (duckdb loads with the first statement)
+            engine = self.__dict__["_mixture_sql"] = MixtureSQL(self._parts)
+        return engine
+
+    def where(self, condition: Any, params: Any = ()) -> Mixture:
+        """A new mixture of ``part.where(condition, params)`` for every part (the condition runs inside each part,
+        on its own ``files``/``documents`` views, so it cannot name ``part``), with the same weights, sampling,
+        ``num_samples``, seed and mode. A part the condition leaves empty is refused (SelectionError naming it):
+        dropping it would change the mixture's proportions; build a mixture without it instead."""
+        kept: dict[str, Consumer] = {}
+        for name, part in self._parts.items():
+            try:
+                kept[name] = part.where(condition, params)
+            except SelectionError as e:
+                raise SelectionError(f"part {name!r}: {e} (a mixture's where keeps every part; mix the parts "
+                                     "you want without this one)") from e
+        out = Mixture(kept, weights=self._weights_given(), sampling=self.sampling, num_samples=self.num_samples,
+                      seed=self.seed)
+        out.mode = self.mode
+        return out
+
+    def to_json(self, fp: Any = None, include_files: bool = False) -> str | None:
+        """:meth:`get_dict` as indented JSON (written to ``fp``, a path, and None returned when given);
+        ``include_files=True`` lists every part's files, which :meth:`from_json` needs."""
+        return mixture_json(self, fp, include_files, weights=self._weights_given())
+
+    def _weights_given(self) -> Any:
+        """The weights as given to :func:`mix` (a schedule's own points or function), else the static ones."""
+        return self.schedule.given
+
+    @classmethod
+    def from_dict(cls, d: Any, *, cache_dir: Any = None, verbose: bool = False) -> Mixture:
+        """Rebuild the mixture a ``get_dict(include_files=True)`` (or its ``to_json`` text or file) describes."""
+        parts, settings = mixture_from_dict(d, cache_dir=cache_dir, verbose=verbose)
+        mode = settings.pop("mode")
+        out = cls(parts, **settings)
+        out.mode = mode
+        return out
+    from_json = from_dict
+
+    def report(self, path: Any, steps: int | None = None, batch_size: int | None = None) -> str:
+        """Write the mixture's report (one HTML page: each part's documents, tokens and shares, the weights and,
+        given ``steps`` and ``batch_size``, the epochs each part goes through, with a warning past 4)."""
+        return write_report(self, path, steps, batch_size)
 
     # ----------------------------------------------------------------- description and pickling
     def _describe(self, include_files: bool = False) -> dict[str, Any]:
@@ -235,7 +336,7 @@ class Mixture:
         return out
 
     def __getstate__(self) -> dict:  # the parts pickle themselves (how to rebuild them); the cursor as a snapshot
-        return {"parts": self._parts, "weights": self._given, "sampling": self.sampling,
+        return {"parts": self._parts, "weights": self.schedule.given, "sampling": self.sampling,
                 "num_samples": self.num_samples, "seed": self.seed, "select": self._select_rng,
                 "batcher": self._cursor.snapshot()}
 
@@ -252,3 +353,19 @@ class Mixture:
         weights = "None" if self._given is None else \
             "{" + ", ".join(f"{k!r}: {v:.4g}" for k, v in self._given.items()) + "}"
         return f"Mixture(parts={{{sizes}}}, weights={weights}, n_bytes={self.n_bytes}, seqlen={self.seqlen})"
+
+
+class _Named:
+    """A part as the mixture's fetch reads it: a change on disk is reported with the part's name (the same
+    :class:`FileChangedError`, the part's own message after it)."""
+
+    __slots__ = ("name", "part")
+
+    def __init__(self, name: str, part: Consumer):
+        self.name, self.part = name, part
+
+    def fetch_numpy(self, *args: Any, **kwargs: Any) -> dict[str, np.ndarray]:
+        try:
+            return self.part.fetch_numpy(*args, **kwargs)
+        except FileChangedError as e:
+            raise FileChangedError(f"part {self.name!r} changed since the mixture was made: {e}") from e

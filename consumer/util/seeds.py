@@ -17,6 +17,8 @@ epoch      (none)        epoch: the same draws as ``order``, with 0.2's tag. Rel
 select     ``"sele"``    none: the draws of ``{class: n}`` selections, one generator per dataset
 mask       ``"mask"``    epoch, sha256 of the batch's sample ids: masked-LM corruption
 ties       ``"ties"``    none: the order of equally long samples before token batching
+part       ``"part"``    a word of the sha256 of a mixture part's name, the part's epoch: the
+                         order of that epoch of the part (``mixtures/plan.py``)
 =========  ============  =================================================================
 """
 
@@ -32,6 +34,7 @@ STREAMS: dict[str, tuple[int, ...]] = {
     "select": (0x73656C65,),  # "sele"
     "mask": (0x6D61736B,),    # "mask"
     "ties": (0x74696573,),    # "ties"
+    "part": (0x70617274,),    # "part"
 }
 
 ORDER_STREAMS = ("order", "epoch")

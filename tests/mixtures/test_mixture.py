@@ -179,8 +179,8 @@ def test_parts_that_do_not_agree_are_refused_naming_both(parts, tmp_path):
     ({"raw": 1, "web": 2}, r"part 'web' \(weight 2\), which does not exist"),
     ({"raw": "1"}, r"weights\['raw'\] must be a finite number"),
     ({"raw": True}, r"weights\['raw'\]"),
-    (lambda step: {"raw": 1}, "weights as a schedule are not supported yet"),
-    ([(0, {"raw": 1}), (10, {"text": 1})], "weights as a schedule are not supported yet"),
+    (lambda step: {"raw": -1}, r"weights at step 0: weights\['raw'\] must be a finite number >= 0, got -1"),
+    ([(0, {"raw": 1}), (10, {"web": 1})], r"weights at step 10: weights name part 'web'"),
     ("uniform", "must be None or a dict"),
 ])
 def test_bad_weights_are_refused_naming_the_part(parts, weights, message):
