@@ -14,6 +14,8 @@ import torch
 from consumer import InputError
 from consumer.mixtures import Mixture, mix
 
+from ..helpers.batches import same_batches
+
 FORK = {"multiprocessing_context": "fork"}
 WEIGHTS = {"raw": 3, "text": 1}
 COLUMNS = ["input_array", "class", "sample_id", "labels", "attention_mask"]
@@ -30,14 +32,6 @@ def _epoch(loader) -> list[dict]:
     while loader.epoch == start:
         out.extend({k: v.clone() for k, v in b.items()} for b in loader)
     return out
-
-
-def _same(a: list[dict], b: list[dict]) -> None:
-    assert len(a) == len(b)
-    for x, y in zip(a, b, strict=True):
-        assert x.keys() == y.keys()
-        for k in x:
-            assert x[k].dtype == y[k].dtype and torch.equal(x[k], y[k]), k
 
 
 @pytest.mark.parametrize("epoch_size", [None, 400])
@@ -66,9 +60,9 @@ def test_natural_weights_serve_every_sample_once_per_epoch(parts):
 
 def test_two_workers_give_the_batches_of_none(m):
     reference = _epoch(m.dataloader(6, query=COLUMNS))
-    _same(_epoch(m.dataloader(6, query=COLUMNS, num_workers=2, **FORK)), reference)
+    same_batches(_epoch(m.dataloader(6, query=COLUMNS, num_workers=2, **FORK)), reference)
     cu = ["causal", "cu_seqlens", "max_seqlen", "class"]
-    _same(_epoch(m.dataloader(6, query=cu, num_workers=2, **FORK)), _epoch(m.dataloader(6, query=cu)))
+    same_batches(_epoch(m.dataloader(6, query=cu, num_workers=2, **FORK)), _epoch(m.dataloader(6, query=cu)))
 
 
 @pytest.mark.parametrize("weights", [None, WEIGHTS])
@@ -96,7 +90,7 @@ def test_a_state_resumes_the_loader_exactly(m):
     resumed = m.dataloader(4, query=COLUMNS, num_workers=2, **FORK)
     resumed.load_state_dict(state)
     rest = _epoch(resumed) + _epoch(resumed)
-    _same(taken + rest, reference)
+    same_batches(taken + rest, reference)
     other = mix({"raw": m.parts["raw"], "text": m.parts["text"]}, weights=WEIGHTS, seed=5).dataloader(4, query=COLUMNS)
     with pytest.raises(InputError, match="does not belong"):
         other.load_state_dict(state)

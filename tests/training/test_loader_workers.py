@@ -19,6 +19,7 @@ from consumer import Consumer, FileChangedError, InputError, WorkerError
 from consumer.training.loader import make_loader
 
 from ..conftest import write_corpus
+from ..helpers.batches import same_batches
 
 FORK = {"multiprocessing_context": "fork"}
 SIZES = {"cat": [0, 1, 2, 3, 4, 5, 7, 100, 301], "dog": [6, 8, 9, 31, 64, 200], "eel": [900, 11]}
@@ -39,30 +40,22 @@ def _epochs(loader, epochs: int) -> list[dict]:
     return out
 
 
-def _same(a: list[dict], b: list[dict]) -> None:
-    assert len(a) == len(b)
-    for x, y in zip(a, b, strict=True):
-        assert x.keys() == y.keys()
-        for k in x:
-            assert x[k].dtype == y[k].dtype and torch.equal(x[k], y[k]), k
-
-
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("query", [COLUMNS, "mlm"])
 def test_ring_gives_the_batches_of_the_in_process_loader(ds, workers, query):
     reference = _epochs(make_loader(ds, 9, query=query, balance=0.5), 3)
     loader = make_loader(ds, 9, query=query, balance=0.5, num_workers=workers, **FORK)
     assert loader.transport == "ring"
-    _same(_epochs(loader, 3), reference)
+    same_batches(_epochs(loader, 3), reference)
     torch_side = make_loader(ds, 9, query=query, balance=0.5, num_workers=workers, transport="torch", **FORK)
-    _same(_epochs(torch_side, 3), reference)
+    same_batches(_epochs(torch_side, 3), reference)
 
 
 def test_batches_kept_by_the_caller_are_never_overwritten(ds):
     """list(loader) holds every slot: the ring must not reuse one (it reads the rest in process)."""
     reference = [{k: v.clone() for k, v in b.items()} for b in make_loader(ds, 5, query=COLUMNS)]
     kept = list(make_loader(ds, 5, query=COLUMNS, num_workers=2, prefetch_factor=1, **FORK))
-    _same(kept, reference)
+    same_batches(kept, reference)
     views = [b["input_array"][:, :4] for b in make_loader(ds, 5, query=COLUMNS, num_workers=1, **FORK)]
     assert all(torch.equal(v, r["input_array"][:, :4]) for v, r in zip(views, reference, strict=True))
 
@@ -79,10 +72,10 @@ def test_persistent_ring_resumes_and_follows_set_epoch(ds):
     again = make_loader(ds, 6, query=COLUMNS, num_workers=1, **FORK)
     again.load_state_dict(state)
     rest = [{k: v.clone() for k, v in b.items()} for b in again]
-    _same(head + rest, [{k: v.clone() for k, v in b.items()} for b in make_loader(ds, 6, query=COLUMNS)])
+    same_batches(head + rest, [{k: v.clone() for k, v in b.items()} for b in make_loader(ds, 6, query=COLUMNS)])
     reference = make_loader(ds, 6, query=COLUMNS)
     reference.set_epoch(3)
-    _same(third, _epochs(reference, 4))
+    same_batches(third, _epochs(reference, 4))
 
 
 def _init(wid: int) -> None:
