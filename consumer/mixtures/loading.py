@@ -50,13 +50,16 @@ class MixtureEpochs:
 
     @property
     def balance(self) -> Any:
+        """The weights, as the loader's ``repr`` and settings show a balance."""
         return self.plan.schedule.describe()
 
     def batches(self, epoch: int) -> list[np.ndarray]:
+        """This rank's batches of mixture epoch ``epoch`` (``batches_per_epoch`` global steps)."""
         k = self.batches_per_epoch
         return self.plan.rank_batches(epoch * k, (epoch + 1) * k, self.rank)
 
     def widths(self, batches: list[np.ndarray]) -> list[int | None]:
+        """Every row as wide as ``seqlen`` (no token budget here)."""
         return [None] * len(batches)
 
     def settings(self) -> dict[str, object]:

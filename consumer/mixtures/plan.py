@@ -1,4 +1,4 @@
-"""The batch plan of a mixture: which samples every rank reads at every global step (issue #37, slice 3).
+"""The batch plan of a mixture: which samples every rank reads at every global step (issue #37).
 
 A pure function of (seed, weights schedule, batch size ``B``, world size ``W``, shuffle, ``exhausted``) and of a
 starting :class:`PlanState`; no torch, no global RNG.
@@ -60,6 +60,7 @@ class PlanState:
 
     @staticmethod
     def start(n_parts: int) -> PlanState:
+        """The state before the first step: nothing taken of any of ``n_parts`` parts."""
         return PlanState(0, np.zeros(n_parts, dtype=np.int64), np.zeros(n_parts, dtype=np.float64))
 
 

@@ -1,4 +1,4 @@
-"""A mixture's weights as a schedule of the global step (issue #37, slice 3).
+"""A mixture's weights as a schedule of the global step (issue #37).
 
 ``weights`` may be:
 

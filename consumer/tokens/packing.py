@@ -105,6 +105,7 @@ class _Run:
 
     @property
     def live(self) -> int:
+        """Rows of the run not taken yet."""
         return int(self.row.size - self.head)
 
 
