@@ -15,7 +15,7 @@ from ..util.validate import check_int
 
 __all__ = ["check_num_samples", "check_parts", "check_sampling", "check_seed", "check_weights"]
 
-SAMPLINGS = (None,)  # Megatron's blend ("megatron") is refused until it is built
+SAMPLINGS = (None, "megatron")  # None: our weighted order; "megatron": Megatron's blend (mixtures/blend.py)
 
 
 def check_parts(parts: object) -> dict[str, Consumer]:
@@ -76,11 +76,9 @@ def check_weights(weights: object, sizes: dict[str, int]) -> dict[str, float] | 
 
 
 def check_sampling(sampling: object) -> None:
-    """Only the natural/weighted order for now: ``sampling="megatron"`` (Megatron's blend) is refused."""
-    if sampling == "megatron":
-        raise InputError("sampling='megatron' (Megatron's blend) is not supported yet for mixtures; use sampling=None")
-    if sampling not in SAMPLINGS:
-        raise InputError(f"sampling must be None (or, later, 'megatron'), got {short_repr(sampling)}")
+    """``None`` (the weighted order of the loader) or ``"megatron"`` (Megatron's blend, :mod:`.blend`)."""
+    if not isinstance(sampling, (str, type(None))) or sampling not in SAMPLINGS:
+        raise InputError(f"sampling must be None or 'megatron' (Megatron's blend), got {short_repr(sampling)}")
 
 
 def check_num_samples(num_samples: object) -> int | None:

@@ -18,13 +18,16 @@ local sample ids, so the same request gets the same masks).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..fetch.columns import IGNORE_INDEX, parse_query
 from ..fetch.layout import RAGGED_COLUMNS
 from .index import MixtureIndex
+
+if TYPE_CHECKING:
+    from .blend import BlendIndex
 
 __all__ = ["fetch_mixture", "join_rows", "join_pieces"]
 
@@ -37,21 +40,23 @@ def _with_document_ids(query: Any) -> Any:
     return [query, "document_ids"] if isinstance(query, str) else [*query, "document_ids"]
 
 
-def fetch_mixture(parts: list[Any], index: MixtureIndex, sample_ids: np.ndarray, query: Any, *, pad: int,
+def fetch_mixture(parts: list[Any], index: MixtureIndex | BlendIndex, sample_ids: np.ndarray, query: Any, *, pad: int,
                   epoch: int = 0, width: int | None = None, out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
     """The columns of ``query`` for global ``sample_ids`` (in order), read part by part (see the module docstring).
-    ``pad`` is the vocabulary's PAD id."""
+    ``pad`` is the vocabulary's PAD id. The index gives each id's part and its sample in the part (``part_of``,
+    ``local_of``: a block per part, or Megatron's blend, :mod:`consumer.mixtures.blend`)."""
     q = parse_query(query)
     extra = "cu_seqlens" in q.columns and "document_ids" not in q.columns
     part_query = _with_document_ids(query) if extra else query
     owner = index.part_of(sample_ids)
+    local_ids = index.local_of(sample_ids, owner)
     chunks: list[tuple[int, np.ndarray, dict[str, np.ndarray]]] = []
     order = np.argsort(owner, kind="stable")
     bounds = np.searchsorted(owner[order], np.arange(len(parts) + 1))
     for p in range(len(parts)):
         pos = order[bounds[p]:bounds[p + 1]]
         if pos.size:
-            local = sample_ids[pos] - index.class_ptr[p]
+            local = local_ids[pos]
             chunks.append((p, pos, parts[p].fetch_numpy(local, part_query, epoch=epoch, width=width,
                                                         out_dtype=out_dtype)))
     if not chunks:  # an empty batch: the columns' empty shapes, from the first part

@@ -47,3 +47,8 @@ class MixtureIndex:
         """The part index of each global sample id (ids in range; an empty part owns none)."""
         out: np.ndarray = np.searchsorted(self.class_ptr, sample_ids, side="right") - 1
         return out
+
+    def local_of(self, sample_ids: np.ndarray, owner: np.ndarray) -> np.ndarray:
+        """Each global id's sample in its part (``owner``: :meth:`part_of` of the ids)."""
+        out: np.ndarray = sample_ids - self.class_ptr[owner]
+        return out

@@ -23,6 +23,7 @@ from ..tokens.vocab import decode_ids
 from ..training.sampler import BatchCursor
 from ..training.state import dataset_fingerprint, digest
 from ..util.seeds import generator
+from .blend import Blend, BlendIndex, BlendPart, blend_weights, check_blend_parts
 from .checks import check_num_samples, check_parts, check_sampling, check_seed
 from .describe import mixture_from_dict, mixture_json, write_report
 from .gather import fetch_mixture
@@ -49,8 +50,12 @@ def mix(parts: dict[str, Consumer], weights: Any = None, sampling: str | None = 
             proportion to its samples. Or a schedule of the global step (:mod:`consumer.mixtures.schedule`): a
             list of ``(step, weights)`` points (the first at step 0) or a callable ``step -> weights``; only
             :meth:`Mixture.dataloader` takes a schedule (``create_batches`` and ``m[None]`` need a dict).
-        sampling: ``None`` (Megatron's blend, ``"megatron"``, is not supported yet).
-        num_samples: samples of an epoch of the batch order (the default ``epoch_size``; ``None``: ``len(m)``).
+        sampling: ``None``, or ``"megatron"``: megatron-core 0.16.1's ``BlendedDataset`` as its
+            ``BlendedMegatronDatasetBuilder`` makes it (:mod:`consumer.mixtures.blend`): every part built with
+            ``sampling="megatron"``, ``weights`` a dict with every part > 0 and ``num_samples`` the blend's size
+            asked for; ``m[k]`` is then Megatron's item ``k`` (the ``class`` column is its ``dataset_id``).
+        num_samples: samples of an epoch of the batch order (the default ``epoch_size``; ``None``: ``len(m)``);
+            with ``sampling="megatron"``, Megatron's training samples (the blend has ``sum(ceil(N * w_i))``).
         seed: seed of the order and of ``{part: n}`` draws (``None``: the first part's).
     """
     return Mixture(parts, weights=weights, sampling=sampling, num_samples=num_samples, seed=seed)
@@ -74,8 +79,21 @@ class Mixture:
         self.vocab, self.seqlen, self.n_bytes = first.vocab, int(first.seqlen), int(first.vocab.n_bytes)
         self.sampling, self.num_samples = sampling, check_num_samples(num_samples)
         self.seed = check_seed(seed, checked)
-        self.index = MixtureIndex(list(checked.values()), self.seqlen)
-        sizes = dict(zip(self.classes, self.index.samples_per_class().tolist()))
+        self.blend: Blend | None = None
+        self.index: MixtureIndex | BlendIndex
+        if sampling == "megatron":
+            check_blend_parts(checked)
+            raw = blend_weights(weights, {name: len(part) for name, part in checked.items()}, self.num_samples)
+            assert self.num_samples is not None
+            self.blend = Blend(checked, raw, self.num_samples, self.seed)
+            self.index = BlendIndex(self.blend, self.seqlen)
+            self._readers: list[Any] = [BlendPart(name, part, index) for (name, part), index in
+                                        zip(checked.items(), self.blend.indexes, strict=True)]
+            sizes = {name: len(index) for name, index in zip(self.classes, self.blend.indexes, strict=True)}
+        else:
+            self.index = MixtureIndex(list(checked.values()), self.seqlen)
+            self._readers = [_Named(name, part) for name, part in checked.items()]
+            sizes = dict(zip(self.classes, self.index.samples_per_class().tolist()))
         self.schedule = WeightSchedule(weights, sizes)  # the weights of every global step of the loader's plan
         # static weights (None: natural); a schedule's weights at step 0
         self._given = self.schedule.static if self.schedule.kind != "natural" else None
@@ -116,7 +134,8 @@ class Mixture:
 
     @property
     def _balance(self) -> dict[str, float] | None:
-        return None if self._given is None else dict(self._given)
+        """The class balance of the batch order: the weights, but none over a blend (it holds them already)."""
+        return None if self._given is None or self.blend is not None else dict(self._given)
 
     def _mask(self, described: dict[str, dict] | None = None) -> dict[str, Any]:
         """The parts' masking settings: one dict when they agree, else each part's (with ``add_cls`` if any has)."""
@@ -132,6 +151,10 @@ class Mixture:
         selection, query, given = split_key(key)
         query = query if given else self.mode
         if selection is not None:
+            if self.blend is not None and isinstance(selection, dict):
+                raise SelectionError(f"part selections such as {short_repr(selection)} are not supported with "
+                                     "sampling='megatron': Megatron's blend interleaves the parts, so no part owns a "
+                                     "range of samples; select by sample id (an int, a slice, a list) or m[None]")
             ids = resolve(selection, len(self), self.index.class_ptr, self.classes, self._select_rng)
             return to_tensors(self.fetch_numpy(ids, query))
         ids, epoch, width = self._ready().next()
@@ -149,8 +172,7 @@ class Mixture:
         n = len(self)
         if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= n):
             raise InputError(f"sample_ids must be in [0, {n}), got {short_repr(ids.tolist())}")
-        parts = [_Named(name, part) for name, part in self._parts.items()]
-        return fetch_mixture(parts, self.index, ids, query, pad=self.vocab.pad, epoch=epoch,
+        return fetch_mixture(self._readers, self.index, ids, query, pad=self.vocab.pad, epoch=epoch,
                              width=width, out_dtype=out_dtype)
 
     def decode(self, ids: Any, *, specials: str = "skip") -> bytes:
@@ -176,12 +198,12 @@ class Mixture:
         a token budget serves every sample once, so it takes neither)."""
         out = dict(options)
         if out.get("max_tokens") is not None:
-            if self._given is not None and "balance" not in out:
+            if self._balance is not None and "balance" not in out:
                 raise InputError(f"max_tokens={short_repr(out['max_tokens'])} serves every sample once per epoch: "
                                  f"a mixture with weights={short_repr(self._given)} does not take it yet")
             return out
         out.setdefault("balance", self._balance)
-        out.setdefault("epoch_size", self.num_samples)
+        out.setdefault("epoch_size", None if self.blend is not None else self.num_samples)
         return out
 
     def create_batches(self, batch_size: int | None, drop_last: bool = False, seed: int | None = None,
@@ -219,8 +241,10 @@ class Mixture:
         ``num_samples``, else ``len(m)``), ``query=, shuffle=, num_workers=, exhausted="repeat"|"stop",
         log_proportions_every=, prefetch_threads=, transport=`` and torch options. The weights (a dict or a
         schedule) give every global step's counts per part. ``max_tokens`` (token-budget batches) goes through
-        :func:`~consumer.training.loader.make_loader` over the parts' samples, natural weights only."""
-        if options.get("max_tokens") is not None:
+        :func:`~consumer.training.loader.make_loader` over the parts' samples, natural weights only. A blend
+        (``sampling="megatron"``) is served by :func:`~consumer.training.loader.make_loader` over its items (the
+        weights are in the blend already): ``shuffle=False`` serves them in Megatron's order, ``0, 1, 2, ...``."""
+        if options.get("max_tokens") is not None or self.blend is not None:  # a blend: a loader over its items
             from ..training.loader import make_loader  # noqa: PLC0415  (torch loads only when a loader is made)
             ds: Any = self
             return make_loader(ds, batch_size, **self._plan_defaults(options))
@@ -307,7 +331,7 @@ class Mixture:
         parts = {name: part.get_dict(include_files=include_files) for name, part in self._parts.items()}
         return {
             "mixture": parts,
-            "weights": self._balance,
+            "weights": None if self._given is None else dict(self._given),
             "sampling": self.sampling,
             "num_samples": self.num_samples,
             "seed": self.seed,

@@ -195,8 +195,8 @@ def test_weights_are_normalised_and_missing_parts_get_zero(parts):
 
 
 def test_other_arguments_are_checked(parts):
-    with pytest.raises(InputError, match="sampling='megatron'.*not supported yet"):
-        mix(parts, sampling="megatron")
+    with pytest.raises(InputError, match="part 'raw' has sampling"):  # Megatron's blend: tests/mixtures/test_blend.py
+        mix(parts, weights={"raw": 1}, sampling="megatron", num_samples=10)
     with pytest.raises(InputError, match="sampling"):
         mix(parts, sampling="other")
     with pytest.raises(InputError, match="num_samples"):
