@@ -34,6 +34,7 @@ from .views import (
     jsonl_peers,
     limits,
     loader,
+    mixtures,
     objectives,
     open_scale,
     pretraining,
@@ -104,7 +105,8 @@ VIEWS = [("workloads", fetch.render_section, fetch.verdicts), ("limits", limits.
          ("clusterlisting", cluster.render_section, cluster.verdicts),
          ("openscale", open_scale.render_section, open_scale.verdicts),
          ("styles", pretraining.render_section, pretraining.verdicts),
-         ("objectives", objectives.render_section, objectives.verdicts)]
+         ("objectives", objectives.render_section, objectives.verdicts),
+         ("mixtures", mixtures.render_section, mixtures.verdicts)]
 
 
 def _head(res: dict, command: str) -> list[str]:

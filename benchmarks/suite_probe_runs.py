@@ -83,6 +83,13 @@ SPECS: dict[str, list[tuple[str, str, list[str], list[str]]]] = {
     # issue #36: causal labels and document columns against the plain query, cu_seqlens of a large batch
     "objectives": [("", "objective_costs", ["--files", "10000", "--reps", "60", "--fresh-reps", "100"],
                     ["--files", "1000", "--reps", "5", "--fresh-reps", "5", "--cu-files", "2000", "--cu-reps", "10"])],
+    # issue #37: a mixture's batch against one store's, its open against its parts' opens, the blend index
+    "mixtures": [("costs", "mixture_costs", ["--files", "10000", "--reps", "100", "--open-samples", "100000,1000000",
+                                             "--open-repeat", "5", "--dir", "{work}/mixtures"],
+                  ["--files", "1000", "--reps", "5", "--open-samples", "10000,100000", "--open-repeat", "1",
+                   "--dir", "{work}/mixtures"]),
+                 ("blend", "blend_index", ["--sizes", "10000000,100000000", "--parts", "10", "--repeat", "3"],
+                  ["--sizes", "1000000", "--parts", "10"])],
 }
 FULL_ONLY = tuple(SPECS)  # the default quick run leaves these out (see the module docstring)
 
@@ -269,3 +276,7 @@ class ProbeRunSections:
     def objectives(self) -> None:
         """Causal labels and document columns against the plain query (#36), cu_seqlens of a large batch."""
         self._run_spec("objectives")
+
+    def mixtures(self) -> None:
+        """Mixtures (#37): a batch against one store's, the open against the parts' opens, the blend index."""
+        self._run_spec("mixtures")

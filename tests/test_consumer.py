@@ -156,7 +156,8 @@ def test_examples_run():
     import sys
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": root}
-    trainers = {"train_classifier.py", "pretrain_mlm.py", "train_causal_bytes.py"}  # minutes: run small elsewhere
+    trainers = {"train_classifier.py", "pretrain_mlm.py", "train_causal_bytes.py",
+                "train_mixture.py"}  # minutes: run small elsewhere
     for name in sorted(os.listdir(os.path.join(root, "examples"))):
         if name.endswith(".py") and name not in trainers:
             res = subprocess.run([sys.executable, os.path.join(root, "examples", name)], env=env,
