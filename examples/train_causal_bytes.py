@@ -143,6 +143,19 @@ def nats(model: ByteLM, batch: dict, flex: bool = False) -> tuple[torch.Tensor, 
     return loss, int((labels != IGNORE_INDEX).sum())
 
 
+def train_step(model: ByteLM, opt: torch.optim.Optimizer, sched: torch.optim.lr_scheduler.LRScheduler, batch: dict,
+               flex: bool) -> float:
+    """One optimisation step on ``batch`` (already on the model's device): the mean scored loss, in bits per byte."""
+    loss, n = nats(model, batch, flex)
+    loss = loss / max(n, 1)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    return loss.item() / LN2
+
+
 @torch.no_grad()
 def bits_per_byte(model: ByteLM, batches: list[dict], flex: bool = False) -> float:
     model.eval()
@@ -237,16 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     every = max(1, args.steps // 6)
     while step < args.steps:
         for batch in loader:
-            batch = {k: v.to(device) for k, v in batch.items()}
-            loss, n = nats(model, batch, flex_train)
-            loss = loss / max(n, 1)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
+            losses.append(train_step(model, opt, sched, {k: v.to(device) for k, v in batch.items()}, flex_train))
             step += 1
-            losses.append(loss.item() / LN2)
             if step % every == 0 or step == args.steps:
                 print(f"step {step}: train bits/byte {np.mean(losses[-every:]):.3f} (epoch {loader.epoch}, "
                       f"{time.perf_counter() - t0:.0f} s)", flush=True)

@@ -42,8 +42,7 @@ import warnings
 
 import numpy as np
 import torch
-from torch import nn
-from train_causal_bytes import LN2, QUERY, ByteLM, bits_per_byte, flex_trains_on, nats  # this folder's example
+from train_causal_bytes import QUERY, ByteLM, bits_per_byte, flex_trains_on, train_step  # this folder's example
 
 import consumer
 from consumer import Consumer
@@ -202,16 +201,8 @@ def run(args: argparse.Namespace, work: str) -> int:
             if resume_at <= step < resume_at + args.resume_batches:
                 kept.append({k: v.clone() for k, v in batch.items()})
             served[step] = np.bincount(batch.pop("class").numpy(), minlength=len(PARTS))
-            batch = {k: v.to(device) for k, v in batch.items()}
-            loss, n = nats(model, batch, flex)
-            loss = loss / max(n, 1)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
+            losses.append(train_step(model, opt, sched, {k: v.to(device) for k, v in batch.items()}, flex))
             step += 1
-            losses.append(loss.item() / LN2)
             if step == resume_at:  # the batches of steps 0 .. resume_at - 1 served
                 state = json.loads(json.dumps(loader.state_dict()))  # as a checkpoint would keep it
             if step == args.switch:
