@@ -50,11 +50,8 @@ def check_loss_on(loss_on: object) -> tuple[str, ...]:
 def next_tokens_exist(layout: BatchLayout, docs: DocumentTable) -> np.ndarray:
     """Per row, 1 when its last piece stops before its document ends (the next token exists), else 0 (int64)."""
     out = np.zeros(layout.rows, dtype=np.int64)
-    if layout.row.size:
-        last = np.ones(layout.row.size, dtype=bool)
-        last[:-1] = layout.row[1:] != layout.row[:-1]
-        ends = layout.start[last] + layout.length[last]
-        out[layout.row[last]] = ends < docs.doc_len[layout.doc[last]]
+    last = layout.last
+    out[layout.row[last]] = layout.start[last] + layout.length[last] < docs.doc_len[layout.doc[last]]
     return out
 
 

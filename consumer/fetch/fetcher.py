@@ -18,6 +18,7 @@ from ..sources.base import ByteSource
 from ..sources.store import TokenData
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex
+from ..tokens.megatron_index import MegatronSampling
 from ..tokens.split import crop_offsets
 from ..util.validate import is_int
 from .columns import BatchParts, MaskConfig, Query, make_columns, mask_rng, parse_query
@@ -85,8 +86,8 @@ class Fetcher:
         """The columns of ``query`` for ``sample_ids`` (in order; int64 or ``out_dtype``). ``epoch`` varies the masks;
         ``width`` (>= the longest selected sample) narrows the rows from ``seqlen``."""
         q = parse_query(query)
-        if q.objective == "megatron" and getattr(self.sampling, "create_attention_mask", False) and \
-                "attention_mask" not in q.columns:  # Megatron's item has it when its config makes it
+        if q.objective == "megatron" and isinstance(self.sampling, MegatronSampling) and \
+                self.sampling.create_attention_mask and "attention_mask" not in q.columns:  # as Megatron's item has
             q = Query(q.objective, (*q.columns, "attention_mask"))
         n = len(self.index)
         if sample_ids.size:

@@ -73,14 +73,18 @@ class BatchLayout:
         at = np.flatnonzero(first)
         return np.arange(self.row.size, dtype=np.int64) - np.repeat(at, np.diff(np.append(at, self.row.size)))
 
-    def lengthened(self, extend: np.ndarray) -> BatchLayout:
-        """The layout with each row's last piece ``extend[row]`` tokens longer (0 or 1 per row)."""
+    @cached_property
+    def last(self) -> np.ndarray:
+        """The position (among the pieces) of each row's last piece, for the rows that have pieces."""
+        ends = np.ones(self.row.size, dtype=bool)
+        ends[:-1] = self.row[1:] != self.row[:-1]
+        return np.flatnonzero(ends)
+
+    def lengthened(self, extend: np.ndarray, width: int) -> BatchLayout:
+        """The layout over ``width`` columns with each row's last piece ``extend[row]`` tokens longer (0 or 1)."""
         length = self.length.copy()
-        if length.size:
-            last = np.ones(length.size, dtype=bool)
-            last[:-1] = self.row[1:] != self.row[:-1]
-            length[last] += extend[self.row[last]]
-        return BatchLayout(self.rows, self.width, self.row, self.col, length, self.doc, self.start)
+        length[self.last] += extend[self.row[self.last]]
+        return BatchLayout(self.rows, width, self.row, self.col, length, self.doc, self.start)
 
     def _running(self, step_at_start: np.ndarray, base: int, fill: int, dtype: type) -> np.ndarray:
         """``[B, L]`` of ``dtype``: a running sum along each row of ``base`` per token, restarted at each piece by

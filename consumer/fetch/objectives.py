@@ -53,9 +53,7 @@ def _following(docs: DocumentTable, layout: BatchLayout, extend: np.ndarray, dty
     rows = np.flatnonzero(extend)
     if not rows.size:
         return out
-    last = np.ones(layout.row.size, dtype=bool)
-    last[:-1] = layout.row[1:] != layout.row[:-1]
-    at = np.flatnonzero(last)[extend[layout.row[last]] > 0]
+    at = layout.last[extend[layout.row[layout.last]] > 0]
     d, a, n = layout.doc[at], layout.start[at] + layout.length[at] - 1, rows.size
     one, first = np.ones(n, dtype=np.int64), np.arange(n, dtype=np.int64)
 
@@ -68,7 +66,7 @@ def _following(docs: DocumentTable, layout: BatchLayout, extend: np.ndarray, dty
         packed.tokens.copy_ranges(got, packed.doc_ptr[d] + a, one, first, 1)
         bad = (got < 0) | (got >= docs.vocab.stored_ids)
         if bad.any():
-            raise FormatError(f"token ids of the store must be in [0, {docs.vocab.stored_ids}), got "
+            raise FormatError(f"{packed.prefix}: token ids must be in [0, {docs.vocab.stored_ids}), got "
                               f"{short_repr(got[bad][:4].tolist())}; the store is damaged (consumer verify PREFIX "
                               "checks all of it)")
         return got
@@ -88,11 +86,10 @@ def _causal(tokens: np.ndarray, docs: DocumentTable, index: SampleIndex, ids: np
         full = batch_layout(index, ids, tokens.shape[1], shift)
         ends = np.minimum(full.row_len, rows.shape[1])
         return rows, full.clipped(rows.shape[1]), lambda: causal_labels(rows, tokens[:, -1], ends, full, docs, loss_on)
-    L = tokens.shape[1]
-    plain = batch_layout(index, ids, L + 1, shift)
+    plain = batch_layout(index, ids, tokens.shape[1], shift)
     extend = next_tokens_exist(plain, docs)
-    full = plain.lengthened(extend)
-    return tokens, plain.clipped(L), lambda: causal_labels(tokens, _following(docs, full, extend, tokens.dtype),
+    full = plain.lengthened(extend, tokens.shape[1] + 1)
+    return tokens, plain, lambda: causal_labels(tokens, _following(docs, full, extend, tokens.dtype),
                                                            plain.row_len, full, docs, loss_on)
 
 
@@ -141,7 +138,7 @@ def batch_parts(q: Query, tokens: np.ndarray, content: np.ndarray | None, ids: n
         n_sentinels, size = span_vocab_size(vocab.size, index.seqlen, mask.noise_density, mask.mean_span)
 
         def span() -> tuple[np.ndarray, np.ndarray]:
-            pieces = batch_layout(index, ids, tokens.shape[1], shift)
+            pieces = makers["layout"]()  # no overlap here: the pieces over the rows' whole width
             inputs, labels, _ = span_corrupt(
                 tokens.astype(np.int64, copy=False), pieces.row, pieces.col, pieces.length, rng(),
                 noise_density=mask.noise_density, mean_span=mask.mean_span, sentinel_top=size - 1,

@@ -172,7 +172,7 @@ class ConsumerLoader:
             pool = WorkerPool(dataset.numpy, probe, self.plan.max_rows, self.num_workers,
                               prefetch_factor=o.get("prefetch_factor") or 2, context=o.get("multiprocessing_context"),
                               worker_init_fn=o.get("worker_init_fn"), timeout=o.get("timeout", 0),
-                              max_width=int(getattr(dataset.ds, "seqlen", 0)) + 1)
+                              max_width=int(dataset.ds.seqlen) + 1)
             self._pool = pool
             if persistent:
                 weakref.finalize(self, pool.close)

@@ -30,6 +30,7 @@ class Dataset(Protocol):
     seed: int
     classes: list[str]
     index: SampleIndex
+    seqlen: int
 
     def __len__(self) -> int: ...
 
