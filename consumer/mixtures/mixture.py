@@ -1,4 +1,4 @@
-"""``consumer.mix(parts, weights=...)``: one dataset made of datasets (issue #37, static weights).
+"""``consumer.mix(parts, weights=...)``: one dataset made of datasets (issue #37).
 
 A :class:`Mixture` numbers its samples globally: part ``p``'s samples are ids ``offset[p] .. offset[p] + len(part) - 1``
 in the order of the ``parts`` dict, and the part names are its classes (``class`` of a sample = its part's index).

@@ -174,10 +174,13 @@ class MixturePlan:
             done += take
         return out + self.offsets[part]
 
-    def step_ids(self, step: int, state: PlanState | None = None) -> np.ndarray:
+    def step_ids(self, step: int) -> np.ndarray:
         """The ``W * B`` global ids of ``step``, laid out part by part (rank ``r`` reads ``[r::W]``)."""
-        state = self.state_at(step) if state is None else state
-        n, _ = self.advance(state)
+        state = self.state_at(step)
+        return self._ids(state, self.advance(state)[0])
+
+    def _ids(self, state: PlanState, n: np.ndarray) -> np.ndarray:
+        """The ids of the step after ``state`` that takes ``n[p]`` samples of each part ``p``."""
         return np.concatenate([self.part_samples(p, int(state.taken[p]), int(n[p])) for p in range(len(n))])
 
     def rank_batches(self, first: int, stop: int, rank: int) -> list[np.ndarray]:
@@ -188,8 +191,9 @@ class MixturePlan:
         out = []
         state = self.state_at(first)
         for _ in range(first, stop):
-            out.append(self.step_ids(state.step, state)[rank::self.world_size])
-            state = self.advance(state)[1]
+            n, after = self.advance(state)  # once a step: a callable schedule is called once per step
+            out.append(self._ids(state, n)[rank::self.world_size])
+            state = after
         return out
 
     def part_position(self, state: PlanState) -> dict[str, dict[str, int]]:
