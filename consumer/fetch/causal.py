@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import QueryError, short_repr
 from ..tokens.documents import DocumentTable, StoreDocuments
+from ..util.ranges import flat_ranges
 from .layout import BatchLayout
 
 __all__ = ["LOSS_ON", "DEFAULT_LOSS_ON", "check_loss_on", "causal_labels", "next_tokens_exist"]
@@ -55,13 +56,6 @@ def next_tokens_exist(layout: BatchLayout, docs: DocumentTable) -> np.ndarray:
     return out
 
 
-def _ranges(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Flattened ``arange(lo[p], hi[p])`` for every piece with ``hi > lo``, and the piece of each."""
-    n = np.maximum(hi - lo, 0)
-    piece = np.repeat(np.arange(lo.size, dtype=np.int64), n)
-    return lo[piece] + np.arange(piece.size, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n), piece
-
-
 def _unscored(layout: BatchLayout, docs: DocumentTable, loss_on: tuple[str, ...]) -> np.ndarray:
     """Flat positions (in the layout's ``[B, W]``) of tokens whose kind is not in ``loss_on``, a piece's first token
     left out (no position of the piece predicts it)."""
@@ -83,7 +77,8 @@ def _unscored(layout: BatchLayout, docs: DocumentTable, loss_on: tuple[str, ...]
     out = [np.zeros(0, dtype=np.int64)]
     base = layout.row * layout.width + layout.col - a  # flat position of document position 0 of each piece
     for lo, hi in spans:
-        pos, piece = _ranges(np.maximum(lo, a + 1), np.minimum(hi, b))
+        start = np.maximum(lo, a + 1)  # flattened arange(start, end) of every piece with end > start
+        pos, piece = flat_ranges(start, np.maximum(np.minimum(hi, b) - start, 0))
         out.append(base[piece] + pos)
     return np.concatenate(out)
 

@@ -31,14 +31,9 @@ from ..sources.store import TokenData
 from ..tokens.documents import DocumentTable
 from ..tokens.index import SampleIndex, sample_chunks
 from ..tokens.vocab import bytes_to_ids
+from ..util.ranges import flat_ranges
 
 __all__ = ["read_rows", "read_segments", "packed_runs"]
-
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Flattened ``arange(s, s+n)`` for every (s, n), and the owner (position in ``starts``) of each."""
-    owner = np.repeat(np.arange(starts.size, dtype=np.int64), lengths)
-    within = np.arange(owner.size, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return starts[owner] + within, owner
 
 
 def read_rows(index: SampleIndex, docs: DocumentTable, sample_ids: np.ndarray,
@@ -246,7 +241,7 @@ def _fill_raw(flat: np.ndarray, docs: DocumentTable, source: ByteSource, d: np.n
         h = docs.content_start[d] - 1
         n_h = np.minimum(b, h) - a
         if (n_h > 0).any():
-            pos, own = _ranges(a, np.maximum(n_h, 0))
+            pos, own = flat_ranges(a, np.maximum(n_h, 0))
             flat[base[own] + pos] = docs.header_tok[docs.header_ptr[docs.doc_header[d]][own] + pos]
         hit = (a <= h) & (h < b)
         flat[base[hit] + h[hit]] = vocab.sep

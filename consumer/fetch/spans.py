@@ -29,10 +29,11 @@ import math
 import numpy as np
 
 from ..errors import InputError, QueryError, short_repr
+from ..util.ranges import flat_ranges
 from ..util.validate import check_int, int_vector
 
 __all__ = ["IGNORE_INDEX", "SpanBatch", "compute_input_and_target_lengths", "max_spans", "random_spans_noise_mask",
-           "span_corrupt", "rebuild", "noise_counts"]
+           "span_corrupt", "noise_counts"]
 
 IGNORE_INDEX = -100  # the label padding of torch's cross entropy
 
@@ -85,7 +86,11 @@ def _check_settings(noise_density: object, mean_span: object) -> tuple[float, fl
 def noise_counts(lengths: np.ndarray, noise_density: float, mean_span: float) -> tuple[np.ndarray, np.ndarray]:
     """T5's ``(num_noise, num_spans)`` for pieces of ``lengths`` tokens (both 0 where a piece has < 2 tokens)."""
     density, mean = _check_settings(noise_density, mean_span)
-    n = np.asarray(lengths, dtype=np.int64)
+    return _counts(np.asarray(lengths, dtype=np.int64), density, mean)
+
+
+def _counts(n: np.ndarray, density: float, mean: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`noise_counts` of int64 ``n`` with settings already checked."""
     noise = np.clip(np.rint(n * density).astype(np.int64), 1, np.maximum(n - 1, 1))
     spans = np.clip(np.rint(noise / mean).astype(np.int64), 1, np.maximum(np.minimum(noise, n - noise), 1))
     short = n < 2
@@ -158,31 +163,22 @@ def _segment_starts(items: np.ndarray, segments: np.ndarray, rng: np.random.Gene
     group after group) of the first item of each segment, the ``segments[p] - 1`` cuts drawn uniformly among the
     ``items[p] - 1`` gaps of each group, for all groups at once (a random key per gap, sorted within its group; equal
     keys, odds about ``items**2 / 2**(64 - log2(groups))``, fall back to column order)."""
-    total = int(items.sum())
-    group = np.repeat(np.arange(items.size), items)
-    within = np.arange(total) - np.repeat(np.cumsum(items) - items, items)
+    within, group = flat_ranges(0, items)
     starts: np.ndarray = within == 0
     gaps = np.flatnonzero(~starts)  # item i >= 1 of a group: a segment may start there
     shift = max(int(items.size).bit_length(), 1)  # group in the high bits, a random key in the others
     keys = (group[gaps].astype(np.uint64) << np.uint64(64 - shift)) | \
         rng.integers(0, 2 ** (64 - shift), gaps.size, dtype=np.uint64)
     order = gaps[np.argsort(keys, kind="stable")]
-    gap_counts = items - 1
-    rank = np.arange(gaps.size) - np.repeat(np.cumsum(gap_counts) - gap_counts, gap_counts)
+    rank, _ = flat_ranges(0, items - 1)
     starts[order[rank < segments[group[order]] - 1]] = True
     return starts
 
 
-def _flat(piece_len: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Piece index and index within its piece of every token of every piece, pieces in order."""
-    piece = np.repeat(np.arange(piece_len.size), piece_len)
-    return piece, np.arange(piece.size) - np.repeat(np.cumsum(piece_len) - piece_len, piece_len)
-
-
-def _draw_mask(piece_len: np.ndarray, noise_density: float, mean_span: float,
+def _draw_mask(piece_len: np.ndarray, noise: np.ndarray, spans: np.ndarray, piece: np.ndarray,
                rng: np.random.Generator) -> np.ndarray:
-    """T5 noise flags for every token of every piece (flat, pieces in order), drawn for all pieces at once."""
-    noise, spans = noise_counts(piece_len, noise_density, mean_span)
+    """T5 noise flags for every token of every piece (flat, pieces in order), drawn for all pieces at once, from
+    the pieces' :func:`noise_counts` and the piece of every token."""
     noisy = spans > 0
     noise, spans, n = noise[noisy], spans[noisy], piece_len[noisy]
     noise_starts = _segment_starts(noise, spans, rng)
@@ -191,7 +187,6 @@ def _draw_mask(piece_len: np.ndarray, noise_density: float, mean_span: float,
     noise_len = np.bincount(np.cumsum(noise_starts) - 1, minlength=total)
     keep_len = np.bincount(np.cumsum(keep_starts) - 1, minlength=total)
     kinds = np.tile(np.array([False, True]), total)
-    piece, _ = _flat(piece_len)
     flags = np.zeros(piece.size, dtype=bool)
     flags[noisy[piece]] = np.repeat(kinds, np.stack([keep_len, noise_len], axis=1).reshape(-1))
     return flags
@@ -263,18 +258,21 @@ def span_corrupt(tokens: np.ndarray, piece_row: np.ndarray, piece_col: np.ndarra
     _check_rng(rng)
     density, mean = _check_settings(noise_density, mean_span)
     row, col, n = _check_pieces(arr, piece_row, piece_col, piece_len)
-    piece, within = _flat(n)
+    within, piece = flat_ranges(0, n)
     rows, cols = row[piece], col[piece] + within
-    top, count, eos_id, pad_id = _check_ids(arr[rows, cols], sentinel_top=sentinel_top, n_sentinels=n_sentinels,
+    vals = arr[rows, cols]
+    top, count, eos_id, pad_id = _check_ids(vals, sentinel_top=sentinel_top, n_sentinels=n_sentinels,
                                             first_free_id=first_free_id, eos=eos, pad=pad)
-    _, spans = noise_counts(n, density, mean)
+    noise_len, spans = _counts(n, density, mean)
     if spans.size and int(spans.max()) > count:
         i = int(np.argmax(spans))
         raise QueryError(f"n_sentinels={count} is too few: piece {i} of {int(n[i])} tokens needs {int(spans[i])} "
                          f"spans (use max_spans(seqlen, noise_density, mean_span))")
+    flag = _draw_mask(n, noise_len, spans, piece, rng)
     noise = np.zeros(arr.shape, dtype=bool)
-    noise[rows, cols] = _draw_mask(n, density, mean, rng)
-    return encode_mask(arr, row, col, n, noise, sentinel_top=top, n_sentinels=count, eos=eos_id, pad=pad_id)
+    noise[rows, cols] = flag
+    return _encode(arr.shape[0], row, n, piece, within, rows, vals.astype(np.int64), flag, noise, sentinel_top=top,
+                   n_sentinels=count, eos=eos_id, pad=pad_id)
 
 
 def encode_mask(tokens: np.ndarray, piece_row: np.ndarray, piece_col: np.ndarray, piece_len: np.ndarray,
@@ -284,10 +282,18 @@ def encode_mask(tokens: np.ndarray, piece_row: np.ndarray, piece_col: np.ndarray
     Internal (arguments are trusted, pieces as :func:`span_corrupt` checks them) and exact for any mask: each run of
     noise tokens within a piece is one span. Raises :class:`QueryError` when a piece has more than ``n_sentinels``
     spans."""
-    b = tokens.shape[0]
-    piece, within = _flat(piece_len)
+    within, piece = flat_ranges(0, piece_len)
     rows, cols = piece_row[piece], piece_col[piece] + within
-    vals, flag = tokens[rows, cols].astype(np.int64), noise[rows, cols].astype(bool)
+    return _encode(tokens.shape[0], piece_row, piece_len, piece, within, rows, tokens[rows, cols].astype(np.int64),
+                   noise[rows, cols].astype(bool), noise, sentinel_top=sentinel_top, n_sentinels=n_sentinels, eos=eos,
+                   pad=pad)
+
+
+def _encode(b: int, piece_row: np.ndarray, piece_len: np.ndarray, piece: np.ndarray, within: np.ndarray,
+            rows: np.ndarray, vals: np.ndarray, flag: np.ndarray, noise: np.ndarray, *, sentinel_top: int,
+            n_sentinels: int, eos: int, pad: int) -> SpanBatch:
+    """:func:`encode_mask` given the flattened pieces: each token's piece, index within it and row, its id (int64)
+    and noise flag (bool), for ``b`` rows; ``noise`` is returned as the batch's mask."""
     start = flag & ~np.concatenate([[False], flag[:-1]])
     start[within == 0] = flag[within == 0]
     per_piece = np.bincount(piece, weights=start, minlength=piece_len.size).astype(np.int64)
@@ -317,29 +323,3 @@ def encode_mask(tokens: np.ndarray, piece_row: np.ndarray, piece_col: np.ndarray
     labels[ends, lab_len[ends] - 1] = eos
     return SpanBatch(inputs, labels, noise, in_len, lab_len)
 
-
-def rebuild(inputs: np.ndarray, labels: np.ndarray, input_lengths: np.ndarray, label_lengths: np.ndarray, *,
-            sentinel_top: int, n_sentinels: int) -> list[np.ndarray]:
-    """The original tokens of each row (its pieces concatenated) from :func:`span_corrupt`'s outputs: each sentinel
-    of the inputs is replaced by the span that follows the same sentinel in the labels (EOS dropped).
-
-    Raises :class:`InputError` when a row's inputs and labels do not hold the same sentinels in the same order."""
-    low = sentinel_top - n_sentinels + 1
-    out = []
-    for r in range(inputs.shape[0]):
-        x = inputs[r, :max(int(input_lengths[r]) - 1, 0)]
-        y = labels[r, :max(int(label_lengths[r]) - 1, 0)]
-        sx, sy = (x >= low) & (x <= sentinel_top), (y >= low) & (y <= sentinel_top)
-        if not np.array_equal(x[sx], y[sy]) or (y.size and not sy[0]):
-            raise InputError(f"row {r}: inputs hold sentinels {short_repr(x[sx].tolist())}, labels "
-                             f"{short_repr(y[sy].tolist())}")
-        span_len = np.diff(np.append(np.flatnonzero(sy), y.size)) - 1
-        width = np.where(sx, 0, 1)
-        width[sx] = span_len
-        first = np.cumsum(width) - width
-        row = np.empty(int(width.sum()), dtype=np.int64)
-        row[first[~sx]] = x[~sx]
-        fill = np.arange(int(span_len.sum())) - np.repeat(np.cumsum(span_len) - span_len, span_len)
-        row[np.repeat(first[sx], span_len) + fill] = y[~sy]
-        out.append(row)
-    return out

@@ -60,6 +60,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import InputError, short_repr
+from ..util.validate import check_int
 
 __all__ = ["blend_sizes", "build_blending_indices", "normalize_weights"]
 
@@ -96,19 +97,25 @@ def _weights(weights: object, name: str = "weights") -> np.ndarray:
 
 
 def _count(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 0 <= value <= _INT64_MAX:
-        raise InputError(f"{name} must be an int >= 0, got {short_repr(value)}")
-    return int(value)
+    n = check_int(name, value, 0)
+    if n > _INT64_MAX:
+        raise InputError(f"{name} must be an int >= 0, got {n}")
+    return n
+
+
+def _total(w: np.ndarray) -> np.floating:
+    """The sum of checked weights ``w`` (InputError where it overflows float64)."""
+    with np.errstate(over="ignore"):
+        total = np.sum(w)
+    if not np.isfinite(total):
+        raise InputError(f"weights: their sum overflows float64, got {short_repr(w.tolist())}")
+    return total
 
 
 def normalize_weights(weights: Sequence[float] | np.ndarray) -> list[float]:
     """Megatron-core's ``datasets.utils.normalize``: ``(w / numpy.sum(w)).tolist()`` in float64, bit for bit."""
     w = _weights(weights)
-    with np.errstate(over="ignore"):
-        total = np.sum(w)
-    if not np.isfinite(total):
-        raise InputError(f"weights: their sum overflows float64, got {short_repr(w.tolist())}")
-    return (w / total).tolist()
+    return (w / _total(w)).tolist()
 
 
 def blend_sizes(weights: Sequence[float] | np.ndarray, num_samples: int, surplus: float = 0.0) -> list[int]:
@@ -281,8 +288,7 @@ class _Plan:
                 shifts.append(delta)
         if guess_rows:
             times = self.starts[guess_rows]  # the warm-up starts at step 0
-            counts = _estimate(self.w, times) - np.array(shifts).T
-            counts[int(np.argmax(self.w))] += times - counts.sum(axis=0)
+            counts = _estimate(self.w, times) - np.array(shifts).T  # columns still sum to times: shifts to 0
             for m, pair in zip(guess_rows, self.dry(guess_rows, counts, self.warmup), strict=True):
                 self.tried.setdefault(m, {})[pair[0]] = pair[1]
 
@@ -323,12 +329,9 @@ def build_blending_indices(weights: Sequence[float] | np.ndarray, size: int, *,
     n = _count(size, "size")
     if not isinstance(normalize, bool | np.bool_):
         raise InputError(f"normalize must be a bool, got {short_repr(normalize)}")
-    with np.errstate(over="ignore"):
-        total = np.sum(w)
-    if not np.isfinite(total):
-        raise InputError(f"weights: their sum overflows float64, got {short_repr(w.tolist())}")
+    total = _total(w)
     if normalize:
-        w = np.asarray(normalize_weights(w), dtype=np.float64)
+        w = w / total  # normalize_weights(weights), as an array
     try:
         if w.size == 1:
             return np.zeros(n, dtype=np.int16), np.arange(n, dtype=np.int64)

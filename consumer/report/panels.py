@@ -217,10 +217,10 @@ def _styles_side_by_side(ctx: Context, p: Panel) -> None:
     styles = ctx.run(p, "style_choices", q.style_choices())
     seqlens = [r[1] for r in styles]
     known = [int(s) for s in seqlens if s is not None]
-    figures = iter(plans.packed_figures(ctx.ds, known, q.packed_long_files))
+    figures = dict(zip(known, plans.packed_figures(ctx.ds, known, q.packed_long_files)))
     packed = []
     for choice, seqlen in zip((r[0] for r in styles), seqlens):
-        f = next(figures) if seqlen is not None else None
+        f = figures[int(seqlen)] if seqlen is not None else None
         packed.append((choice, seqlen, f.rows if f else None, f.pad_pct if f else None, f.cut_pct if f else None,
                        f.source if f else None))
     recipe = text(plans.plan_recipe(q.packed_long_files))

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..tokens.index import MAX_SEQLEN, build_index
+from ..tokens.index import MAX_SEQLEN, build_index, padding_share
 
 __all__ = ["PLAN_DOCS", "PackedFigures", "packed_figures", "plan_recipe"]
 
@@ -46,39 +46,35 @@ def _pct(part: float, whole: float) -> float | None:
     return round(100.0 * part / whole, 2) if whole else None
 
 
-def _one(ds: Any, doc_len: np.ndarray, doc_class: np.ndarray, seqlen: int, long_files: str,
-         plan_docs: int) -> PackedFigures:
+def _one(ds: Any, doc_len: np.ndarray, doc_class: np.ndarray, seqlen: int, long_files: str) -> PackedFigures:
     n_docs = int(doc_len.size)
     cut = _pct(int(np.count_nonzero(doc_len > seqlen)), n_docs)
-    index = ds.index
-    if ds.spec.style == "packed" and ds.spec.long_files == long_files and seqlen == int(index.seqlen):
-        ptr = np.asarray(index.class_ptr, dtype=np.int64)
-        rows, real, source = int(ptr[-1] - ptr[0]), int(index.sample_tokens().sum(dtype=np.int64)), "index"
-    elif n_docs > plan_docs or seqlen > MAX_SEQLEN:
+    same = ds.spec.style == "packed" and ds.spec.long_files == long_files and seqlen == int(ds.index.seqlen)
+    if not same and (n_docs > PLAN_DOCS or seqlen > MAX_SEQLEN):
         kept = np.minimum(doc_len, seqlen) if long_files == "truncate" else doc_len
         ends = np.searchsorted(doc_class, np.arange(len(ds.classes)), side="right")  # classes are non-decreasing
         csum = np.concatenate(([0], np.cumsum(kept, dtype=np.int64)))
         per_class = np.diff(np.concatenate(([0], csum[ends])))
-        rows, real, source = int((-(-per_class // seqlen)).sum()), int(per_class.sum()), "lower bound"
-    else:
-        plan = build_index("packed", doc_len, doc_class, len(ds.classes), seqlen, long_files=long_files)
-        rows, real, source = len(plan), int(plan.sample_tokens().sum(dtype=np.int64)), "packing plan"
-    pad = None if not rows else round(100.0 * (1.0 - real / (rows * seqlen)), 2)
-    return PackedFigures(seqlen, rows, pad, cut, source)
+        rows, real = int((-(-per_class // seqlen)).sum()), int(per_class.sum())
+        pad = None if not rows else round(100.0 * (1.0 - real / (rows * seqlen)), 2)
+        return PackedFigures(seqlen, rows, pad, cut, "lower bound")
+    idx = ds.index if same else build_index("packed", doc_len, doc_class, len(ds.classes), seqlen,
+                                            long_files=long_files)
+    rows = len(idx)
+    pad = None if not rows else round(100.0 * padding_share(idx), 2)
+    return PackedFigures(seqlen, rows, pad, cut, "index" if same else "packing plan")
 
 
-def packed_figures(ds: Any, seqlens: Sequence[int], long_files: str, *,
-                   plan_docs: int | None = None) -> list[PackedFigures]:
+def packed_figures(ds: Any, seqlens: Sequence[int], long_files: str) -> list[PackedFigures]:
     """``packed`` (with ``long_files``) at each of ``seqlens`` over the documents of ``ds`` (see the module
-    docstring); each distinct ``seqlen`` is planned once. ``plan_docs``: default :data:`PLAN_DOCS`."""
+    docstring); each distinct ``seqlen`` is planned once."""
     docs = ds.documents
     doc_len = np.asarray(docs.doc_len)
     doc_class = np.asarray(docs.doc_class)
-    limit = PLAN_DOCS if plan_docs is None else plan_docs
     done: dict[int, PackedFigures] = {}
     for s in seqlens:
         if s not in done:
-            done[s] = _one(ds, doc_len, doc_class, int(s), long_files, limit)
+            done[s] = _one(ds, doc_len, doc_class, int(s), long_files)
     return [done[s] for s in seqlens]
 
 

@@ -11,8 +11,10 @@ import pytest
 
 from consumer import Consumer, span_vocab_size
 from consumer.errors import QueryError
-from consumer.fetch.spans import noise_counts, rebuild
+from consumer.fetch.spans import noise_counts
 from consumer.tokens.index import STYLES
+
+from ..helpers.spans import rebuild
 
 STYLES_HERE = ["concat", "diff"] + (["packed"] if "packed" in STYLES else [])
 

@@ -17,10 +17,11 @@ from consumer.fetch.spans import (
     max_spans,
     noise_counts,
     random_spans_noise_mask,
-    rebuild,
     span_corrupt,
 )
 from consumer.tokens.vocab import Vocab
+
+from ..helpers.spans import rebuild
 
 VOCAB = Vocab(1)
 N_DATA, EOS, PAD = VOCAB.n_data, VOCAB.eof, VOCAB.pad  # data ids 0..255, then specials (EOF as EOS, PAD)
