@@ -234,7 +234,7 @@ class Consumer(SQLMethods, ModeMethods):
         ``engine`` (a ``dask.distributed.Client`` or ``"dask"``) reads the files on a cluster (the same bytes)."""
         from .scale.pack import pack_dataset  # noqa: PLC0415  (the store modules load only when used)
         return pack_dataset(self.documents, self.classes, self.spec, prefix, format,
-                            self.verbose if verbose is None else verbose, engine, **options)
+                            self.verbose if verbose is None else verbose, engine, index=self.index, **options)
 
     def __getstate__(self) -> dict:  # how to rebuild (cache key, store or arrays), never connections or handles
         return {"recipe": self._built.recipe, "verbose": self.verbose, "query": self.mode,

@@ -23,7 +23,7 @@ from ..fetch.reader import read_segments
 from ..formats.chunksums import DEFAULT_CHUNK_BYTES, ChunkHasher, check_chunk_bytes
 from ..spec import Spec, metadata_name
 from ..tokens.documents import DocumentTable
-from ..tokens.index import build_index
+from ..tokens.index import SampleIndex
 from ..tokens.packing import store_order
 from ..util.progress import progress_bar
 from ..util.validate import check_bool, check_choice, check_int
@@ -39,7 +39,7 @@ from .layout import (
 from .sums import data_offset
 from .table import write_table
 
-__all__ = ["pack", "pack_order", "in_pack_order", "token_pieces", "chunk_segments", "DEFAULT_CHUNK_TOKENS"]
+__all__ = ["pack", "pack_order", "token_pieces", "chunk_segments", "DEFAULT_CHUNK_TOKENS"]
 
 _INT32_MAX = 2**31 - 1
 DEFAULT_CHUNK_TOKENS = 1 << 22  # 4M tokens (32 MB of int64) per read_segments call while packing
@@ -88,31 +88,22 @@ def token_pieces(docs: DocumentTable, dtype: np.dtype, chunk_tokens: int, bar, d
         bar.update(tokens.nbytes)
 
 
-def pack_order(documents: DocumentTable, n_classes: int, spec: Spec) -> np.ndarray | None:
-    """The order :func:`pack` writes ``documents`` in, as document ids; None: as they are (corpus order).
+def pack_order(documents: DocumentTable, spec: Spec, index: SampleIndex) -> np.ndarray | None:
+    """The order a pack writes ``documents`` in, as document ids; None: as they are (corpus order).
 
-    A ``style="packed"`` dataset's documents go in the store order of its packed plan
-    (:func:`~consumer.tokens.packing.store_order`: by the row of each document's last piece, then its place in that
-    row), so the rows of the store served ``style="packed"`` (same ``seqlen`` and ``long_files``) are the dataset's
-    rows and each one, but for a row with the last pieces of two long documents, one contiguous range of the store
-    (one slice copy a row). Classes stay grouped. Other styles (and a packed dataset already in that order): None.
+    A ``style="packed"`` dataset's documents go in the store order of its packed plan ``index`` (the dataset's own
+    :class:`~consumer.tokens.index.SampleIndex`, not planned again; :func:`~consumer.tokens.packing.store_order`: by
+    the row of each document's last piece, then its place in that row), so the rows of the store served
+    ``style="packed"`` (same ``seqlen`` and ``long_files``) are the dataset's rows and each one, but for a row with
+    the last pieces of two long documents, one contiguous range of the store (one slice copy a row). Classes stay
+    grouped. Other styles (and a packed dataset already in that order): None. The caller (``Consumer.pack``,
+    :func:`~consumer.scale.pack.pack_dataset`) reorders with ``documents.subset`` (every source's ``subset`` takes
+    documents in any order: local files, objects, records, a store's documents) before :func:`pack`.
     """
     if spec.style != "packed" or len(documents) == 0:
         return None
-    seqlen = spec.sampling.row_width(spec.seqlen if spec.resolved_seqlen is None else spec.resolved_seqlen,
-                                     documents.doc_len)
-    index = build_index("packed", documents.doc_len, documents.doc_class, n_classes, seqlen,
-                        long_files=spec.long_files)
     order = store_order(index.seg_doc, index.seg_start, len(documents), index.seqlen)
-    del index
     return None if bool((order == np.arange(order.size)).all()) else order
-
-
-def in_pack_order(documents: DocumentTable, n_classes: int, spec: Spec) -> DocumentTable:
-    """``documents`` in the order :func:`pack` writes them (see :func:`pack_order`): every source's ``subset``
-    takes documents in any order (local files, objects, records, a store's documents)."""
-    order = pack_order(documents, n_classes, spec)
-    return documents if order is None else documents.subset(order, np.arange(n_classes, dtype=np.int64))
 
 
 def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, format: str = "megatron",
@@ -120,9 +111,10 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
          checksum_chunk_bytes: int = DEFAULT_CHUNK_BYTES, pieces: Callable | None = None) -> dict:
     """Write every document of ``documents`` to a packed store at ``prefix`` (``Consumer.pack`` calls this).
 
-    One document per source file, with exactly the tokens the raw reader produces, in ``documents`` order (corpus
-    order), or, for a ``style="packed"`` spec, in the store order of its packed rows (:func:`pack_order`: each
-    packed row of the store then one contiguous range, read with one copy); the file table follows the same order.
+    One document per source file, with exactly the tokens the raw reader produces, in ``documents`` order, as given
+    (:func:`~consumer.scale.pack.pack_dataset` puts a ``style="packed"`` dataset's documents in the store order of
+    its packed rows first, :func:`pack_order`: each packed row of the store then one contiguous range, read with one
+    copy); the file table follows the same order.
     ``format="megatron"`` writes ``prefix.bin/.idx`` (Megatron-LM's
     ``IndexedDataset`` layout), ``"modalities"`` writes ``prefix.pbin``; both add
     ``prefix.consumer.npz`` (file table) and ``prefix.consumer.json`` (sidecar: ``classes``, ``spec``'s
@@ -140,9 +132,8 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
     ``verbose`` reports the packed size and shows a progress bar (bytes); otherwise nothing is
     printed. Returns a summary: prefix, format, dtype, documents, tokens, source and store bytes, the
     files written and the wall time. ``pieces(dtype, chunk_tokens, bar, digest)`` replaces
-    :func:`token_pieces` as the source of the tokens (the same stream, made elsewhere: a pack on a cluster); then
-    ``documents`` are written as given, in the order of that stream (the caller puts them in
-    :func:`in_pack_order`).
+    :func:`token_pieces` as the source of the tokens (the same stream, made elsewhere: a pack on a cluster), in the
+    order of ``documents``.
     """
     check_choice("format", format, sorted(FORMATS))
     check_bool("verbose", verbose)
@@ -151,8 +142,6 @@ def pack(documents: DocumentTable, classes: list[str], spec: Spec, prefix, forma
     if len(documents) == 0:
         raise InputError("documents: the dataset has no documents to pack")
     final = as_prefix(prefix, create=True)
-    if pieces is None:
-        documents = in_pack_order(documents, len(classes), spec)
     dtype = store_dtype(format, documents.vocab.size)
     tokens = int(documents.doc_len.sum())
     longest = int(np.argmax(documents.doc_len))

@@ -1,6 +1,7 @@
 """A pack on an :class:`~consumer.scale.engines.Engine`: workers read the files and write the tokens in parts,
-the client streams the parts, in the store's order (corpus order; a ``style="packed"`` dataset's in the store order
-of its rows, :func:`~consumer.packed.write.pack_order`), through the local pack's writer and commit.
+the client streams the parts, in the store's order (the order of the documents it is given: :func:`pack_dataset` puts
+a ``style="packed"`` dataset's in the store order of its rows, :func:`~consumer.packed.write.pack_order`), through
+the local pack's writer and commit.
 
 1. The documents are cut into contiguous runs (:func:`~consumer.scale.engines.plan_tasks`, by files and
    bytes). Task ``k`` reads its run's files with the raw reader (:func:`~consumer.packed.write.token_pieces`,
@@ -32,9 +33,10 @@ import numpy as np
 
 from ..errors import FormatError, InputError
 from ..packed.layout import FORMATS, as_prefix, store_dtype
-from ..packed.write import DEFAULT_CHUNK_TOKENS, chunk_segments, in_pack_order, pack, token_pieces
+from ..packed.write import DEFAULT_CHUNK_TOKENS, chunk_segments, pack, pack_order, token_pieces
 from ..spec import Spec
 from ..tokens.documents import DocumentTable
+from ..tokens.index import SampleIndex
 from ..util.fileio import fsync_dir
 from ..util.progress import progress_bar
 from ..util.validate import check_choice, check_int
@@ -89,14 +91,13 @@ def _refuse_store(engine: Engine, documents: DocumentTable) -> None:
 def pack_on(engine: Engine, documents: DocumentTable, classes: list[str], spec: Spec, prefix: Any,
             format: str = "megatron", verbose: bool = False, *, chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> dict:
     """:func:`~consumer.packed.write.pack` with the files read on ``engine``'s workers (see the module docstring):
-    the same store, byte for byte, and the same summary."""
+    the same store, byte for byte, and the same summary (``documents`` written in the order given)."""
     check_choice("format", format, sorted(FORMATS))
     chunk_tokens = check_int("chunk_tokens", chunk_tokens, 1)
     documents.source.choose(files=lambda source: source, store=lambda _: _refuse_store(engine, documents))
     if len(documents) == 0:
         raise InputError("documents: the dataset has no documents to pack")
     final = as_prefix(prefix, create=True)
-    documents = in_pack_order(documents, len(classes), spec)  # a packed dataset: its rows' store order
     dtype = store_dtype(format, documents.vocab.size)
     doc_len = documents.doc_len
     bounds = plan_tasks(len(documents), engine.slots, COSTS["pack"], documents.doc_size, min_seconds=0.1)
@@ -123,9 +124,14 @@ def pack_on(engine: Engine, documents: DocumentTable, classes: list[str], spec: 
 
 
 def pack_dataset(documents: DocumentTable, classes: list[str], spec: Spec, prefix: Any, format: str = "megatron",
-                 verbose: bool = False, engine: Any = None, **options: Any) -> dict:
-    """``Consumer.pack``: :func:`~consumer.packed.write.pack` here, or :func:`pack_on` the cluster of ``engine``
-    (a ``dask.distributed.Client`` or ``"dask"``; None: here)."""
+                 verbose: bool = False, engine: Any = None, *, index: SampleIndex, **options: Any) -> dict:
+    """``Consumer.pack``: the documents in the order the store holds them (:func:`~consumer.packed.write.pack_order`
+    of the dataset's ``index``: a ``style="packed"`` dataset's in the store order of its rows, reordered once here),
+    then :func:`~consumer.packed.write.pack` here, or :func:`pack_on` the cluster of ``engine`` (a
+    ``dask.distributed.Client`` or ``"dask"``; None: here)."""
+    order = pack_order(documents, spec, index)
+    if order is not None:
+        documents = documents.subset(order, np.arange(len(classes), dtype=np.int64))
     on = resolve_engine(engine)
     if on is not None:
         return pack_on(on, documents, classes, spec, prefix, format, verbose, **options)

@@ -33,9 +33,9 @@ from functools import cached_property
 import numpy as np
 
 from ..errors import ConsumerWarning, InputError, short_repr
-from ..util.validate import check_int, int_vector
+from ..util.validate import check_choice, check_int, int_vector
 from .packing import PACKED_LONG_FILES, packed_arrays
-from .pieces import index_dtype, pieces
+from .pieces import class_ptr_of, first_pieces, index_dtype, pieces
 
 __all__ = ["AUTO_SEQLEN_CAP", "INDEX_ARRAYS", "LONG_FILES", "MAX_SEQLEN", "STYLES", "SampleIndex", "StoreRuns",
            "auto_seqlen", "build_index", "check_seqlen", "index_dtype", "long_files_choices", "resolve_seqlen",
@@ -277,10 +277,8 @@ def _assemble(doc, start, length, counts, col, doc_class, n_classes, seqlen) -> 
     np.cumsum(counts, out=seg_ptr[1:])
     first_doc = doc[seg_ptr[:-1]] if n_samples else np.zeros(0, dtype=np.int64)
     sample_class = doc_class[first_doc].astype(index_dtype(n_classes))
-    class_ptr = np.zeros(n_classes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(sample_class, minlength=n_classes), out=class_ptr[1:])
     return SampleIndex(seqlen=seqlen, seg_ptr=seg_ptr, seg_doc=doc, seg_start=start, seg_len=length,
-                       seg_col=col, sample_class=sample_class, class_ptr=class_ptr)
+                       seg_col=col, sample_class=sample_class, class_ptr=class_ptr_of(sample_class, n_classes))
 
 
 def sample_chunks(seg_ptr: np.ndarray, segments: int) -> Iterator[tuple[int, int]]:
@@ -303,23 +301,17 @@ def build_concat(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate"
 def build_diff(doc_len, doc_class, n_classes, seqlen, *, long_files="truncate") -> SampleIndex:
     """diff style: one padded sample per document (or consecutive windows of it with ``long_files="windows"``).
     ``"crop"`` indexes like ``"truncate"``; the reader moves each long file's window per epoch."""
-    if not isinstance(long_files, str) or long_files not in LONG_FILES:
-        raise InputError(f"long_files must be one of {LONG_FILES}, got {short_repr(long_files)}")
     n_docs = doc_len.size
     if long_files == "windows":
         doc, start, length, col, counts = pieces(doc_len, np.arange(n_docs, dtype=np.int64), seqlen)
         return _assemble(doc, start, length, counts, col, doc_class, n_classes, seqlen)
-    narrow = index_dtype(seqlen + 1)
+    doc, start, length = first_pieces(doc_len, seqlen)
     # one sample a document, its one segment: what _assemble makes of counts of ones, without the gathers (and
     # without copies of arrays already in their dtype: the classes of a store, often all zeros never written)
     sample_class = doc_class.astype(index_dtype(n_classes), copy=False)
-    class_ptr = np.zeros(n_classes + 1, dtype=np.int64)
-    np.cumsum(np.bincount(sample_class, minlength=n_classes), out=class_ptr[1:])
-    return SampleIndex(seqlen=seqlen, seg_ptr=np.arange(n_docs + 1, dtype=np.int64),
-                       seg_doc=np.arange(n_docs, dtype=index_dtype(n_docs)), seg_start=np.zeros(n_docs, np.int64),
-                       seg_len=np.minimum(doc_len, seqlen).astype(narrow, copy=False),
-                       seg_col=np.zeros(n_docs, dtype=narrow),
-                       sample_class=sample_class, class_ptr=class_ptr)
+    return SampleIndex(seqlen=seqlen, seg_ptr=np.arange(n_docs + 1, dtype=np.int64), seg_doc=doc, seg_start=start,
+                       seg_len=length, seg_col=np.zeros(n_docs, dtype=length.dtype),
+                       sample_class=sample_class, class_ptr=class_ptr_of(sample_class, n_classes))
 
 
 def build_packed(doc_len, doc_class, n_classes, seqlen, *, long_files="windows") -> SampleIndex:
@@ -345,9 +337,8 @@ def build_index(style: str, doc_len: np.ndarray, doc_class: np.ndarray, n_classe
     """
     if not isinstance(style, str) or style not in STYLES:
         raise InputError(f"style must be one of {sorted(STYLES)}, got {short_repr(style)}")
-    long_files = long_files_choices(style)[0] if long_files is None else long_files
-    if not isinstance(long_files, str) or long_files not in LONG_FILES:
-        raise InputError(f"long_files must be one of {LONG_FILES}, got {short_repr(long_files)}")
+    choices = long_files_choices(style)
+    long_files = check_choice("long_files", choices[0] if long_files is None else long_files, choices)
     seqlen = resolve_seqlen(seqlen, None)
     n_classes = check_int("n_classes", n_classes, 0)
     doc_len = int_vector("doc_len", doc_len, keep_int32=True)  # int32 lengths (a .idx's) are not widened

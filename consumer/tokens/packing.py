@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError, short_repr
-from .pieces import index_dtype
+from ..errors import InputError
+from .pieces import class_ptr_of, first_pieces, index_dtype, pieces
 
 __all__ = ["PACKED_LONG_FILES", "packed_arrays", "packed_items", "plan_rows", "store_order"]
 
@@ -57,20 +57,12 @@ _Arrays7 = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.
 
 
 def packed_items(doc_len: np.ndarray, seqlen: int, long_files: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(doc, start, length)`` of every item, in (document, start) order (see the module docstring)."""
-    if not isinstance(long_files, str) or long_files not in PACKED_LONG_FILES:
-        raise InputError(f"long_files must be one of {list(PACKED_LONG_FILES)} with style='packed', "
-                         f"got {short_repr(long_files)}")
-    n_docs, narrow = doc_len.size, index_dtype(seqlen + 1)
+    """``(doc, start, length)`` of every item, in (document, start) order (see the module docstring): each document
+    its own stream of ``seqlen`` windows (:func:`~consumer.tokens.pieces.pieces`), or its first piece only
+    (``"truncate"``). ``long_files`` is one of :data:`PACKED_LONG_FILES` (``build_index`` checks it)."""
     if long_files == "truncate":
-        return (np.arange(n_docs, dtype=index_dtype(n_docs)), np.zeros(n_docs, dtype=_I8),
-                np.minimum(doc_len, seqlen).astype(narrow))
-    n = (np.asarray(doc_len, dtype=_I8) + (seqlen - 1)) // seqlen  # pieces of each document
-    doc = np.repeat(np.arange(n_docs, dtype=index_dtype(n_docs)), n)
-    start = np.arange(doc.size, dtype=_I8)
-    start -= np.repeat(np.cumsum(n) - n, n)
-    start *= seqlen
-    length = np.minimum(doc_len[doc] - start, seqlen).astype(narrow)
+        return first_pieces(doc_len, seqlen)
+    doc, start, length, _, _ = pieces(doc_len, np.arange(doc_len.size, dtype=_I8), seqlen)
     return doc, start, length
 
 
@@ -305,9 +297,8 @@ def packed_arrays(doc_len: np.ndarray, doc_class: np.ndarray, n_classes: int, se
     col -= seg_len
     col -= np.repeat(col[seg_ptr[:-1]], counts)
     sample_class = row_class.astype(index_dtype(n_classes))
-    class_ptr = np.zeros(n_classes + 1, dtype=_I8)
-    np.cumsum(np.bincount(sample_class, minlength=n_classes), out=class_ptr[1:])
-    return (seg_ptr, doc[order], start[order], seg_len, col.astype(index_dtype(seqlen)), sample_class, class_ptr)
+    return (seg_ptr, doc[order], start[order], seg_len, col.astype(index_dtype(seqlen)), sample_class,
+            class_ptr_of(sample_class, n_classes))
 
 
 def _full_rows_by_tails(item_row: np.ndarray, row_class: np.ndarray, doc: np.ndarray, start: np.ndarray,

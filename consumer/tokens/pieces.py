@@ -5,14 +5,15 @@
 ``seqlen`` windows: per piece (the part of one document in one window) its document, start in the document,
 length and column, and the pieces of each window. At 10^8 documents an int64 array of their size is 800 MB, so
 nothing of that size is made beside the results: starts are found per chunk of documents, twice (once to count
-the pieces, once to write them).
+the pieces, once to write them). :func:`first_pieces` is the one piece a document of ``long_files="truncate"``,
+:func:`class_ptr_of` the ``class_ptr`` of an index's ``sample_class``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PIECE_CHUNK", "index_dtype", "pieces"]
+__all__ = ["PIECE_CHUNK", "class_ptr_of", "first_pieces", "index_dtype", "pieces"]
 
 PIECE_CHUNK = 1 << 16  # documents cut at a time: temporaries stay a few MB whatever the corpus size
 _CHUNK = 1 << 20  # documents summed per group at a time
@@ -21,6 +22,21 @@ _CHUNK = 1 << 20  # documents summed per group at a time
 def index_dtype(bound: int) -> np.dtype:
     """The dtype of an index field whose values are ``0 <= v < bound``: int32 when ``bound <= 2**31``, else int64."""
     return np.dtype(np.int32 if bound <= 2**31 else np.int64)
+
+
+def class_ptr_of(sample_class: np.ndarray, n_classes: int) -> np.ndarray:
+    """``class_ptr`` (int64, ``n_classes + 1``): where each class's samples begin in ``sample_class`` (sorted)."""
+    class_ptr = np.zeros(n_classes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(sample_class, minlength=n_classes), out=class_ptr[1:])
+    return class_ptr
+
+
+def first_pieces(doc_len: np.ndarray, seqlen: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(doc, start, length)`` of one piece a document, its first ``seqlen`` tokens (``long_files="truncate"``), in
+    the dtypes of :func:`pieces` (``length`` not copied when ``doc_len`` is in its dtype already)."""
+    n_docs = doc_len.size
+    return (np.arange(n_docs, dtype=index_dtype(n_docs)), np.zeros(n_docs, dtype=np.int64),
+            np.minimum(doc_len, seqlen).astype(index_dtype(seqlen + 1), copy=False))
 
 
 def _group_offsets(doc_len: np.ndarray, group: np.ndarray, seqlen: int) -> np.ndarray:

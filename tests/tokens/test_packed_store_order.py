@@ -85,7 +85,7 @@ def test_the_file_table_follows_the_store_order_and_verifies(packed_pair):
     for d in range(0, len(store.documents), 7):
         assert np.array_equal(store.document_tokens(d), ds.document_tokens(int(order[d])))
     assert verify_packed(prefix)["ok"]
-    assert pack_order(store.documents, len(store.classes), store.spec) is None  # a fixed point: repacked as it is
+    assert pack_order(store.documents, store.spec, store.index) is None  # a fixed point: repacked as it is
 
 
 def test_every_row_with_at_most_one_last_piece_is_one_store_range(packed_pair):
@@ -146,7 +146,7 @@ def test_the_claim_on_larger_corpora(shape, long_files):
 def test_other_styles_keep_corpus_order(tmp_path, style):
     fps = write_corpus(tmp_path / "data", SIZES, seed=2)
     ds = Consumer(fps, style=style, n_bytes=1, seqlen=SEQLEN, metadata=None, cache_dir=False)
-    assert pack_order(ds.documents, len(ds.classes), ds.spec) is None
+    assert pack_order(ds.documents, ds.spec, ds.index) is None
     ds.pack(str(tmp_path / "store"))
     store = Consumer.from_packed(str(tmp_path / "store"), style=style, seqlen=SEQLEN, cache_dir=False)
     assert list(store.documents.paths) == list(ds.documents.paths)
@@ -174,7 +174,7 @@ def test_a_corpus_order_store_served_packed_repacks_into_row_order(tmp_path):
     fps = write_corpus(tmp_path / "data", SIZES, seed=4)
     Consumer(fps, style="concat", n_bytes=1, seqlen=SEQLEN, metadata=None, cache_dir=False).pack(str(tmp_path / "a"))
     old = Consumer.from_packed(str(tmp_path / "a"), style="packed", seqlen=SEQLEN, cache_dir=False)
-    assert pack_order(old.documents, len(old.classes), old.spec) is not None
+    assert pack_order(old.documents, old.spec, old.index) is not None
     old.pack(str(tmp_path / "b"))
     new = Consumer.from_packed(str(tmp_path / "b"), style="packed", seqlen=SEQLEN, cache_dir=False)
     ids = np.arange(len(old))
