@@ -70,4 +70,8 @@ def test_the_section_renders_from_the_documents(documents: dict[str, Path]) -> N
     # a 4 x 1024 batch, 2*10^4 samples and 10^5 blended samples are not the targets' sizes: not measured, and why
     assert targets[0]["met"] is None and "not the target's 3 parts, 20 × 8192" in targets[0]["why"]
     assert targets[1]["met"] is None and "not 10^6" in targets[1]["why"]
-    assert targets[2]["met"] is None and "not 10^8" in targets[2]["why"]
+    blend = json.loads(documents["blend_index"].read_text())["results"]["sizes"][0]
+    if blend["megatron"].get("available", True):
+        assert targets[2]["met"] is None and "not 10^8" in targets[2]["why"]
+    else:  # no megatron-core here (CI): nothing to compare with, and the verdict says why
+        assert targets[2]["met"] is None and targets[2]["why"] == blend["megatron"]["reason"]
