@@ -25,19 +25,21 @@ part's index, which is Megatron's ``dataset_id`` (the ``"megatron"`` query gives
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..consumer import Consumer
-from ..errors import FileChangedError, InputError, short_repr
+from ..errors import InputError, short_repr
 from ..fetch.fetcher import Fetcher
 from ..formats.megatron_blending import blend_sizes, build_blending_indices, normalize_weights
 from ..tokens.index import SampleIndex
 from ..tokens.megatron_index import MegatronSampling, megatron_sample_index
 from .checks import check_weights
+from .reader import PartReader
 
-__all__ = ["MID_LEVEL_DATASET_SURPLUS", "Blend", "BlendIndex", "BlendPart", "check_blend_parts", "blend_weights"]
+__all__ = ["MID_LEVEL_DATASET_SURPLUS", "Blend", "BlendIndex", "blend_reader", "check_blend_parts", "blend_weights"]
 
 MID_LEVEL_DATASET_SURPLUS = 0.005  # BlendedMegatronDatasetConfig.mid_level_dataset_surplus's default (0.16.1)
 _SHARED = ("add_extra_token", "reset_position_ids", "reset_attention_mask", "eod_mask_loss", "create_attention_mask")
@@ -151,21 +153,15 @@ class BlendIndex:
         return self.blend.dataset_sample_index[sample_ids]
 
 
-class BlendPart:
-    """A part as the blend reads it: a :class:`Fetcher` over the part's documents and its order in the blend, with
-    the part's class ids, mask settings and seed (a change on disk is reported with the part's name)."""
+def blend_reader(name: str, part: Consumer, index: SampleIndex) -> PartReader:
+    """Part ``name`` as the blend reads it: a :class:`Fetcher` over the part's documents and its order in the blend,
+    with the part's class ids, mask settings and seed."""
+    class_ids = np.array([part.class_to_id[c] for c in part.classes], dtype=np.int64)
+    fetcher = Fetcher(part.documents, index, class_ids, part.seed, sampling=part.sampling)
+    return PartReader(name, partial(_read_blend, fetcher, part))
 
-    __slots__ = ("name", "part", "fetcher")
 
-    def __init__(self, name: str, part: Consumer, index: SampleIndex):
-        self.name, self.part = name, part
-        class_ids = np.array([part.class_to_id[c] for c in part.classes], dtype=np.int64)
-        self.fetcher = Fetcher(part.documents, index, class_ids, part.seed, sampling=part.sampling)
-
-    def fetch_numpy(self, sample_ids: np.ndarray, query: Any = None, *, epoch: int = 0, width: int | None = None,
-                    out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
-        try:
-            return self.fetcher.fetch(np.asarray(sample_ids, dtype=np.int64), query, mask=self.part._mask,
-                                      epoch=epoch, width=width, out_dtype=out_dtype)
-        except FileChangedError as e:
-            raise FileChangedError(f"part {self.name!r} changed since the mixture was made: {e}") from e
+def _read_blend(fetcher: Fetcher, part: Consumer, sample_ids: np.ndarray, query: Any = None, *, epoch: int = 0,
+                width: int | None = None, out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
+    return fetcher.fetch(np.asarray(sample_ids, dtype=np.int64), query, mask=part._mask, epoch=epoch, width=width,
+                         out_dtype=out_dtype)

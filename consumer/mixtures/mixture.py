@@ -10,12 +10,13 @@ So every selection of a ``Consumer`` works on it (``m[k]``, ``m[a:b]``, ``m[[...
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..consumer import Consumer
-from ..errors import FileChangedError, InputError, SelectionError, short_repr
+from ..errors import InputError, SelectionError, short_repr
 from ..fetch.collate import to_tensors
 from ..fetch.select import as_sample_ids, resolve, split_key
 from ..query.rows import Params, Rows
@@ -23,11 +24,14 @@ from ..tokens.vocab import decode_ids
 from ..training.sampler import BatchCursor
 from ..training.state import dataset_fingerprint, digest
 from ..util.seeds import generator
-from .blend import Blend, BlendIndex, BlendPart, blend_weights, check_blend_parts
+from .blend import Blend, BlendIndex, blend_reader, blend_weights, check_blend_parts
 from .checks import check_num_samples, check_parts, check_sampling, check_seed
+from .cursor import MixtureCursor
 from .describe import mixture_from_dict, mixture_json, write_report
+from .epochs import MIXTURE_STATE_KIND
 from .gather import fetch_mixture
 from .index import MixtureIndex
+from .reader import PartReader
 from .schedule import WeightSchedule
 
 if TYPE_CHECKING:
@@ -87,23 +91,19 @@ class Mixture:
             assert self.num_samples is not None
             self.blend = Blend(checked, raw, self.num_samples, self.seed)
             self.index = BlendIndex(self.blend, self.seqlen)
-            self._readers: list[Any] = [BlendPart(name, part, index) for (name, part), index in
+            self._readers: list[Any] = [blend_reader(name, part, index) for (name, part), index in
                                         zip(checked.items(), self.blend.indexes, strict=True)]
             sizes = {name: len(index) for name, index in zip(self.classes, self.blend.indexes, strict=True)}
         else:
             self.index = MixtureIndex(list(checked.values()), self.seqlen)
-            self._readers = [_Named(name, part) for name, part in checked.items()]
+            self._readers = [PartReader(name, part.fetch_numpy) for name, part in checked.items()]
             sizes = dict(zip(self.classes, self.index.samples_per_class().tolist()))
         self.schedule = WeightSchedule(weights, sizes)  # the weights of every global step of the loader's plan
         # static weights (None: natural); a schedule's weights at step 0
-        self._given = self.schedule.static if self.schedule.kind != "natural" else None
-        if self._given is None and self.schedule.kind not in ("natural", "static"):
-            self._given = self.schedule.weights_at(0)
+        self._given = None if self.schedule.kind == "natural" else self.schedule.first()
         self._loader_ref: Any = None
         self._select_rng = generator(self.seed, "select")
-        self._cursor = BatchCursor(np.zeros(0, dtype=np.int32), self.classes, np.zeros(0, dtype=np.int64),
-                                   self.seed, self._describe)
-        self._cursor_ready = False
+        self._cursor: MixtureCursor | BatchCursor = self._new_cursor(steps=self.blend is None)
 
     # ----------------------------------------------------------------- what it is
     @property
@@ -180,45 +180,44 @@ class Mixture:
         return decode_ids(ids, self.vocab, specials=specials)
 
     # ----------------------------------------------------------------- batch order
-    def _ready(self) -> BatchCursor:
+    def _new_cursor(self, steps: bool) -> MixtureCursor | BatchCursor:
+        """The cursor of the step plan (``steps``), or one over the items (a blend's order, token budgets)."""
+        if steps:
+            return MixtureCursor(self, self._describe)
+        return BatchCursor(self.index.sample_class, self.classes, self.index.sample_tokens(), self.seed, self._describe)
+
+    def _ready(self) -> MixtureCursor | BatchCursor:
         """The cursor; ``m[None]`` without :meth:`create_batches` serves one sample at a time in the weighted order."""
         if self._cursor.plan is None:
             self.create_batches(1)
         return self._cursor
 
-    def _ready_arrays(self) -> None:
-        """Give the cursor the mixture's per-sample arrays (made on first use, not at ``mix()``)."""
-        if not self._cursor_ready:
-            c = self._cursor
-            c.sample_class, c.lengths = self.index.sample_class, self.index.sample_tokens()
-            self._cursor_ready = True
-
     def _plan_defaults(self, options: dict[str, Any]) -> dict[str, Any]:
-        """``options`` with the mixture's weights as ``balance`` and ``num_samples`` as ``epoch_size`` (unless given;
-        a token budget serves every sample once, so it takes neither)."""
+        """``options`` of an item order (a blend's, or token budgets, which serve every sample once per epoch: the
+        natural weights only)."""
         out = dict(options)
-        if out.get("max_tokens") is not None:
-            if self._balance is not None and "balance" not in out:
-                raise InputError(f"max_tokens={short_repr(out['max_tokens'])} serves every sample once per epoch: "
-                                 f"a mixture with weights={short_repr(self._given)} does not take it yet")
-            return out
-        out.setdefault("balance", self._balance)
-        out.setdefault("epoch_size", None if self.blend is not None else self.num_samples)
+        if out.get("max_tokens") is not None and self._balance is not None and "balance" not in out:
+            raise InputError(f"max_tokens={short_repr(out['max_tokens'])} serves every sample once per epoch: "
+                             f"a mixture with weights={short_repr(self._given)} does not take it yet")
         return out
 
     def create_batches(self, batch_size: int | None, drop_last: bool = False, seed: int | None = None,
                        shuffle: bool = True, **plan: Any) -> None:
-        """``m[None]``/:meth:`get_next_batch` batches, the static weights drawn per epoch as a class ``balance``
-        (:class:`~consumer.training.plan.EpochPlan`; ``plan``: its keyword options). Not yet the order of
-        :meth:`dataloader` (the step plan of :mod:`consumer.mixtures.plan`); a weight schedule is refused."""
-        if self.schedule.static is None:
-            raise InputError(f"create_batches and m[None] take static weights; weights={self.schedule!r} is a "
-                             "schedule: use m.dataloader(...)")
-        self._ready_arrays()
-        extra = int(bool(self._mask().get("add_cls")))
-        self._cursor.epochs(batch_size, drop_last, seed, shuffle, extra, **self._plan_defaults(plan))
+        """``m[None]``/:meth:`get_next_batch` batches: the step plan of :meth:`dataloader` with the same arguments
+        (:mod:`consumer.mixtures.cursor`; ``plan``: ``rank``, ``world_size``, ``epoch_size``, ``exhausted``), so
+        the same batches in the same order, and either's state resumes the other. A blend's items, and
+        ``max_tokens`` (natural weights), follow the order of a dataset's ``create_batches`` over the items.
+        ``drop_last`` has no effect on the step plan: every batch of it is full."""
+        steps = self.blend is None and plan.get("max_tokens") is None
+        cursor = self._new_cursor(steps)
+        if isinstance(cursor, MixtureCursor):
+            cursor.start(batch_size, seed=seed, shuffle=shuffle, **plan)
+        else:
+            extra = int(bool(self._mask().get("add_cls")))
+            cursor.epochs(batch_size, drop_last, seed, shuffle, extra, **self._plan_defaults(plan))
+        self._cursor = cursor
 
-    def batches(self, epoch: int) -> list[np.ndarray]:
+    def batches(self, epoch: int) -> Sequence[np.ndarray]:
         """The global sample ids of every batch of ``epoch``, in serving order (after :meth:`create_batches`)."""
         return self._cursor.batches(epoch)
 
@@ -227,12 +226,15 @@ class Mixture:
         return self[None, self.mode if query is _DEFAULT else query]
 
     def state_dict(self) -> dict:
-        """JSON-able position of the batch iterator (epoch, batches served), for exact resumption."""
+        """JSON-able position of the batch iterator (the step plan's state, or the item order's), to resume."""
         return self._cursor.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue the batch iterator from a :meth:`state_dict` taken on an identical mixture."""
-        self._ready_arrays()
+        """Continue the batch iterator from a :meth:`state_dict` taken on an identical mixture (or from the state
+        of its :meth:`dataloader`)."""
+        steps = isinstance(state, dict) and state.get("kind") == MIXTURE_STATE_KIND
+        if steps != isinstance(self._cursor, MixtureCursor):
+            self._cursor = self._new_cursor(steps)
         self._cursor.load(state)
 
     def dataloader(self, batch_size: int | None, **options: Any) -> Any:
@@ -354,42 +356,29 @@ class Mixture:
         seed, row shape, classes (the parts), counts and the batch order's settings (``"batches"``, after
         :meth:`create_batches`)."""
         out = self._describe(include_files)
-        if self._cursor.plan is not None:
-            out["batches"] = {k: v for k, v in self._cursor.state_dict().items()
-                              if k not in ("version", "epoch", "position")}
+        cursor = self._cursor
+        if isinstance(cursor, MixtureCursor) and cursor.plan is not None:
+            out["batches"] = {k: v for k, v in cursor.plan.settings().items() if k != "n_samples"}
+        elif isinstance(cursor, BatchCursor) and cursor.plan is not None:
+            out["batches"] = {k: v for k, v in cursor.state_dict().items() if k not in ("version", "epoch", "position")}
         return out
 
     def __getstate__(self) -> dict:  # the parts pickle themselves (how to rebuild them); the cursor as a snapshot
-        return {"parts": self._parts, "weights": self.schedule.given, "sampling": self.sampling,
+        return {"parts": self._parts, "weights": self.schedule.for_pickle(), "sampling": self.sampling,
                 "num_samples": self.num_samples, "seed": self.seed, "select": self._select_rng,
-                "batcher": self._cursor.snapshot()}
+                "batcher": (isinstance(self._cursor, MixtureCursor), self._cursor.snapshot())}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["parts"], weights=state["weights"], sampling=state["sampling"],  # type: ignore[misc]
                       num_samples=state["num_samples"], seed=state["seed"])
         self._select_rng = state["select"]
-        if state["batcher"] is not None:
-            self._ready_arrays()
-            self._cursor.restore(state["batcher"])
+        steps, snapshot = state["batcher"]
+        if snapshot is not None:
+            self._cursor = self._new_cursor(steps)
+            self._cursor.restore(snapshot)
 
     def __repr__(self) -> str:
         sizes = ", ".join(f"{name!r}: {n}" for name, n in self.samples_per_class().items())
         weights = "None" if self._given is None else \
             "{" + ", ".join(f"{k!r}: {v:.4g}" for k, v in self._given.items()) + "}"
         return f"Mixture(parts={{{sizes}}}, weights={weights}, n_bytes={self.n_bytes}, seqlen={self.seqlen})"
-
-
-class _Named:
-    """A part as the mixture's fetch reads it: a change on disk is reported with the part's name (the same
-    :class:`FileChangedError`, the part's own message after it)."""
-
-    __slots__ = ("name", "part")
-
-    def __init__(self, name: str, part: Consumer):
-        self.name, self.part = name, part
-
-    def fetch_numpy(self, *args: Any, **kwargs: Any) -> dict[str, np.ndarray]:
-        try:
-            return self.part.fetch_numpy(*args, **kwargs)
-        except FileChangedError as e:
-            raise FileChangedError(f"part {self.name!r} changed since the mixture was made: {e}") from e

@@ -34,8 +34,10 @@ steps before it from step 0.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import overload
 
 import numpy as np
 
@@ -43,7 +45,7 @@ from ..errors import InputError, short_repr
 from ..util.seeds import generator
 from .schedule import WeightSchedule
 
-__all__ = ["EXHAUSTED", "MixturePlan", "PlanState", "apportion"]
+__all__ = ["EXHAUSTED", "MixturePlan", "PlanState", "StepBatches", "apportion"]
 
 EXHAUSTED = ("repeat", "stop")
 _CHECKPOINT = 256  # a state is kept every this many steps, so any step is at most this far from a known state
@@ -109,6 +111,7 @@ class MixturePlan:
         self._words = [_name_word(n) for n in self.names]
         self.start = start if start is not None else PlanState.start(len(self.names))
         self._cache: dict[int, PlanState] = {0: PlanState.start(len(self.names)), self.start.step: self.start}
+        self._last = self.start  # the latest state a walk reached: a reader going step by step walks one step
         self._end: int | None = None
         self._end_known = exhausted == "repeat"
 
@@ -127,10 +130,13 @@ class MixturePlan:
         floor = self.start.step if step >= self.start.step else 0
         known = max(k for k in self._cache if floor <= k <= step)
         state = self._cache[known]
+        if state.step < self._last.step <= step and self._last.step >= floor:
+            state = self._last
         while state.step < step:
             state = self.advance(state)[1]
             if state.step % _CHECKPOINT == 0:
                 self._cache[state.step] = state
+        self._last = state
         return state
 
     def counts(self, first: int, stop: int) -> np.ndarray:
@@ -177,29 +183,50 @@ class MixturePlan:
     def step_ids(self, step: int) -> np.ndarray:
         """The ``W * B`` global ids of ``step``, laid out part by part (rank ``r`` reads ``[r::W]``)."""
         state = self.state_at(step)
-        return self._ids(state, self.advance(state)[0])
+        counts, self._last = self.advance(state)  # in-order reads walk one step each
+        return self._ids(state, counts)
 
     def _ids(self, state: PlanState, n: np.ndarray) -> np.ndarray:
         """The ids of the step after ``state`` that takes ``n[p]`` samples of each part ``p``."""
         return np.concatenate([self.part_samples(p, int(state.taken[p]), int(n[p])) for p in range(len(n))])
 
-    def rank_batches(self, first: int, stop: int, rank: int) -> list[np.ndarray]:
-        """Rank ``rank``'s batches of steps ``first .. stop - 1`` (cut at :attr:`end`)."""
+    def rank_batches(self, first: int, stop: int, rank: int) -> StepBatches:
+        """Rank ``rank``'s batches of steps ``first .. stop - 1`` (cut at :attr:`end`), as a lazy sequence: a
+        step's ids are made when it is read, so a loader's first batch (or a resumed one's) costs one step."""
         end = self.end
         if end is not None:
             stop = min(stop, end)
-        out = []
-        state = self.state_at(first)
-        for _ in range(first, stop):
-            n, after = self.advance(state)  # once a step: a callable schedule is called once per step
-            out.append(self._ids(state, n)[rank::self.world_size])
-            state = after
-        return out
+        return StepBatches(self, first, max(first, stop), rank)
 
     def part_position(self, state: PlanState) -> dict[str, dict[str, int]]:
         """Each part's epoch and position in that epoch at ``state``."""
         return {name: {"epoch": int(t // s) if s else 0, "position": int(t % s) if s else 0}
                 for name, t, s in zip(self.names, state.taken.tolist(), self.sizes.tolist())}
+
+
+class StepBatches(Sequence[np.ndarray]):
+    """One rank's batches of global steps ``first .. stop - 1`` of a :class:`MixturePlan`, made on demand: item
+    ``j`` is step ``first + j``'s ids ``[rank::W]``. Reading in order walks the plan one step per batch (a callable
+    schedule is called once per step); any item can be read in any order."""
+
+    def __init__(self, plan: MixturePlan, first: int, stop: int, rank: int):
+        self.plan, self.first, self.stop, self.rank = plan, int(first), int(stop), int(rank)
+
+    def __len__(self) -> int:
+        return self.stop - self.first
+
+    @overload
+    def __getitem__(self, j: int) -> np.ndarray: ...
+    @overload
+    def __getitem__(self, j: slice) -> list[np.ndarray]: ...
+
+    def __getitem__(self, j: int | slice) -> np.ndarray | list[np.ndarray]:
+        if isinstance(j, slice):
+            return [self[i] for i in range(*j.indices(len(self)))]
+        n = len(self)
+        if not -n <= j < n:
+            raise IndexError(f"step batch {j} out of range for {n} steps")
+        return self.plan.step_ids(self.first + (j % n))[self.rank::self.plan.world_size]
 
 
 @lru_cache(maxsize=64)

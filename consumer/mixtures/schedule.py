@@ -9,6 +9,10 @@
 - a callable ``step -> dict``: evaluated (and checked) at every step the plan computes, so it must be a pure
   function of the step (a run resumed from a state evaluates it again from the resumed step on).
 
+A callable that does not pickle (a lambda, a closure) is pickled as :class:`DetachedWeights`: its name and its
+weights at step 0. The copy (in a ``spawn`` worker, say) fetches samples, which is all a worker does; planning steps
+with it raises :class:`~consumer.errors.InputError` naming the callable.
+
 Every dict is checked as ``consumer.mix`` checks static weights (negative, NaN, inf, all zero, unknown part, or
 weight on a part without samples are refused, naming the part and value); the message of a schedule's dict also
 names its step. :meth:`WeightSchedule.at` returns the normalised weights of a step as a float64 vector in the
@@ -17,6 +21,7 @@ order of the parts.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,7 +30,7 @@ import numpy as np
 from ..errors import InputError, short_repr
 from .checks import check_weights
 
-__all__ = ["WeightSchedule"]
+__all__ = ["DetachedWeights", "WeightSchedule"]
 
 
 def _at_step(weights: object, sizes: dict[str, int], step: int) -> dict[str, float]:
@@ -38,6 +43,13 @@ def _at_step(weights: object, sizes: dict[str, int], step: int) -> dict[str, flo
         raise InputError(f"weights at step {step}: {e}") from None
     assert out is not None
     return out
+
+
+class DetachedWeights:
+    """What a pickle keeps of a callable schedule that does not pickle: its ``name`` and its weights at step 0."""
+
+    def __init__(self, name: str, first: dict[str, float]):
+        self.name, self.first = name, dict(first)
 
 
 class WeightSchedule:
@@ -67,6 +79,9 @@ class WeightSchedule:
         elif isinstance(weights, (list, tuple)):
             self.kind = "points"
             self.points = self._check_points(weights)
+        elif isinstance(weights, DetachedWeights):
+            self.kind = "detached"
+            self.points = [(0, _at_step(weights.first, self.sizes, 0))]
         elif callable(weights):
             self.kind = "callable"
             self._fn = weights
@@ -94,6 +109,20 @@ class WeightSchedule:
             out.append((int(step), _at_step(w, self.sizes, int(step))))
         return out
 
+    def first(self) -> dict[str, float]:
+        """The normalised weights of step 0."""
+        return dict(self.points[0][1]) if self.points else self.weights_at(0)
+
+    def for_pickle(self) -> Any:
+        """The weights as given, or :class:`DetachedWeights` for a callable that does not pickle."""
+        if self.kind != "callable":
+            return self.given
+        try:
+            pickle.dumps(self.given)
+        except Exception:  # noqa: BLE001  (a lambda or closure: PicklingError, AttributeError, TypeError)
+            return DetachedWeights(str(self.describe()), self.first())
+        return self.given
+
     @property
     def static(self) -> dict[str, float] | None:
         """The normalised weights when they never change (natural or a dict), else ``None``."""
@@ -105,6 +134,11 @@ class WeightSchedule:
 
     def at(self, step: int) -> np.ndarray:
         """The normalised weights of global step ``step``: float64, one per part, in the parts' order."""
+        if self.kind == "detached":
+            assert isinstance(self.given, DetachedWeights)
+            raise InputError(f"the weights were a {self.given.name} that does not pickle: this copy of the mixture "
+                             "(made by pickle, as in a spawn worker) fetches samples but cannot plan steps; give a "
+                             "module-level function to plan in it")
         if self._fn is not None:
             try:
                 got = self._fn(int(step))
@@ -130,6 +164,8 @@ class WeightSchedule:
             return dict(self.points[0][1])
         if self.kind == "points":
             return [[s, dict(w)] for s, w in self.points]
+        if isinstance(self.given, DetachedWeights):
+            return self.given.name
         fn = self._fn
         return f"callable {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
 

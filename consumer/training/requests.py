@@ -3,7 +3,7 @@ batches, and the map-style dataset that answers a whole request with one vectori
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -93,14 +93,18 @@ class PlanBatchSampler:
         self.plan = plan
         self.epoch = 0
         self.start = 0
-        self._requests: tuple[int, list[BatchRequest]] | None = None  # (epoch, its requests): once per epoch
+        # (epoch, its batches, their widths): once per epoch; the batches may be a lazy sequence (a mixture's
+        # steps), read from the start position on only
+        self._requests: tuple[int, Sequence[np.ndarray], Sequence[int | None]] | None = None
 
     def __iter__(self) -> Iterator[BatchRequest]:
         epoch = self.epoch
         if self._requests is None or self._requests[0] != epoch:
             batches = self.plan.batches(epoch)
-            self._requests = (epoch, [BatchRequest(epoch, b, w) for b, w in zip(batches, self.plan.widths(batches))])
-        yield from self._requests[1][self.start:]
+            self._requests = (epoch, batches, self.plan.widths(batches))
+        _, steps, widths = self._requests
+        for j in range(self.start, len(steps)):
+            yield BatchRequest(epoch, steps[j], widths[j])
 
     def __len__(self) -> int:
         return self.plan.batches_per_epoch - self.start

@@ -96,18 +96,47 @@ def test_a_state_resumes_the_loader_exactly(m):
         other.load_state_dict(state)
 
 
-def test_the_cursor_walks_the_loaders_order_and_resumes(parts):
-    a = mix(parts, weights=WEIGHTS, seed=5)
-    a.create_batches(4)  # the cursor keeps a per-epoch class balance order (the loader has the step plan)
-    served = [a.get_next_batch(["sample_id"])["sample_id"] for _ in range(len(a.batches(0)))]
-    assert [b.tolist() for b in a.batches(0)] == [s.tolist() for s in served]
+@pytest.mark.parametrize("weights", [WEIGHTS, [(0, {"raw": 1}), (3, {"text": 1, "code": 2})]])
+@pytest.mark.parametrize("ranks", [None, (1, 2)])
+def test_the_cursor_serves_the_loaders_order_and_states_cross(parts, weights, ranks):
+    where = {} if ranks is None else {"rank": ranks[0], "world_size": ranks[1]}
+    a = mix(parts, weights=weights, seed=5)
+    a.create_batches(4, epoch_size=24, **where)
+    loader = a.dataloader(4, query=["sample_id"], epoch_size=24, **where)
+    expected = [b["sample_id"] for b in _epoch(loader) + _epoch(loader)]
+    assert [b.tolist() for b in a.batches(0)] == [e.tolist() for e in expected[:len(loader)]]
+    served = [a.get_next_batch(["sample_id"])["sample_id"] for _ in range(len(expected))]
+    assert [s.tolist() for s in served] == [e.tolist() for e in expected]  # across the epoch boundary too
     state = a.state_dict()
-    b = mix(parts, weights=WEIGHTS, seed=5)
-    b.load_state_dict(state)
-    for _ in range(3):
-        assert torch.equal(a.get_next_batch(["sample_id"])["sample_id"], b[None, ["sample_id"]]["sample_id"])
+    b = mix(parts, weights=weights, seed=5)
+    b.load_state_dict(state)  # a cursor without batches takes the state's plan
+    resumed = a.dataloader(4, query=["sample_id"], epoch_size=24, **where)
+    resumed.load_state_dict(state)  # the cursor's state resumes a loader
+    for got in resumed:
+        assert torch.equal(a.get_next_batch(["sample_id"])["sample_id"], got["sample_id"])
+        assert torch.equal(b[None, ["sample_id"]]["sample_id"], got["sample_id"])
+    loader_state = resumed.state_dict()
+    c = mix(parts, weights=weights, seed=5)
+    c.load_state_dict(loader_state)  # and a loader's resumes the cursor
+    assert torch.equal(c[None, ["sample_id"]]["sample_id"], next(iter(resumed))["sample_id"])
     with pytest.raises(InputError, match="does not belong"):
         mix({"raw": parts["raw"], "text": parts["text"]}, weights=WEIGHTS, seed=5).load_state_dict(state)
+    with pytest.raises(InputError, match="batch_size"):
+        a.create_batches(5, epoch_size=24, **where)
+        a.load_state_dict(state)
+
+
+def test_the_cursor_ends_where_stop_ends_the_order(parts):
+    m = mix(parts, weights={"code": 1}, seed=1)
+    m.create_batches(4, exhausted="stop")
+    end = m._cursor.plan.plan.end
+    assert end == m.samples_per_class()["code"] // 4
+    for _ in range(end):
+        m.get_next_batch(["class"])
+    with pytest.raises(InputError, match=f"ended at step {end}"):
+        m.get_next_batch()
+    with pytest.raises(InputError, match="balance"):
+        m.create_batches(4, balance={"code": 1})
 
 
 def test_m_none_without_batches_follows_the_weights(parts):
@@ -136,3 +165,17 @@ def test_token_budgets_take_natural_weights_only(parts):
     assert sorted(ids.tolist()) == list(range(len(natural)))
     with pytest.raises(InputError, match="max_tokens"):
         mix(parts, weights=WEIGHTS).dataloader(None, max_tokens=96)
+
+
+def test_a_lambda_schedule_pickles_detached_and_spawn_workers_serve_it(parts):
+    m = mix(parts, weights=lambda step: {"raw": 1, "code": 1 + step % 2}, seed=3)
+    copy = pickle.loads(pickle.dumps(m))  # a lambda does not pickle: the copy keeps its name and step 0's weights
+    assert copy.weights == m.weights
+    assert torch.equal(copy[[0, 5, 9]]["input_array"], m[[0, 5, 9]]["input_array"])
+    with pytest.raises(InputError, match="lambda.* does not pickle"):
+        copy.create_batches(2)
+        copy.get_next_batch()
+    query = ["sample_id", "input_array"]
+    expected = _epoch(m.dataloader(3, query=query, epoch_size=30))
+    got = _epoch(m.dataloader(3, query=query, epoch_size=30, num_workers=1, multiprocessing_context="spawn"))
+    same_batches(got, expected)
