@@ -159,20 +159,20 @@ class Consumer(SQLMethods, ModeMethods):
 
     def fetch(self, sample_ids: Any, query: Any = None, *, epoch: int = 0, out_dtype: Any = np.int64) -> dict:
         """The columns of ``query`` for these sample ids, as tensors (``epoch`` varies the masks)."""
-        if not self._padding.pending and (one := self._fetcher.one_row.row(sample_ids, query, self._mask,
-                                                                            out_dtype)):
+        if not self._padding.pending and (one := self._fetcher.one_row.row(sample_ids, query, self._mask, out_dtype)):
             return one  # one plain row of a warm store (fetch/one_row.py)
         ids = as_sample_ids(sample_ids, len(self))
         return to_tensors(self.fetch_numpy(ids, query, epoch=epoch, out_dtype=out_dtype))
 
     def fetch_numpy(self, sample_ids: np.ndarray, query: Any = None, *, epoch: int = 0, width: int | None = None,
-                    out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
-        """:meth:`fetch` as numpy (``width`` narrows rows; ``out_dtype=numpy.int32`` halves the bytes written)."""
+                    out_dtype: Any = np.int64, into: Any = None) -> dict[str, np.ndarray]:
+        """:meth:`fetch` as numpy (``width`` narrows rows, ``out_dtype``, ``into``: see ``Fetcher.fetch``)."""
         if type(sample_ids) is np.ndarray and sample_ids.size == 1 and width is None and not self._padding.pending \
                 and (one := self._fetcher.one_row.row(sample_ids, query, self._mask, out_dtype, False)):
             return one  # one plain row of a warm store (fetch/one_row.py), as numpy
         self._padding.once()  # rows are made here: the padding warning, if any, is said now (once)
-        return self._fetcher.fetch(sample_ids, query, mask=self._mask, epoch=epoch, width=width, out_dtype=out_dtype)
+        return self._fetcher.fetch(sample_ids, query, mask=self._mask, epoch=epoch, width=width, out_dtype=out_dtype,
+                                   into=into)
 
     def document_tokens(self, file_id: int) -> np.ndarray:
         """The whole token stream of one file: header, SEP, content, EOF."""

@@ -82,9 +82,13 @@ class Fetcher:
         self.one_row = OneRow(len(index))
 
     def fetch(self, sample_ids: np.ndarray, query: object = None, *, mask: MaskConfig, epoch: int = 0,
-              width: int | None = None, out_dtype: npt.DTypeLike = np.int64) -> dict[str, np.ndarray]:
+              width: int | None = None, out_dtype: npt.DTypeLike = np.int64,
+              into: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """The columns of ``query`` for ``sample_ids`` (in order; int64 or ``out_dtype``). ``epoch`` varies the masks;
-        ``width`` (>= the longest selected sample) narrows the rows from ``seqlen``."""
+        ``width`` (>= the longest selected sample) narrows the rows from ``seqlen``. ``into=(out, positions)``: a
+        plain query's rows may be written straight into ``out`` (rows ``positions``, of ``out_dtype`` and the rows'
+        width), with no array of their own: the answer's ``input_array`` is then ``out`` itself (a mixture fills its
+        batch so, part by part); otherwise it is a new array, as without ``into``."""
         q = parse_query(query)
         if q.objective == "megatron" and isinstance(self.sampling, MegatronSampling) and \
                 self.sampling.create_attention_mask and "attention_mask" not in q.columns:  # as Megatron's item has
@@ -118,8 +122,12 @@ class Fetcher:
         if reading is None:
             reading = self._rows = self._reading()
         tokens = None
+        plain = q.columns == _PLAIN and q.objective == "plain" and not mask.add_cls
+        if into is not None and not (plain and into[0].dtype == dtype and into[0].ndim == 2 and
+                                     into[0].shape[1] == width_ and into[1].size == rows):
+            into = None
         if not masking and not self.crop:  # a store: one range per row; files: a few rows with Python ints
-            tokens = reading.lean(sample_ids, width, width_, dtype)
+            tokens = reading.lean(sample_ids, width, width_, dtype, into)
             if tokens is None and isinstance(reading, _StoreRows):
                 tokens = reading.mixed(sample_ids, width, dtype, self.index, self.documents)
             if tokens is not None and rows == 1 and width is None and need <= _DEFAULT_BUDGET and \
@@ -137,7 +145,7 @@ class Fetcher:
             reading.check(tokens, sample_ids, shift)
         else:
             content = None
-        if q.columns == _PLAIN and q.objective == "plain" and not mask.add_cls:
+        if plain:
             return {"input_array": tokens}
         return make_columns(q, self._parts(q, tokens, content, sample_ids, shift, mask, epoch))
 
@@ -189,8 +197,9 @@ class _StoreRows:
     def __init__(self, packed: PackedRows) -> None:
         self.packed, self.runs = packed, packed.start
 
-    def lean(self, ids: np.ndarray, width: int | None, width_: int, dtype: np.dtype) -> np.ndarray | None:
-        return self.packed.rows(ids, width, dtype)
+    def lean(self, ids: np.ndarray, width: int | None, width_: int, dtype: np.dtype,
+             into: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray | None:
+        return self.packed.rows(ids, width, dtype, into)
 
     def check(self, tokens: np.ndarray, ids: np.ndarray, shift: np.ndarray | None) -> None:
         self.packed.check_rows(tokens, ids, shift)
@@ -227,8 +236,9 @@ class _FileRows:
     def __init__(self, index: SampleIndex, documents: DocumentTable, source: ByteSource) -> None:
         self.index, self.documents, self.source = index, documents, source
 
-    def lean(self, ids: np.ndarray, width: int | None, width_: int, dtype: np.dtype) -> np.ndarray | None:
-        if ids.size > FEW_ROWS:
+    def lean(self, ids: np.ndarray, width: int | None, width_: int, dtype: np.dtype,
+             into: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray | None:
+        if ids.size > FEW_ROWS:  # rows of files are their own arrays (``into`` is for stores)
             return None
         return few_rows(self.index, self.documents, ids.tolist(), width_, dtype, self.source)
 

@@ -171,16 +171,20 @@ class PackedRows:
             checked[sample_ids] = True
 
     # ---------------------------------------------------------------- rows
-    def rows(self, ids: np.ndarray, width: int | None, dtype: np.dtype) -> np.ndarray | None:
+    def rows(self, ids: np.ndarray, width: int | None, dtype: np.dtype,
+             into: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray | None:
         """``[B, width or seqlen]`` rows of ``ids`` (in range, checked by the caller) in ``dtype``, PAD after each
-        sample's tokens; None when a sample is not one store range or the store is not memory-mapped."""
+        sample's tokens; None when a sample is not one store range or the store is not memory-mapped.
+        ``into=(out, positions)`` (``out`` of ``dtype`` and that width): row ``r`` is written at
+        ``out[positions[r]]`` and ``out`` returned."""
         if not self.local:
             return None
         if ids.size <= SMALL_BATCH:
-            return self._few(ids.tolist(), self.seqlen if width is None else width, dtype)
-        return self._many(ids, self.seqlen if width is None else width, dtype)
+            return self._few(ids.tolist(), self.seqlen if width is None else width, dtype, into)
+        return self._many(ids, self.seqlen if width is None else width, dtype, into)
 
-    def _few(self, ids: list[int], L: int, dtype: np.dtype) -> np.ndarray | None:
+    def _few(self, ids: list[int], L: int, dtype: np.dtype,
+             into: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray | None:
         start, length = self.start, self.length
         spans = []
         for i in ids:
@@ -200,9 +204,10 @@ class PackedRows:
                                   (n <= 1 << k or blocks[s >> k:((s + n - 1) >> k) + 1].all())):
                         self._check_span(i, s, n)
                 self.clean = bool(blocks.all())
-        out = np.empty((len(spans), L), dtype=dtype)
+        out, where = (np.empty((len(spans), L), dtype=dtype), range(len(spans))) if into is None else \
+            (into[0], into[1].tolist())
         tokens, pad = self.tokens, self.pad
-        for r, (_, s, n) in enumerate(spans):
+        for r, (_, s, n) in zip(where, spans):
             row = out[r]
             row[:n] = tokens[s:s + n]
             if n < L:
@@ -232,7 +237,8 @@ class PackedRows:
                     return
                 ok[i] = 1
 
-    def _many(self, ids: np.ndarray, L: int, dtype: np.dtype) -> np.ndarray | None:
+    def _many(self, ids: np.ndarray, L: int, dtype: np.dtype,
+              into: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray | None:
         start = self.start[ids]
         if not self.all_runs and start.min() < 0:
             return None
@@ -249,6 +255,14 @@ class PackedRows:
             if not self.clean:
                 self._check_many(ids, start)
         tokens, pad = self.tokens, self.pad
+        if into is not None:  # rows of another array: each row's tokens, then its padding
+            out = into[0]
+            for r, s, n in zip(into[1].tolist(), starts, lengths):
+                row = out[r]
+                row[:n] = tokens[s:s + n]
+                if n < L:
+                    row[n:] = pad
+            return out
         if 2 * sum(lengths) < ids.size * L:  # mostly padding: one fill, then the tokens
             out = np.full((ids.size, L), pad, dtype=dtype)
             for r, (s, n) in enumerate(zip(starts, lengths)):

@@ -162,6 +162,6 @@ def blend_reader(name: str, part: Consumer, index: SampleIndex) -> PartReader:
 
 
 def _read_blend(fetcher: Fetcher, part: Consumer, sample_ids: np.ndarray, query: Any = None, *, epoch: int = 0,
-                width: int | None = None, out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
+                width: int | None = None, out_dtype: Any = np.int64, into: Any = None) -> dict[str, np.ndarray]:
     return fetcher.fetch(np.asarray(sample_ids, dtype=np.int64), query, mask=part._mask, epoch=epoch, width=width,
-                         out_dtype=out_dtype)
+                         out_dtype=out_dtype, into=into)

@@ -53,16 +53,24 @@ def fetch_mixture(parts: list[Any], index: MixtureIndex | BlendIndex, sample_ids
     chunks: list[tuple[int, np.ndarray, dict[str, np.ndarray]]] = []
     order = np.argsort(owner, kind="stable")
     bounds = np.searchsorted(owner[order], np.arange(len(parts) + 1))
+    rows = int(sample_ids.size)
+    # the token rows of a plain query: each part writes its rows into the batch's own array (no copy after)
+    batch = np.empty((rows, index.seqlen if width is None else width), dtype=out_dtype) \
+        if q.objective == "plain" and q.columns == ("input_array",) and rows else None
     for p in range(len(parts)):
         pos = order[bounds[p]:bounds[p + 1]]
         if pos.size:
             local = local_ids[pos]
             chunks.append((p, pos, parts[p].fetch_numpy(local, part_query, epoch=epoch, width=width,
-                                                        out_dtype=out_dtype)))
+                                                        out_dtype=out_dtype, into=None if batch is None else
+                                                        (batch, pos))))
+    if batch is not None and all(c["input_array"] is batch for _, _, c in chunks):
+        return {"input_array": batch}
+    if batch is not None:  # a part made rows of its own (files, a CLS column): the batch's rows, joined below
+        chunks = [(p, pos, {"input_array": batch[pos]} if c["input_array"] is batch else c) for p, pos, c in chunks]
     if not chunks:  # an empty batch: the columns' empty shapes, from the first part
         chunks = [(0, sample_ids, parts[0].fetch_numpy(sample_ids, part_query, epoch=epoch, width=width,
                                                        out_dtype=out_dtype))]
-    rows = int(sample_ids.size)
     out: dict[str, np.ndarray] = {}
     for name, first in chunks[0][2].items():
         if name == "class":

@@ -23,9 +23,9 @@ class PartReader:
         self.name, self.read = name, read
 
     def fetch_numpy(self, sample_ids: np.ndarray, query: Any = None, *, epoch: int = 0, width: int | None = None,
-                    out_dtype: Any = np.int64) -> dict[str, np.ndarray]:
-        """The part's columns of ``query`` for its local ``sample_ids``."""
+                    out_dtype: Any = np.int64, into: Any = None) -> dict[str, np.ndarray]:
+        """The part's columns of ``query`` for its local ``sample_ids`` (``into``: ``Fetcher.fetch``'s)."""
         try:
-            return self.read(sample_ids, query, epoch=epoch, width=width, out_dtype=out_dtype)
+            return self.read(sample_ids, query, epoch=epoch, width=width, out_dtype=out_dtype, into=into)
         except FileChangedError as e:
             raise FileChangedError(f"part {self.name!r} changed since the mixture was made: {e}") from e

@@ -37,6 +37,32 @@ def stores(tmp_path_factory):
     return out
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from([(nb, s, q) for nb in (1, 2) for s, q in SETTINGS]), data=st.data(),
+       dtype=st.sampled_from([np.int64, np.int32]), narrow=st.booleans())
+def test_rows_written_into_another_array_are_the_rows_and_touch_nothing_else(stores, key, data, dtype, narrow):
+    _, packed, _ = stores[key]
+    # two rows at least: one row of a warm store takes the one-row path, a row of its own (as documented)
+    ids = np.array(data.draw(st.lists(st.integers(0, len(packed) - 1), min_size=2, max_size=3 * SMALL_BATCH)),
+                   dtype=np.int64)
+    width = int(packed.index.sample_tokens()[ids].max()) if narrow else None
+    want = packed.fetch_numpy(ids, out_dtype=dtype, width=width)["input_array"]
+    total = ids.size + data.draw(st.integers(0, 5))
+    pos = np.array(data.draw(st.permutations(range(total)))[:ids.size], dtype=np.int64)
+    out = np.full((total, want.shape[1]), -7, dtype=dtype)
+    got = packed.fetch_numpy(ids, None, out_dtype=dtype, width=width, into=(out, pos))["input_array"]
+    assert got is out  # the rows were written in place, at their positions
+    np.testing.assert_array_equal(out[pos], want)
+    others = np.setdiff1d(np.arange(total), pos)
+    assert (out[others] == -7).all()
+    # a query that is not the plain rows, or an array of another width or dtype: rows of their own, out untouched
+    out[:] = -7
+    for query, array in ((["input_array", "sample_id"], out), (None, out[:, :-1]), (None, out.astype(np.int16))):
+        res = packed.fetch_numpy(ids, query, out_dtype=dtype, width=width, into=(array, pos))
+        assert res["input_array"] is not array and (out == -7).all()
+        np.testing.assert_array_equal(res["input_array"], want)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(key=st.sampled_from([(nb, s, q) for nb in (1, 2) for s, q in SETTINGS]), data=st.data(),
        dtype=st.sampled_from([np.int64, np.int32]), narrow=st.booleans())

@@ -67,6 +67,27 @@ def test_selections_equal_the_parts_rows(m, parts):
     assert np.array_equal(_np(m[-1])["input_array"], _np(parts["code"][-1, None])["input_array"])
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_store_parts_write_their_rows_into_the_batch_in_order(parts, tmp_path, dtype):
+    parts["raw"].pack(str(tmp_path / "raw"))
+    stores = {"code": parts["code"], "raw": Consumer.from_packed(str(tmp_path / "raw"), style="diff", seqlen=SEQLEN),
+              "files": parts["raw"]}
+    mixed = mix(stores)
+    rng = np.random.default_rng(0)
+    for size in (2, 9, len(mixed)):
+        ids = rng.choice(len(mixed), size, replace=False)
+        owner = mixed.index.part_of(ids)
+        local = mixed.index.local_of(ids, owner)
+        width = int(mixed.index.sample_tokens()[ids].max())
+        for w in (None, width):
+            got = mixed.fetch_numpy(ids, None, out_dtype=dtype, width=w)["input_array"]
+            assert got.dtype == np.dtype(dtype) and got.shape == (size, w or SEQLEN)
+            for row, p, i in zip(got, owner.tolist(), local.tolist()):
+                part = list(stores.values())[p]
+                assert np.array_equal(row, part.fetch_numpy(np.array([i]), None, out_dtype=dtype, width=w)
+                                      ["input_array"][0])
+
+
 def test_a_part_selection_draws_from_that_part_reproducibly(m, parts):
     lo, hi = m.index.class_ptr[2], m.index.class_ptr[3]
     got = _np(m[{"code": 3}, ["input_array", "sample_id", "class"]])
