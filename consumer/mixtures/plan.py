@@ -34,6 +34,7 @@ steps before it from step 0.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -68,20 +69,21 @@ class PlanState:
 
 def apportion(residual: np.ndarray, weights: np.ndarray, size: int) -> np.ndarray:
     """The counts of one step (int64, sum ``size``): largest remainders of ``residual + size * weights`` (see the
-    module docstring). Parts of weight 0 get none."""
-    d = residual + size * weights
-    eligible = weights > 0
-    n = np.where(eligible, np.maximum(np.floor(d), 0), 0).astype(np.int64)
-    left = size - int(n.sum())
+    module docstring). Parts of weight 0 get none. (Python floats: a step has a few parts, where numpy's calls cost
+    more than the arithmetic; the same IEEE operations in the same order, so the same counts.)"""
+    w = weights.tolist()
+    d = [r + size * x for r, x in zip(residual.tolist(), w)]
+    n = [max(math.floor(v), 0) if x > 0 else 0 for v, x in zip(d, w)]
+    left = size - sum(n)
     if left > 0:
-        order = [i for i in np.argsort(-(d - n), kind="stable").tolist() if eligible[i]]
+        order = [i for i in sorted(range(len(d)), key=lambda i: n[i] - d[i]) if w[i] > 0]
         for j in range(left):  # usually left < len(order); a round-robin covers the rest
             n[order[j % len(order)]] += 1
     elif left < 0:
-        order = [i for i in np.argsort(d - n, kind="stable").tolist() if n[i] > 0]
+        order = [i for i in sorted(range(len(d)), key=lambda i: d[i] - n[i]) if n[i] > 0]
         for j in range(-left):
             n[order[j % len(order)]] -= 1
-    return n
+    return np.array(n, dtype=np.int64)
 
 
 def _name_word(name: str) -> int:
@@ -171,6 +173,10 @@ class MixturePlan:
     def part_samples(self, part: int, first: int, count: int) -> np.ndarray:
         """Global ids of part ``part``'s samples ``first .. first + count - 1`` of its sequence (epochs chained)."""
         size = int(self.sizes[part])
+        epoch, pos = divmod(first, size) if size else (0, 0)
+        if count and pos + count <= size:  # within one epoch of the part: one slice
+            ids: np.ndarray = self._permutation(part, epoch)[pos:pos + count] + int(self.offsets[part])
+            return ids
         out = np.empty(count, dtype=np.int64)
         done = 0
         while done < count:

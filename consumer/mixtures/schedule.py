@@ -21,6 +21,7 @@ order of the parts.
 
 from __future__ import annotations
 
+import bisect
 import pickle
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -148,14 +149,13 @@ class WeightSchedule:
                 raise InputError(f"weights({step}) raised {type(e).__name__}: {e}") from e
             w = _at_step(got, self.sizes, int(step))
             return np.array([w[p] for p in self.parts], dtype=np.float64)
-        i = int(np.searchsorted(self._steps, step, side="right")) - 1
-        return self._vectors[i][1]
+        return self._vectors[bisect.bisect_right(self._steps, step) - 1][1]
 
     def next_change(self, step: int) -> int | None:
         """The first step after ``step`` whose weights may differ (``None``: never; a callable: ``step + 1``)."""
         if self._fn is not None:
             return step + 1
-        i = int(np.searchsorted(self._steps, step, side="right"))
+        i = bisect.bisect_right(self._steps, step)
         return self._steps[i] if i < len(self._steps) else None
 
     def describe(self) -> Any:
