@@ -34,7 +34,8 @@ from ..training.state import dataset_fingerprint, digest, settings_diff
 from ..util.validate import check_int
 from .plan import MixturePlan, PlanState, StepBatches
 
-__all__ = ["MIXTURE_STATE_KIND", "MixtureEpochs", "make_epochs", "order_state", "part_fingerprints", "resume_order"]
+__all__ = ["MIXTURE_STATE_KIND", "MixtureEpochs", "make_epochs", "order_state", "part_fingerprint", "part_fingerprints",
+           "resume_order"]
 
 MIXTURE_STATE_KIND = "consumer.mixture-order"
 MIXTURE_STATE_VERSION = 1
@@ -93,9 +94,16 @@ def make_epochs(m: Any, batch_size: Any, *, seed: Any = None, shuffle: Any = Tru
     return MixtureEpochs(plan, rank, size, len(m))
 
 
+def part_fingerprint(description: dict[str, Any]) -> dict[str, object]:
+    """A part's fingerprint from its ``get_dict()``: what decides what each sample id reads (files, settings,
+    counts), without the input form it was made from (``data_mode``: a part rebuilt by ``from_json`` is made from
+    ``{class: [paths]}``, a store's from its files, and serves the same samples)."""
+    return {k: v for k, v in dataset_fingerprint(description, mask=False).items() if k != "data_mode"}
+
+
 def part_fingerprints(description: dict[str, Any]) -> dict[str, str]:
-    """Each part's fingerprint (files, settings, counts) from a mixture's ``get_dict()``."""
-    return {name: digest(dataset_fingerprint(d, mask=False)) for name, d in description["mixture"].items()}
+    """Each part's fingerprint digest from a mixture's ``get_dict()``."""
+    return {name: digest(part_fingerprint(d)) for name, d in description["mixture"].items()}
 
 
 def order_state(epochs: MixtureEpochs, step: int, fingerprints: dict[str, str],

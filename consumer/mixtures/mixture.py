@@ -22,13 +22,13 @@ from ..fetch.select import as_sample_ids, resolve, split_key
 from ..query.rows import Params, Rows
 from ..tokens.vocab import decode_ids
 from ..training.sampler import BatchCursor
-from ..training.state import dataset_fingerprint, digest
+from ..training.state import digest
 from ..util.seeds import generator
 from .blend import Blend, BlendIndex, blend_reader, blend_weights, check_blend_parts
 from .checks import check_num_samples, check_parts, check_sampling, check_seed
 from .cursor import MixtureCursor
 from .describe import mixture_from_dict, mixture_json, write_report
-from .epochs import MIXTURE_STATE_KIND
+from .epochs import MIXTURE_STATE_KIND, part_fingerprint
 from .gather import fetch_mixture
 from .index import MixtureIndex
 from .reader import PartReader
@@ -348,7 +348,7 @@ class Mixture:
             "per_class": {name: {"samples": n} for name, n in self.samples_per_class().items()},
             "total_samples": len(self),
             # the parts' own fingerprints (files, settings, counts): a state of another mixture is refused
-            "files_sha256": digest({name: dataset_fingerprint(d, mask=False) for name, d in parts.items()}),
+            "files_sha256": digest({name: part_fingerprint(d) for name, d in parts.items()}),
         }
 
     def get_dict(self, include_files: bool = False) -> dict:

@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pyarrow as pa
 import pytest
+import torch
 
 from consumer import FileChangedError, InputError, QueryError, SelectionError
 from consumer.mixtures import Mixture, mix
@@ -125,6 +126,18 @@ def test_json_round_trip(m, tmp_path):
     for name, part in again.parts.items():  # the same files, classes and counts (data_mode says "rebuilt")
         a, b = part.get_dict(include_files=True), m.parts[name].get_dict(include_files=True)
         assert a["files"] == b["files"] and a["per_class"] == b["per_class"] and a["classes"] == b["classes"]
+    # so an order's state survives the round trip: the rebuilt mixture continues it, loader and cursor alike
+    loader = m.dataloader(4, query=["sample_id", "input_array"], seed=2)
+    for i, _ in enumerate(loader):
+        if i == 6:
+            break
+    state = loader.state_dict()
+    resumed = again.dataloader(4, query=["sample_id", "input_array"], seed=2)
+    resumed.load_state_dict(state)
+    after, resumed_after = next(iter(loader)), next(iter(resumed))
+    assert all(torch.equal(after[k], resumed_after[k]) for k in after)
+    again.load_state_dict(state)
+    assert torch.equal(again[None, ["sample_id"]]["sample_id"], after["sample_id"])
 
 
 def test_json_without_files_and_unwritable_weights_are_refused(m):
