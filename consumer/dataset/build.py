@@ -79,8 +79,11 @@ def _resolved(spec: Spec, index: SampleIndex, classes: list[str]) -> Spec:
     return spec.replace(resolved_seqlen=index.seqlen, class_to_id=check_class_to_id(spec.class_to_id, classes))
 
 
-def _info(cache: str, key: str | None, magic_calls: int, t0: float) -> dict:
-    return {"cache": cache, "key": key, "libmagic_calls": magic_calls, "seconds": time.perf_counter() - t0}
+def _info(cache: str, key: str | None, magic_calls: int, t0: float, root: str | None = None) -> dict:
+    """``build_info``: whether the entry was a hit or a miss (or none), its key and cache directory, the libmagic
+    calls made and the seconds taken."""
+    return {"cache": cache, "key": key, "cache_dir": root if key else None, "libmagic_calls": magic_calls,
+            "seconds": time.perf_counter() - t0}
 
 
 def build(fps: Any, spec: Spec, storage: Storage, *, verbose: bool = False, distributed: bool = True,
@@ -214,8 +217,8 @@ def _build_held(fps: Any, spec: Spec, storage: Storage, verbose: bool, engine: E
     index = sample_index(spec, documents, len(classes))
     spec = _resolved(spec, index, classes)
     built = Built(spec, corpus, documents, index, cache_root, _info("miss" if key else "off", key,
-                                                                     catalog.magic_calls if catalog else 0, t0),
-                  catalog)
+                                                                     catalog.magic_calls if catalog else 0, t0,
+                                                                     cache_root), catalog)
     built.info.update(listed, dedupe=report)
     saved = cache_root and key and save_built(cache_root, key, spec, documents, index, classes, corpus.form)
     built.recipe = _recipe(built, ("cached", cache_root, key, spec, corpus.form) if saved else None)
@@ -274,7 +277,7 @@ def _from_entry(entry: tuple[dict, dict], spec: Spec, corpus: Corpus, paths: Pat
         index.remember_sample_tokens(arrays["sample_tokens"])
     index.remember_facts(desc.get("index_facts") or {})
     spec = _resolved(spec, index, corpus.class_names)
-    return Built(spec, corpus, documents, index, cache_root, _info("hit", key, 0, t0),
+    return Built(spec, corpus, documents, index, cache_root, _info("hit", key, 0, t0, cache_root),
                  recipe=("cached", cache_root, key, spec, corpus.form))
 
 

@@ -25,7 +25,7 @@ part's index, which is Megatron's ``dataset_id`` (the ``"megatron"`` query gives
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ from ..fetch.fetcher import Fetcher
 from ..formats.megatron_blending import blend_sizes, build_blending_indices, normalize_weights
 from ..tokens.index import SampleIndex
 from ..tokens.megatron_index import MegatronSampling, megatron_sample_index
+from .blend_cache import BlendArrays, cached_blend
 from .checks import check_weights
 from .reader import PartReader
 
@@ -90,7 +91,9 @@ def blend_weights(weights: object, sizes: dict[str, int], num_samples: int | Non
 class Blend:
     """The blend's arrays: ``targets`` (samples the blend may use per part), ``asked`` (samples each part's GPT order
     is built for, the targets with the surplus), ``size``, ``dataset_index`` (int16), ``dataset_sample_index``
-    (int64) and ``indexes`` (each part's :class:`SampleIndex` in Megatron's order)."""
+    (int64), ``indexes`` (each part's :class:`SampleIndex` in Megatron's order), ``counts`` (samples each part gives
+    the blend) and ``cache`` (``"hit"``, ``"miss"`` or ``"off"``: the arrays are built once and then mapped,
+    :mod:`consumer.mixtures.blend_cache`)."""
 
     def __init__(self, parts: dict[str, Consumer], weights: list[float], num_samples: int, seed: int,
                  surplus: float = MID_LEVEL_DATASET_SURPLUS):
@@ -98,20 +101,32 @@ class Blend:
         self.targets = blend_sizes(weights, num_samples)
         self.asked = blend_sizes(weights, num_samples, surplus)
         self.size = int(sum(self.targets))
-        self.dataset_index, self.dataset_sample_index = build_blending_indices(self.weights, self.size)
-        counts = np.bincount(self.dataset_index, minlength=len(parts))
-        self.indexes: list[SampleIndex] = []
-        for p, (name, part) in enumerate(parts.items()):
-            s = part.sampling
-            assert isinstance(s, MegatronSampling)
-            extra = int(s.add_extra_token)
+        shapes = [(int(part.seqlen), bool(_sampling(part).add_extra_token)) for part in parts.values()]
+        facts = {"weights": list(weights), "num_samples": num_samples, "seed": seed, "surplus": surplus,
+                 "rows": shapes}
+        arrays, self.cache = cached_blend(parts, facts, lambda: self._build(parts, seed))
+        self.dataset_index, self.dataset_sample_index, self.indexes, self.counts = arrays
+        for name, index, count in zip(parts, self.indexes, self.counts, strict=True):
+            if len(index) < count:  # BlendedDataset's IndexError, named
+                raise InputError(f"the blend asks {count} samples of part {name!r}, which has {len(index)}")
+
+    def _build(self, parts: dict[str, Consumer], seed: int) -> BlendArrays:
+        dataset_index, dataset_sample_index = build_blending_indices(self.weights, self.size)
+        counts = np.bincount(dataset_index, minlength=len(parts)).tolist()
+        indexes = []
+        for p, part in enumerate(parts.values()):
+            extra = int(_sampling(part).add_extra_token)
             docs = part.documents
-            index = megatron_sample_index(docs.doc_len, docs.doc_class, max(1, part.n_classes),
-                                          seq_length=int(part.seqlen) - extra, seed=seed,
-                                          num_samples=self.asked[p], add_extra_token=bool(extra))
-            if len(index) < int(counts[p]):  # BlendedDataset's IndexError, named
-                raise InputError(f"the blend asks {int(counts[p])} samples of part {name!r}, which has {len(index)}")
-            self.indexes.append(index)
+            indexes.append(megatron_sample_index(docs.doc_len, docs.doc_class, max(1, part.n_classes),
+                                                 seq_length=int(part.seqlen) - extra, seed=seed,
+                                                 num_samples=self.asked[p], add_extra_token=bool(extra)))
+        return dataset_index, dataset_sample_index, indexes, counts
+
+
+def _sampling(part: Consumer) -> MegatronSampling:
+    s = part.sampling
+    assert isinstance(s, MegatronSampling)  # check_blend_parts said so
+    return s
 
 
 class BlendIndex:
@@ -123,9 +138,13 @@ class BlendIndex:
         self.blend = blend
         self.seqlen = int(seqlen)
         self.class_ptr = np.zeros(len(blend.indexes) + 1, dtype=np.int64)
-        self.sample_class = blend.dataset_index.astype(np.int32)
-        self._counts = np.bincount(self.sample_class, minlength=len(blend.indexes)).astype(np.int64)
+        self._counts = np.asarray(blend.counts, dtype=np.int64)
         self._tokens: np.ndarray | None = None
+
+    @cached_property
+    def sample_class(self) -> np.ndarray:
+        """``[S]`` int32: the part of every item (``dataset_index``; made when a batch order needs it)."""
+        return self.blend.dataset_index.astype(np.int32)
 
     def __len__(self) -> int:
         return self.blend.size

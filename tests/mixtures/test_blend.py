@@ -188,3 +188,41 @@ def test_the_loader_and_the_description_of_a_blend(corpora):
     assert np.array_equal(again.blend.dataset_index, m.blend.dataset_index)
     assert np.array_equal(again.fetch_numpy(np.arange(len(m)))["input_array"],
                           m.fetch_numpy(np.arange(len(m)))["input_array"])
+
+
+@pytest.mark.parametrize("kind", ["raw", "packed"])
+def test_the_blend_is_built_once_then_mapped_and_a_damaged_entry_is_built_again(corpora, kind, tmp_path):
+    cache = tmp_path / "cache"
+
+    def opened() -> dict[str, Consumer]:
+        c = corpora
+        if kind == "raw":
+            return {n: Consumer(str(Path(c[n]["prefix"]).parent / n), style="concat", n_bytes=1, seqlen=SEQ,
+                                sampling="megatron", seed=SEED, metadata=None, cache_dir=str(cache)) for n in NAMES}
+        return {n: Consumer.from_packed(c[n]["prefix"], style="concat", seqlen=SEQ, sampling="megatron", seed=SEED,
+                                        cache_dir=str(cache)) for n in NAMES}
+
+    weights = dict(zip(NAMES, WEIGHTS[2]))
+    first = mix(opened(), weights=weights, sampling="megatron", num_samples=333, seed=SEED)
+    di, dsi, orders = _expected(first.parts, WEIGHTS[2], 333, SEED)
+    again = mix(opened(), weights=weights, sampling="megatron", num_samples=333, seed=SEED)
+    assert (first.blend.cache, again.blend.cache) == ("miss", "hit")
+    for m in (first, again):
+        assert np.array_equal(m.blend.dataset_index, di) and np.array_equal(m.blend.dataset_sample_index, dsi)
+        for index, order in zip(m.blend.indexes, orders, strict=True):
+            assert np.array_equal(index.seg_ptr, order.seg_ptr) and np.array_equal(index.seg_doc, order.seg_doc)
+            assert np.array_equal(index.sample_tokens(), order.sample_tokens())
+    ids = np.arange(len(first))
+    assert np.array_equal(again.fetch_numpy(ids)["input_array"], first.fetch_numpy(ids)["input_array"])
+    other = mix(opened(), weights=weights, sampling="megatron", num_samples=334, seed=SEED)  # other facts: own entry
+    assert other.blend.cache == "miss" and len(other) >= len(first)
+    entries = [p for p in cache.rglob("dataset_sample_index.npy")]
+    assert len(entries) == 2
+    for path in entries:  # a flipped bit in a cached array: never served, built again
+        data = bytearray(path.read_bytes())
+        data[-3] ^= 0x10
+        path.write_bytes(bytes(data))
+    rebuilt = mix(opened(), weights=weights, sampling="megatron", num_samples=333, seed=SEED)
+    assert rebuilt.blend.cache == "miss" and np.array_equal(rebuilt.blend.dataset_sample_index, dsi)
+    off = mix(_parts(corpora, kind, 3), weights=weights, sampling="megatron", num_samples=333, seed=SEED)
+    assert off.blend.cache == "off"  # parts without a cache directory: built at every mix

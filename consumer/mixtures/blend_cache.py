@@ -1,0 +1,95 @@
+"""A Megatron blend's arrays built once, then mapped: an entry of the index cache (issue #37).
+
+megatron-core builds a ``BlendedDataset``'s ``dataset_index``/``dataset_sample_index`` and each ``GPTDataset``'s
+document, sample and shuffle indices once, keeps them as ``.npy`` files under a hash of their configuration, and maps
+them at every later run. A blend (:class:`~consumer.mixtures.blend.Blend`) does the same with the index cache
+(:mod:`consumer.dataset.cache`: atomic writes, a CRC-32C per array, arrays of 1 MiB or more memory-mapped
+read-only): one entry holds the two blend arrays, each part's Megatron-order :class:`SampleIndex` (its
+:data:`~consumer.tokens.index.INDEX_ARRAYS` and ``sample_tokens``), and the samples each part gives the blend. A
+later ``mix(..., sampling="megatron")`` over the same parts maps them and reads nothing per sample.
+
+The entry's key is the sha256 of what shapes the arrays: each part's own cache identity (a store's index entry key,
+which holds the store's identity and its settings; a dataset over files, its build key, which holds its listing),
+each part's ``seq_length`` and extra token, the weights as given, ``num_samples``, the seed, the surplus and the
+package version. It lives in the first part's cache directory. A part without a cache identity (``cache_dir=False``,
+a ``subset``/``split``/``where`` of a dataset) makes the blend build its arrays at every ``mix``, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._version import __version__
+from ..dataset.cache import building, cache_key, load_entry, save_entry
+from ..tokens.index import INDEX_ARRAYS, SampleIndex
+
+__all__ = ["BlendArrays", "cached_blend"]
+
+_FORMAT = 1
+BlendArrays = tuple[np.ndarray, np.ndarray, list[SampleIndex], list[int]]
+"""``dataset_index``, ``dataset_sample_index``, each part's index in Megatron's order, the samples each part gives."""
+
+
+def _identity(part: Any) -> tuple[str | None, str] | None:
+    """A part's cache directory and identity key, or None when it has none."""
+    info = getattr(part, "build_info", None) or {}
+    entry = info.get("index_entry")
+    if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], str):
+        return entry[0], entry[1]
+    if info.get("cache") in ("hit", "miss") and isinstance(info.get("key"), str):
+        return info.get("cache_dir"), info["key"]
+    return None
+
+
+def cached_blend(parts: dict[str, Any], facts: dict[str, Any], build: Callable[[], BlendArrays]
+                 ) -> tuple[BlendArrays, str]:
+    """The blend's arrays (see the module docstring) and where they came from: ``"hit"`` (mapped from the cache),
+    ``"miss"`` (built by ``build``, cached, then mapped) or ``"off"`` (built, no cache). ``facts``: the settings
+    that shape the arrays besides the parts' identities. Of several processes at once, one builds, the others map."""
+    ids = [_identity(part) for part in parts.values()]
+    roots = [i[0] for i in ids if i is not None and i[0]]
+    if any(i is None for i in ids) or not roots:
+        return build(), "off"
+    root = str(roots[0])
+    key = cache_key({"megatron_blend": _FORMAT, "parts": [i[1] for i in ids if i is not None], "facts": facts,
+                     "consumer_version": __version__})
+    found = _load(root, key, len(parts))
+    if found is not None:
+        return found, "hit"
+    with building(root, key):
+        found = _load(root, key, len(parts))
+        if found is not None:
+            return found, "hit"
+        made = build()
+        dataset_index, dataset_sample_index, indexes, counts = made
+        arrays = {"dataset_index": dataset_index, "dataset_sample_index": dataset_sample_index}
+        for p, index in enumerate(indexes):
+            arrays.update({f"part{p}.{k}": getattr(index, k) for k in INDEX_ARRAYS})
+            arrays[f"part{p}.sample_tokens"] = index.sample_tokens()
+        save_entry(root, key, arrays, {"kind": "megatron blend", "facts": facts, "counts": list(counts),
+                                       "seqlens": [index.seqlen for index in indexes], "samples": len(dataset_index)})
+        written = _load(root, key, len(parts))
+    return (written if written is not None else made), "miss"
+
+
+def _load(root: str, key: str, n_parts: int) -> BlendArrays | None:
+    """The entry's arrays (mapped), or None when it is missing or damaged (then it is built again)."""
+    entry = load_entry(root, key)
+    if entry is None:
+        return None
+    arrays, desc = entry
+    counts, seqlens = desc.get("counts"), desc.get("seqlens")
+    names = ["dataset_index", "dataset_sample_index",
+             *(f"part{p}.{k}" for p in range(n_parts) for k in (*INDEX_ARRAYS, "sample_tokens"))]
+    if any(n not in arrays for n in names) or not isinstance(counts, list) or not isinstance(seqlens, list) or \
+            len(counts) != n_parts or len(seqlens) != n_parts:
+        return None
+    indexes = []
+    for p in range(n_parts):
+        index = SampleIndex(seqlen=int(seqlens[p]), **{k: arrays[f"part{p}.{k}"] for k in INDEX_ARRAYS}, runs=None)
+        index.remember_sample_tokens(arrays[f"part{p}.sample_tokens"])
+        indexes.append(index)
+    return arrays["dataset_index"], arrays["dataset_sample_index"], indexes, [int(c) for c in counts]
