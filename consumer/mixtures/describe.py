@@ -25,7 +25,6 @@ import numpy as np
 from ..consumer import Consumer
 from ..dataset.export import dump_json, load_json
 from ..errors import InputError, short_repr
-from ..report.page import Panel, page, table
 from ..util.fileio import atomic_write_bytes
 from ..util.validate import check_int
 
@@ -127,6 +126,7 @@ def epochs_per_part(m: Mixture, steps: int, batch_size: int) -> dict[str, float]
 
 def render_report(m: Mixture, steps: int | None = None, batch_size: int | None = None) -> str:
     """The mixture's report as one self-contained HTML page (see :func:`write_report`)."""
+    from ..report.page import Panel, page, table  # noqa: PLC0415  (the report package loads when a report is made)
     if (steps is None) != (batch_size is None):
         raise InputError(f"give both steps and batch_size (or neither), got steps={short_repr(steps)}, "
                          f"batch_size={short_repr(batch_size)}")

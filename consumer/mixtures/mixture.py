@@ -103,7 +103,8 @@ class Mixture:
         self._given = None if self.schedule.kind == "natural" else self.schedule.first()
         self._loader_ref: Any = None
         self._select_rng = generator(self.seed, "select")
-        self._cursor: MixtureCursor | BatchCursor = self._new_cursor(steps=self.blend is None)
+        # a blend's cursor (over its items) is made by create_batches: nothing per sample at mix()
+        self._cursor: MixtureCursor | BatchCursor = self._new_cursor(steps=True)
 
     # ----------------------------------------------------------------- what it is
     @property

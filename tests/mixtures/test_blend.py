@@ -188,6 +188,14 @@ def test_the_loader_and_the_description_of_a_blend(corpora):
     assert np.array_equal(again.blend.dataset_index, m.blend.dataset_index)
     assert np.array_equal(again.fetch_numpy(np.arange(len(m)))["input_array"],
                           m.fetch_numpy(np.arange(len(m)))["input_array"])
+    m.create_batches(8, shuffle=False)  # the cursor of a blend serves the loader's order over its items
+    assert [m.get_next_batch(["sample_id"])["sample_id"].tolist() for _ in range(len(served))] == \
+        [b["sample_id"].tolist() for b in served]
+    state = m.state_dict()
+    fresh = mix(parts, weights={"code": 0.2, "web": 0.5, "books": 0.3}, sampling="megatron", num_samples=40,
+                seed=SEED)
+    fresh.load_state_dict(state)
+    assert torch.equal(fresh[None, ["sample_id"]]["sample_id"], m[None, ["sample_id"]]["sample_id"])
 
 
 @pytest.mark.parametrize("kind", ["raw", "packed"])
@@ -214,6 +222,8 @@ def test_the_blend_is_built_once_then_mapped_and_a_damaged_entry_is_built_again(
             assert np.array_equal(index.sample_tokens(), order.sample_tokens())
     ids = np.arange(len(first))
     assert np.array_equal(again.fetch_numpy(ids)["input_array"], first.fetch_numpy(ids)["input_array"])
+    for index in again.blend.indexes:  # what a first fetch would find over each index comes with the entry
+        assert "tiled" in index.__dict__ and (index.runs is not None) == (kind == "packed")
     other = mix(opened(), weights=weights, sampling="megatron", num_samples=334, seed=SEED)  # other facts: own entry
     assert other.blend.cache == "miss" and len(other) >= len(first)
     entries = [p for p in cache.rglob("dataset_sample_index.npy")]
