@@ -110,10 +110,11 @@ class Query:
 def parse_query(query: object) -> Query:
     """The objective and columns a query selects (validated; see the module docstring)."""
     if query is None or isinstance(query, str):
-        if query not in QUERY_PRESETS:
+        preset = _PRESETS.get(query)
+        if preset is None:
             raise QueryError(f"unknown query {short_repr(query)}; presets are {list(QUERY_PRESETS)} "
                              f"or a list of columns from {sorted(COLUMNS)}")
-        return _checked(_OBJECTIVE[query], QUERY_PRESETS[query])
+        return preset
     if isinstance(query, (list, tuple)) and query and all(isinstance(c, str) for c in query):
         head, rest = (query[0], tuple(query[1:])) if query[0] in QUERY_PRESETS else (None, tuple(query))
         unknown = [c for c in rest if c not in COLUMNS]
@@ -246,3 +247,7 @@ COLUMN_OBJECTIVES: dict[str, frozenset[str]] = {name: frozenset(ways) for name, 
 def make_columns(query: Query, parts: BatchParts) -> dict[str, np.ndarray]:
     """The query's columns, made from ``parts``."""
     return {c: _TABLE[c][1][query.objective](parts) for c in query.columns}
+
+
+# every preset parsed once (constants: a query of a batch, parsed at every fetch, is most often a preset)
+_PRESETS: dict[str | None, Query] = {name: _checked(_OBJECTIVE[name], cols) for name, cols in QUERY_PRESETS.items()}
