@@ -15,9 +15,8 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import InputError, short_repr
-from ..fetch.columns import columns_of
-from ..training.loader import _RESERVED, _RING_OPTIONS, ConsumerLoader, _distributed
+from ..errors import short_repr
+from ..training.loader import ConsumerLoader, loader_options
 from ..training.requests import Batch
 from ..util.validate import check_int
 from .epochs import MixtureEpochs, make_epochs, order_state, part_fingerprints, resume_order
@@ -100,31 +99,10 @@ def make_mixture_loader(m: Any, batch_size: int, *, query: Any = None, shuffle: 
                         transport: str | None = None, **torch_kwargs: Any) -> MixtureLoader:
     """The loader of ``m.dataloader`` (see :meth:`consumer.mixtures.Mixture.dataloader`). ``drop_last`` has no
     effect: every batch of a mixture is full."""
-    reserved = [k for k in torch_kwargs if k in (*_RESERVED, "balance", "max_tokens")]
-    if reserved:
-        raise InputError(f"a mixture's dataloader does not take {reserved} (the weights are the mixture's; "
-                         f"batches have batch_size samples)")
-    num_workers = check_int("num_workers", num_workers, 0)
-    if (rank is None) != (world_size is None):
-        raise InputError(f"give both rank and world_size or neither, got rank={rank!r}, world_size={world_size!r}")
-    if rank is None or world_size is None:
-        rank, world_size = _distributed() or (0, 1)
-    epochs = make_epochs(m, batch_size, seed=seed, shuffle=shuffle, rank=rank, world_size=world_size,
+    o = loader_options(m, query, num_workers, rank, world_size, prefetch_threads, transport, torch_kwargs,
+                       reserved=("balance", "max_tokens"))
+    epochs = make_epochs(m, batch_size, seed=seed, shuffle=shuffle, rank=o.rank, world_size=o.world_size,
                          epoch_size=epoch_size, exhausted=exhausted)
     every = None if log_proportions_every is None else check_int("log_proportions_every", log_proportions_every, 1)
-    description = m.get_dict()
-    if query is None:
-        mode = description.get("mode")
-        query = mode if isinstance(mode, str) else None
-    columns_of(query)
-    if isinstance(query, tuple):
-        query = list(query)
-    threads = 0 if prefetch_threads is None else check_int("prefetch_threads", prefetch_threads, 0)
-    others = sorted(k for k in torch_kwargs if k not in _RING_OPTIONS)
-    transport = transport if transport is not None else ("torch" if others else "ring")
-    if transport not in ("ring", "torch"):
-        raise InputError(f"transport must be 'ring', 'torch' or None, got {short_repr(transport)}")
-    if transport == "ring" and others and num_workers > 0:
-        raise InputError(f"transport='ring' does not take the DataLoader options {others}; pass transport='torch'")
-    return MixtureLoader(m, epochs, query, {"num_workers": num_workers, **torch_kwargs}, description,
-                         prefetch_threads=threads, transport=transport, log_proportions_every=every)
+    return MixtureLoader(m, epochs, o.query, {"num_workers": o.num_workers, **torch_kwargs}, o.description,
+                         prefetch_threads=o.threads, transport=o.transport, log_proportions_every=every)

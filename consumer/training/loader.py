@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain, islice
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -290,10 +290,43 @@ def make_loader(ds: Dataset, batch_size: int | None, *, query: Query | tuple[str
         **torch_kwargs: passed to ``torch.utils.data.DataLoader`` (``pin_memory``,
             ``persistent_workers``, ``prefetch_factor``, ``multiprocessing_context``, ``timeout``, ...).
     """
-    reserved = [k for k in torch_kwargs if k in _RESERVED]
-    if reserved:
-        raise InputError(f"make_loader sets {reserved} itself; got {short_repr({k: torch_kwargs[k] for k in reserved})}"
-                         f" (use batch_size=, shuffle=, drop_last=, balance= of make_loader)")
+    o = loader_options(ds, query, num_workers, rank, world_size, prefetch_threads, transport, torch_kwargs)
+    mask = o.description.get("mask")
+    extra = int(bool(mask.get("add_cls"))) if isinstance(mask, dict) and max_tokens is not None else 0
+    plan = EpochPlan(sample_class=ds.index.sample_class, classes=list(ds.classes), batch_size=batch_size,
+                     seed=ds.seed if seed is None else seed, shuffle=shuffle, drop_last=drop_last, balance=balance,
+                     epoch_size=epoch_size, rank=o.rank, world_size=o.world_size, lengths=ds.index.sample_tokens(),
+                     max_tokens=max_tokens, multiple=required_batch_size_multiple, extra=extra)
+    if o.num_workers > plan.batches_per_epoch:
+        warnings.warn(f"num_workers={o.num_workers} but an epoch has only {plan.batches_per_epoch} batch(es) on "
+                      f"this rank: {o.num_workers - plan.batches_per_epoch} worker(s) will have nothing to read",
+                      stacklevel=2)
+    return ConsumerLoader(ds, plan, o.query, {"num_workers": o.num_workers, **torch_kwargs}, o.description,
+                          prefetch_threads=o.threads, transport=o.transport)
+
+
+class LoaderOptions(NamedTuple):
+    """The options every loader checks the same way (:func:`loader_options`)."""
+
+    query: Query
+    num_workers: int
+    rank: int
+    world_size: int
+    threads: int
+    transport: str
+    description: dict[str, Any]
+
+
+def loader_options(ds: Any, query: Any, num_workers: Any, rank: Any, world_size: Any, prefetch_threads: Any,
+                   transport: Any, torch_kwargs: dict[str, Any], reserved: tuple[str, ...] = ()) -> LoaderOptions:
+    """The checked options of a loader over ``ds`` (``make_loader``'s, and a mixture's loader's): the query (the
+    dataset's mode when None, validated here and not in a worker), the worker count, this process's rank (from
+    ``torch.distributed`` when neither is given), the prefetch threads, the transport and the dataset's
+    ``get_dict()``. ``torch_kwargs`` naming an option the loader sets itself (or one of ``reserved``) are refused."""
+    taken = [k for k in torch_kwargs if k in (*_RESERVED, *reserved)]
+    if taken:
+        raise InputError(f"the loader sets {taken} itself; got {short_repr({k: torch_kwargs[k] for k in taken})} "
+                         "(use its own batch_size=, shuffle=, drop_last=, balance= or the dataset's weights)")
     if isinstance(num_workers, bool) or not isinstance(num_workers, (int, np.integer)) or num_workers < 0:
         raise InputError(f"num_workers must be an int >= 0, got {short_repr(num_workers)}")
     if (rank is None) != (world_size is None):
@@ -307,16 +340,6 @@ def make_loader(ds: Dataset, batch_size: int | None, *, query: Query | tuple[str
     columns_of(query)  # validated here, not in a worker
     if isinstance(query, tuple):
         query = list(query)
-    mask = description.get("mask")
-    extra = int(bool(mask.get("add_cls"))) if isinstance(mask, dict) and max_tokens is not None else 0
-    plan = EpochPlan(sample_class=ds.index.sample_class, classes=list(ds.classes), batch_size=batch_size,
-                     seed=ds.seed if seed is None else seed, shuffle=shuffle, drop_last=drop_last, balance=balance,
-                     epoch_size=epoch_size, rank=rank, world_size=world_size, lengths=ds.index.sample_tokens(),
-                     max_tokens=max_tokens, multiple=required_batch_size_multiple, extra=extra)
-    if num_workers > plan.batches_per_epoch:
-        warnings.warn(f"num_workers={num_workers} but an epoch has only {plan.batches_per_epoch} batch(es) on this "
-                      f"rank: {num_workers - plan.batches_per_epoch} worker(s) will have nothing to read",
-                      stacklevel=2)
     threads = 0 if prefetch_threads is None else prefetch_threads
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
         raise InputError(f"prefetch_threads must be an int >= 0 or None, got {short_repr(prefetch_threads)}")
@@ -327,5 +350,4 @@ def make_loader(ds: Dataset, batch_size: int | None, *, query: Query | tuple[str
         raise InputError(f"transport must be 'ring', 'torch' or None, got {short_repr(transport)}")
     if transport == "ring" and others and num_workers > 0:
         raise InputError(f"transport='ring' does not take the DataLoader options {others}; pass transport='torch'")
-    return ConsumerLoader(ds, plan, query, {"num_workers": int(num_workers), **torch_kwargs}, description,
-                          prefetch_threads=int(threads), transport=transport)
+    return LoaderOptions(query, int(num_workers), rank, world_size, int(threads), transport, description)
