@@ -42,7 +42,10 @@ def _fetch_verdict(f: dict | None) -> tuple[str | None, bool | None, str]:
     met = max(xs.values()) <= 1.10
     one, mixed = (get(f, "interleaved", "timings", c, "median_us") for c in ("one store", "mixture steps"))
     added = f"+{fmt(mixed - one)} µs a batch: " if one is not None and mixed is not None else ""
-    why = "" if met else f"{added}each part's own `fetch_numpy` (its fixed costs per call), then the rows joined"
+    why = "" if met else (f"{added}each part's rows are written straight into the batch (no join), but each part "
+                          "is one more fetch with its fixed costs (the query and ids checked, the store's stamp "
+                          "`fstat`, its chunk-sum bookkeeping), and the ids are split by part; the loader adds the "
+                          "plan's step (the counts by part and each part's ids)")
     return figure, met, why
 
 
@@ -138,9 +141,10 @@ def _open(res: dict, o: dict) -> list[str]:
         grows = growth is not None and growth > 0.5 * more
         out += [f"The loader's first batch is not part of the open; from {rows_[0]['samples']:,} to "
                 f"{rows_[-1]['samples']:,} samples (×{fmt(more, 0)}) it takes ×{fmt(growth)} the time" +
-                (": it grows with the samples, since the loader plans a whole epoch of global steps (every "
-                 "step's counts and ids, `MixtureEpochs.batches`) before it serves the first one." if grows else
-                 "."), ""]
+                (": it grows with the samples, since the first batch draws each part's first epoch, a "
+                 "permutation of the part's samples (as a dataset's loader draws its epoch's order); the steps "
+                 "themselves are made one at a time as they are read." if grows else
+                 ": the steps are made one at a time as they are read."), ""]
     return out
 
 
