@@ -3,8 +3,9 @@
 A :class:`Mixture` numbers its samples globally: part ``p``'s samples are ids ``offset[p] .. offset[p] + len(part) - 1``
 in the order of the ``parts`` dict, and the part names are its classes (``class`` of a sample = its part's index).
 So every selection of a ``Consumer`` works on it (``m[k]``, ``m[a:b]``, ``m[[...]]``, ``m[{part: n}]``,
-``m[{part: [i]}]``, ``m[sel, query]``, ``m[None]``), and the one batch order of :mod:`consumer.training` (the loader,
-``create_batches``, ``get_next_batch``, states) draws parts by their weights as it draws classes by a ``balance``.
+``m[{part: [i]}]``, ``m[sel, query]``, ``m[None]``), and one batch order, the step plan of
+:mod:`consumer.mixtures.plan`, draws the parts by their weights for the loader and for ``create_batches``,
+``get_next_batch`` and ``m[None]`` alike.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ def mix(parts: dict[str, Consumer], weights: Any = None, sampling: str | None = 
             :meth:`Mixture.dataloader`, :meth:`Mixture.create_batches` and ``m[None]``. A part the dict leaves out
             gets weight 0 (it is never drawn, but ``m[...]`` still selects it). ``None``: natural, each part in
             proportion to its samples. Or a schedule of the global step (:mod:`consumer.mixtures.schedule`): a
-            list of ``(step, weights)`` points (the first at step 0) or a callable ``step -> weights``; only
-            :meth:`Mixture.dataloader` takes a schedule (``create_batches`` and ``m[None]`` need a dict).
+            list of ``(step, weights)`` points (the first at step 0) or a callable ``step -> weights`` (a pure
+            function of the step; one that does not pickle is not planned with in a pickled copy).
         sampling: ``None``, or ``"megatron"``: megatron-core 0.16.1's ``BlendedDataset`` as its
             ``BlendedMegatronDatasetBuilder`` makes it (:mod:`consumer.mixtures.blend`): every part built with
             ``sampling="megatron"``, ``weights`` a dict with every part > 0 and ``num_samples`` the blend's size
