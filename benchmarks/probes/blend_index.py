@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
+
+from ._child import STATUS, child_json
 
 NAME = "blend_index"
 DESCRIPTION = "build megatron-core's blending indices (10^7 and 10^8 samples, 10 parts): numpy vs its C++ helper"
 
-CHILD = """
+CHILD = STATUS + """
 import glob, hashlib, importlib.machinery, importlib.util, json, os, sys, time
 import numpy as np
 which, size, repeat, weights = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
-status = lambda key: next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(key))
 if which == "consumer":
     from consumer.formats.megatron_blending import build_blending_indices
     build = lambda: build_blending_indices(weights, size, normalize=False)
@@ -78,12 +78,8 @@ def _weights(args: argparse.Namespace) -> list[float]:
 
 
 def _child(which: str, size: int, repeat: int, weights: list[float]) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, which, str(size), str(repeat), json.dumps(weights)],
-                          capture_output=True, text=True, check=False)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode or not lines:
-        return {"available": False, "reason": f"exit {proc.returncode}: {proc.stderr.strip()[-500:]}"}
-    return json.loads(lines[-1])
+    out = child_json(CHILD, [which, str(size), str(repeat), json.dumps(weights)], check=False)
+    return {"available": False, "reason": out["error"]} if "error" in out else out
 
 
 def run(args: argparse.Namespace) -> dict:

@@ -32,7 +32,6 @@ import glob
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,19 +41,13 @@ from typing import Any
 import numpy as np
 
 from ..measure import median
+from ._child import STATUS, child_json
 from ._styles import back_to_back, interleaved, read_through, summary, warm_rows, warm_store
 
 NAME = "mixture_costs"
 DESCRIPTION = "a mixture of packed stores against one store of the same data (20 x 8192 batch); a mixture's open"
 
-_STATUS = """
-def status(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1]) * 1024
-"""
-
-OPEN = _STATUS + """
+OPEN = STATUS + """
 import json, sys, time
 import numpy as np
 import consumer, torch
@@ -206,13 +199,6 @@ def _write_part(prefix: str, samples: int, seqlen: int, seed: int) -> dict:
             "idx_bytes": os.path.getsize(prefix + ".idx")}
 
 
-def _child(argv: list[str]) -> dict:
-    proc = subprocess.run([sys.executable, "-c", OPEN, *argv], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        return {"error": (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1][:300]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def _open(args: argparse.Namespace, work: str) -> dict:
     """Each total size: the part stores written, a first open, then warm reopens in fresh processes."""
     out: dict = {"parts": args.open_parts, "seqlen": args.open_seqlen, "style": args.open_style,
@@ -225,8 +211,8 @@ def _open(args: argparse.Namespace, work: str) -> dict:
                   for i, p in enumerate(prefixes)]
         cache = os.path.join(folder, "cache")
         argv = [json.dumps(prefixes), args.open_style, str(args.open_seqlen), cache, str(args.batch)]
-        first = _child(argv)
-        again = [_child(argv) for _ in range(args.open_repeat)]
+        first = child_json(OPEN, argv, check=False)
+        again = [child_json(OPEN, argv, check=False) for _ in range(args.open_repeat)]
         ok = [r for r in again if "mix_s" in r]
         row: dict = {"stores": stores, "first_open": first, "reopens": again}
         if ok:

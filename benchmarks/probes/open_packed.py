@@ -12,24 +12,21 @@ the first open with an empty index cache (the sample index is built and cached),
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 
+from ._child import STATUS, child_json
+
 NAME = "open_packed"
 DESCRIPTION = "open a packed store of many short documents: wall time, RSS beyond imports, first row"
 
-CHILD = """
+CHILD = STATUS + """
 import json, sys, time
-def rss():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS"):
-            return int(line.split()[1]) * 1024
+rss = lambda: status("VmRSS")
 import consumer, torch
 base = rss()
 t0 = time.perf_counter()
@@ -53,9 +50,7 @@ def _lines(path: str, n: int, seed: int = 0) -> None:
 
 
 def _child(prefix: str, style: str, seqlen: int, cache: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, prefix, style, str(seqlen), cache], capture_output=True,
-                          text=True, check=True)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return child_json(CHILD, [prefix, style, str(seqlen), cache])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -27,24 +27,18 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
 
+from ._child import STATUS, child_json
+
 NAME = "open_scale"
 DESCRIPTION = "open a .bin/.idx store of 10^5..10^8 documents: consumer against megatron-core, time, RSS, SQL"
 
-_STATUS = """
-def status(key):
-    for line in open("/proc/self/status"):
-        if line.startswith(key):
-            return int(line.split()[1]) * 1024
-"""
-
-CONSUMER = _STATUS + """
+CONSUMER = STATUS + """
 import json, sys, time
 import consumer, torch
 base = status("VmRSS")
@@ -65,7 +59,7 @@ if statement:
 print(json.dumps(out))
 """
 
-MEGATRON = _STATUS + """
+MEGATRON = STATUS + """
 import json, logging, sys, time, types, warnings
 warnings.simplefilter("ignore")
 import numpy as np, torch
@@ -117,11 +111,7 @@ def write_store(prefix: str, n: int, seed: int = 0, chunk: int = 1 << 22) -> dic
 
 
 def _child(python: str, script: str, argv: list[str], root: str | None = None) -> dict:
-    env = None if root is None else dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([python, "-c", script, *argv], capture_output=True, text=True, env=env, cwd=root)
-    if proc.returncode != 0:
-        return {"error": (proc.stderr.strip().splitlines() or ["exit status " + str(proc.returncode)])[-1][:300]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return child_json(script, argv, python=python, root=root, check=False)
 
 
 def _best(runs: list[dict], key: str = "open_s") -> dict:

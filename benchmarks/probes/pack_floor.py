@@ -15,20 +15,19 @@ floor is the figure to watch.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
+from ._child import STATUS, child_json
 from .open_packed import _lines
 
 NAME = "pack_floor"
 DESCRIPTION = "pack many short documents (documents='lines') against one numpy read-widen-write-fsync pass"
 
-FLOOR = """
+FLOOR = STATUS + """
 import json, os, sys, time
 import numpy as np
 src = sys.argv[1]
@@ -43,11 +42,11 @@ with open(sys.argv[2], "wb") as f:
     f.flush()
     os.fsync(f.fileno())
 seconds = time.perf_counter() - t0
-peak = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmHWM"))
+peak = status("VmHWM")
 print(json.dumps({"seconds": seconds, "peak_rss": peak, "bytes": written}))
 """
 
-PACK = """
+PACK = STATUS + """
 import json, sys, time
 from consumer import Consumer
 kind = dict(documents="lines") if sys.argv[5] == "lines" else dict(metadata=None)
@@ -55,14 +54,13 @@ ds = Consumer(sys.argv[1], n_bytes=1, seqlen=2048, cache_dir=sys.argv[3], **kind
 t0 = time.perf_counter()
 ds.pack(sys.argv[2], format=sys.argv[4])
 seconds = time.perf_counter() - t0
-peak = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmHWM"))
+peak = status("VmHWM")
 print(json.dumps({"seconds": seconds, "peak_rss": peak}))
 """
 
 
 def _child(code: str, *args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return child_json(code, args)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

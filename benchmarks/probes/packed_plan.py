@@ -14,14 +14,14 @@ No file is read: this is the plan alone, the cost ``Consumer(..., style="packed"
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
+
+from ._child import STATUS, child_json
 
 NAME = "packed_plan"
 DESCRIPTION = "plan the packed style (best-fit decreasing) of 10^7 document lengths against concat: time, PAD, cuts"
 
-CHILD = """
+CHILD = STATUS + """
 import json, sys, time
 import numpy as np
 from consumer.tokens.index import build_index, padding_share
@@ -34,7 +34,7 @@ t0 = time.perf_counter()
 index = build_index(style, doc_len, doc_class, classes, seqlen, long_files=None)
 seconds = time.perf_counter() - t0
 cut = int((np.bincount(index.seg_doc, minlength=n) > 1).sum())
-peak = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmHWM"))
+peak = status("VmHWM")
 print(json.dumps({"seconds": seconds, "rows": len(index), "pad_pct": 100 * padding_share(index),
                   "cut_pct": 100 * cut / n, "longer_than_seqlen_pct": 100 * float((doc_len > seqlen).mean()),
                   "tokens": int(doc_len.sum()), "peak_rss": peak}))
@@ -52,8 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _child(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True, check=True)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return child_json(CHILD, args)
 
 
 def run(args: argparse.Namespace) -> dict:
