@@ -1,6 +1,8 @@
 """Fresh Python processes that print one JSON line: a cold or warm ``Consumer`` build (:func:`child_build`) and
-any ``python ARGS`` (:func:`child_json`), and a peer's module in its own interpreter (:func:`peer_json`). Used by the
-suite's scale section and the ``cold_build``, ``catalog_peers``, ``jsonl_peers`` and ``cold_store`` probes."""
+any ``python ARGS`` (:func:`child_json`; a script reads its own memory with :data:`STATUS`), and a peer's module in
+its own interpreter (:func:`peer_json`). Used by the suite's scale section and by the probes that measure in fresh
+processes (``cold_build``, ``catalog_peers``, ``jsonl_peers``, ``cold_store``, ``open_scale``, ``mixture_costs``,
+``blend_index``, ...)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,18 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 
-__all__ = ["child_build", "child_json", "peer_json"]
+__all__ = ["STATUS", "child_build", "child_json", "peer_json"]
+
+STATUS = """
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+"""
+"""A ``status(key)`` function to start a child script with: a ``/proc/self/status`` figure (``VmRSS``, ``VmHWM``)
+in bytes."""
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -33,15 +45,22 @@ def child_build(root: str, cache: str, metadata) -> dict:
     return child_json(["-c", _CHILD, root, cache, metadata or "none"])
 
 
-def child_json(args: list[str]) -> dict:
-    """The JSON last line a fresh ``python ARGS`` prints, or ``{"error": ...}``."""
+def child_json(args: Sequence[str], *, python: str | None = None, front: str | None = None,
+               check: bool = False) -> dict:
+    """The JSON last line a fresh ``python ARGS`` prints (``python``: another interpreter; this checkout on the
+    path; ``front``: a folder put before it and run in, e.g. another version's checkout), or ``{"error": the last
+    line of its stderr}`` (``check``: ``CalledProcessError`` instead)."""
     from .peers import ROOT
 
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, check=False, cwd=ROOT)
-    if out.returncode != 0:
-        return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    path = os.pathsep.join(p for p in (front, ROOT, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONPATH=path)
+    out = subprocess.run([python or sys.executable, *args], capture_output=True, text=True, env=env, check=check,
+                         cwd=front or ROOT)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        return {"error": out.stderr.strip().splitlines()[-1][:300] if out.stderr.strip() else f"exit {out.returncode}"}
+    result: dict = json.loads(lines[-1])
+    return result
 
 
 def peer_json(python: str, module: str, args: list[str], front: str | None = None) -> dict:

@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 
-from ._child import STATUS, child_json
+from ..children import STATUS, child_json
 
 NAME = "blend_index"
 DESCRIPTION = "build megatron-core's blending indices (10^7 and 10^8 samples, 10 parts): numpy vs its C++ helper"
@@ -78,7 +78,7 @@ def _weights(args: argparse.Namespace) -> list[float]:
 
 
 def _child(which: str, size: int, repeat: int, weights: list[float]) -> dict:
-    out = child_json(CHILD, [which, str(size), str(repeat), json.dumps(weights)], check=False)
+    out = child_json(["-c", CHILD, which, str(size), str(repeat), json.dumps(weights)])
     return {"available": False, "reason": out["error"]} if "error" in out else out
 
 

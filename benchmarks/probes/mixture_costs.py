@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from ..children import STATUS, child_json
 from ..measure import median
-from ._child import STATUS, child_json
 from ._styles import back_to_back, interleaved, read_through, summary, warm_rows, warm_store
 
 NAME = "mixture_costs"
@@ -211,8 +211,8 @@ def _open(args: argparse.Namespace, work: str) -> dict:
                   for i, p in enumerate(prefixes)]
         cache = os.path.join(folder, "cache")
         argv = [json.dumps(prefixes), args.open_style, str(args.open_seqlen), cache, str(args.batch)]
-        first = child_json(OPEN, argv, check=False)
-        again = [child_json(OPEN, argv, check=False) for _ in range(args.open_repeat)]
+        first = child_json(["-c", OPEN, *argv])
+        again = [child_json(["-c", OPEN, *argv]) for _ in range(args.open_repeat)]
         ok = [r for r in again if "mix_s" in r]
         row: dict = {"stores": stores, "first_open": first, "reopens": again}
         if ok:

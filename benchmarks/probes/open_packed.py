@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from ._child import STATUS, child_json
+from ..children import STATUS, child_json
 
 NAME = "open_packed"
 DESCRIPTION = "open a packed store of many short documents: wall time, RSS beyond imports, first row"
@@ -50,7 +50,7 @@ def _lines(path: str, n: int, seed: int = 0) -> None:
 
 
 def _child(prefix: str, style: str, seqlen: int, cache: str) -> dict:
-    return child_json(CHILD, [prefix, style, str(seqlen), cache])
+    return child_json(["-c", CHILD, prefix, style, str(seqlen), cache], check=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from ._child import STATUS, child_json
+from ..children import STATUS, child_json
 
 NAME = "open_scale"
 DESCRIPTION = "open a .bin/.idx store of 10^5..10^8 documents: consumer against megatron-core, time, RSS, SQL"
@@ -111,7 +111,7 @@ def write_store(prefix: str, n: int, seed: int = 0, chunk: int = 1 << 22) -> dic
 
 
 def _child(python: str, script: str, argv: list[str], root: str | None = None) -> dict:
-    return child_json(script, argv, python=python, root=root, check=False)
+    return child_json(["-c", script, *argv], python=python, front=root)
 
 
 def _best(runs: list[dict], key: str = "open_s") -> dict:

@@ -21,7 +21,7 @@ import tempfile
 
 import numpy as np
 
-from ._child import STATUS, child_json
+from ..children import STATUS, child_json
 from .open_packed import _lines
 
 NAME = "pack_floor"
@@ -60,7 +60,7 @@ print(json.dumps({"seconds": seconds, "peak_rss": peak}))
 
 
 def _child(code: str, *args: str) -> dict:
-    return child_json(code, args)
+    return child_json(["-c", code, *args], check=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

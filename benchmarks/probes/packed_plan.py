@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._child import STATUS, child_json
+from ..children import STATUS, child_json
 
 NAME = "packed_plan"
 DESCRIPTION = "plan the packed style (best-fit decreasing) of 10^7 document lengths against concat: time, PAD, cuts"
@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _child(*args: str) -> dict:
-    return child_json(CHILD, args)
+    return child_json(["-c", CHILD, *args], check=True)
 
 
 def run(args: argparse.Namespace) -> dict:
