@@ -34,15 +34,16 @@ class MixtureCursor:
         self._options: dict[str, Any] = {}
 
     def start(self, batch_size: Any, *, seed: Any = None, shuffle: Any = True, rank: Any = None,
-              world_size: Any = None, epoch_size: Any = None, exhausted: Any = "repeat", **others: Any) -> None:
+              world_size: Any = None, epoch_size: Any = None, exhausted: Any = "repeat", max_tokens: Any = None,
+              **others: Any) -> None:
         """A new order from step 0 (see the module docstring; ``rank``/``world_size``: both or neither)."""
         if others:
             raise InputError(f"a mixture's create_batches does not take {sorted(others)} (the weights are the "
-                             "mixture's; it takes rank, world_size, epoch_size and exhausted)")
+                             "mixture's; it takes rank, world_size, epoch_size, exhausted and max_tokens)")
         if (rank is None) != (world_size is None):
             raise InputError(f"give both rank and world_size or neither, got rank={rank!r}, world_size={world_size!r}")
         self._options = {"seed": seed, "shuffle": shuffle, "rank": rank or 0, "world_size": world_size or 1,
-                         "epoch_size": epoch_size, "exhausted": exhausted}
+                         "epoch_size": epoch_size, "exhausted": exhausted, "max_tokens": max_tokens}
         self.plan = make_epochs(self.mixture, batch_size, **self._options)
         self._options["batch_size"] = batch_size
         self.step = 0
@@ -63,8 +64,9 @@ class MixtureCursor:
         cursor)."""
         return self.require("batches").batches(epoch)
 
-    def next(self) -> tuple[np.ndarray, int, None]:
-        """The next batch: its global sample ids and epoch (rows are ``seqlen`` wide)."""
+    def next(self) -> tuple[np.ndarray, int, int | None]:
+        """The next batch: its global sample ids, its epoch, and its row width (``None``: ``seqlen``; under a token
+        budget, its longest sample)."""
         plan = self.require("next")
         end = plan.plan.end
         if end is not None and self.step >= end:
@@ -73,7 +75,7 @@ class MixtureCursor:
         epoch = self.step // plan.batches_per_epoch
         ids = plan.plan.step_ids(self.step)[plan.rank::plan.world_size]
         self.step += 1
-        return ids, epoch, None
+        return ids, epoch, plan.widths([ids])[0]
 
     # ----------------------------------------------------------------- states
     def state_dict(self) -> dict[str, object]:
@@ -119,4 +121,5 @@ def _options_of(state: dict) -> dict[str, Any]:
     world = s.get("world_size", 1)
     return {"batch_size": s.get("batch_size", 1), "seed": s.get("seed"), "shuffle": s.get("shuffle", True),
             "rank": rank if isinstance(rank, int) and isinstance(world, int) and 0 <= rank < world else 0,
-            "world_size": world, "epoch_size": s.get("epoch_size"), "exhausted": s.get("exhausted", "repeat")}
+            "world_size": world, "epoch_size": s.get("epoch_size"), "exhausted": s.get("exhausted", "repeat"),
+            "max_tokens": s.get("max_tokens")}

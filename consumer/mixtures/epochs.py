@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
 from ..errors import InputError, short_repr
 from ..training.state import dataset_fingerprint, digest, settings_diff
 from ..util.validate import check_int
+from .budget import BudgetPlan
 from .plan import MixturePlan, PlanState, StepBatches
 
 __all__ = ["MIXTURE_STATE_KIND", "MixtureEpochs", "make_epochs", "order_state", "part_fingerprint", "part_fingerprints",
@@ -46,10 +47,9 @@ class MixtureEpochs:
     """What :class:`~consumer.training.loader.ConsumerLoader` needs of a plan (``batches(epoch)``,
     ``batches_per_epoch``, ``widths``, ``settings()``...), over a :class:`MixturePlan` for one rank."""
 
-    max_tokens = None
-
     def __init__(self, plan: MixturePlan, rank: int, epoch_size: int, n_samples: int):
         self.plan, self.rank, self.epoch_size, self.n_samples = plan, int(rank), int(epoch_size), int(n_samples)
+        self.max_tokens = plan.max_tokens if isinstance(plan, BudgetPlan) else None
         self.world_size, self.batch_size, self.max_rows = plan.world_size, plan.batch_size, plan.batch_size
         self.batches_per_epoch = max(1, math.ceil(self.epoch_size / plan.step_size))
 
@@ -63,21 +63,49 @@ class MixtureEpochs:
         k = self.batches_per_epoch
         return self.plan.rank_batches(epoch * k, (epoch + 1) * k, self.rank)
 
-    def widths(self, batches: Sequence[np.ndarray]) -> list[int | None]:
-        """Every row as wide as ``seqlen`` (no token budget here)."""
-        return [None] * len(batches)
+    def widths(self, batches: Sequence[np.ndarray]) -> Sequence[int | None]:
+        """Each batch's row width: ``None`` (``seqlen``), or under a token budget its longest sample (made as read,
+        as the batches are)."""
+        plan = self.plan
+        if not isinstance(plan, BudgetPlan):
+            return [None] * len(batches)
+        return _Widths(batches, plan.lengths)
 
     def settings(self) -> dict[str, object]:
         """The settings a state must match (the weights are not among them: they may change at a resume)."""
         p = self.plan
-        return {"n_samples": self.n_samples, "parts": list(p.names), "batch_size": p.batch_size, "seed": p.seed,
-                "shuffle": p.shuffle, "exhausted": p.exhausted, "epoch_size": self.epoch_size, "rank": self.rank,
-                "world_size": p.world_size}
+        out = {"n_samples": self.n_samples, "parts": list(p.names), "batch_size": p.batch_size, "seed": p.seed,
+               "shuffle": p.shuffle, "exhausted": p.exhausted, "epoch_size": self.epoch_size, "rank": self.rank,
+               "world_size": p.world_size}
+        return out if self.max_tokens is None else {**out, "max_tokens": self.max_tokens}
+
+
+class _Widths(Sequence[int]):
+    """The row width of each of a budget plan's batches: its longest sample, found when the batch is read."""
+
+    def __init__(self, batches: Sequence[np.ndarray], lengths: np.ndarray):
+        self.batches, self.lengths = batches, lengths
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    @overload
+    def __getitem__(self, j: int) -> int: ...
+    @overload
+    def __getitem__(self, j: slice) -> list[int]: ...
+
+    def __getitem__(self, j: int | slice) -> int | list[int]:
+        if isinstance(j, slice):
+            return [self[i] for i in range(*j.indices(len(self)))]
+        ids = self.batches[j]
+        return int(self.lengths[ids].max()) if ids.size else 0
 
 
 def make_epochs(m: Any, batch_size: Any, *, seed: Any = None, shuffle: Any = True, rank: Any = 0,
-                world_size: Any = 1, epoch_size: Any = None, exhausted: Any = "repeat") -> MixtureEpochs:
-    """The step plan of mixture ``m`` for rank ``rank`` of ``world_size``, checked (each bad value named)."""
+                world_size: Any = 1, epoch_size: Any = None, exhausted: Any = "repeat",
+                max_tokens: Any = None) -> MixtureEpochs:
+    """The step plan of mixture ``m`` for rank ``rank`` of ``world_size``, checked (each bad value named);
+    ``max_tokens``: cut by a token budget (:mod:`consumer.mixtures.budget`; ``batch_size`` is then the most rows)."""
     batch_size = check_int("batch_size", batch_size, 1)
     if not isinstance(shuffle, bool):
         raise InputError(f"shuffle must be a bool, got {short_repr(shuffle)}")
@@ -87,11 +115,15 @@ def make_epochs(m: Any, batch_size: Any, *, seed: Any = None, shuffle: Any = Tru
         raise InputError(f"rank must be in [0, world_size={world_size}), got {rank}")
     size = check_int("epoch_size", epoch_size if epoch_size is not None else (m.num_samples or len(m)), 1)
     index = m.index
-    plan = MixturePlan(list(m.classes), index.samples_per_class().tolist(), index.class_ptr[:-1].tolist(),
-                       m.schedule, batch_size=batch_size, world_size=world_size,
-                       seed=m.seed if seed is None else check_int("seed", seed, 0), shuffle=shuffle,
-                       exhausted=exhausted)
-    return MixtureEpochs(plan, rank, size, len(m))
+    args = (list(m.classes), index.samples_per_class().tolist(), index.class_ptr[:-1].tolist(), m.schedule)
+    options = {"batch_size": batch_size, "world_size": world_size, "shuffle": shuffle, "exhausted": exhausted,
+               "seed": m.seed if seed is None else check_int("seed", seed, 0)}
+    if max_tokens is None:
+        return MixtureEpochs(MixturePlan(*args, **options), rank, size, len(m))
+    budget = check_int("max_tokens", max_tokens, 1)
+    extra = int(bool(m.get_dict()["mask"].get("add_cls")))  # a CLS column counts in the budget
+    lengths = np.asarray(index.sample_tokens(), dtype=np.int64) + extra
+    return MixtureEpochs(BudgetPlan(*args, **options, max_tokens=budget, lengths=lengths), rank, size, len(m))
 
 
 def part_fingerprint(description: dict[str, Any]) -> dict[str, object]:
@@ -165,7 +197,5 @@ def resume_order(epochs: MixtureEpochs, state: object, fingerprints: dict[str, s
     except (KeyError, TypeError, ValueError) as e:
         raise InputError(f"state has no valid step, taken or residual ({e}); pass a dict made by "
                          "state_dict()") from None
-    epochs.plan = MixturePlan(plan.names, plan.sizes.tolist(), plan.offsets.tolist(), plan.schedule,
-                              batch_size=plan.batch_size, world_size=plan.world_size, seed=plan.seed,
-                              shuffle=plan.shuffle, exhausted=plan.exhausted, start=PlanState(step, taken, residual))
+    epochs.plan = plan.restarted(PlanState(step, taken, residual))
     return step

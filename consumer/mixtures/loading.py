@@ -96,13 +96,14 @@ def make_mixture_loader(m: Any, batch_size: int, *, query: Any = None, shuffle: 
                         drop_last: bool = False, num_workers: int = 0, epoch_size: int | None = None,
                         rank: int | None = None, world_size: int | None = None, exhausted: str = "repeat",
                         log_proportions_every: int | None = None, prefetch_threads: int | None = None,
-                        transport: str | None = None, **torch_kwargs: Any) -> MixtureLoader:
+                        transport: str | None = None, max_tokens: int | None = None,
+                        **torch_kwargs: Any) -> MixtureLoader:
     """The loader of ``m.dataloader`` (see :meth:`consumer.mixtures.Mixture.dataloader`). ``drop_last`` has no
-    effect: every batch of a mixture is full."""
+    effect: every batch of a mixture is full (or, under ``max_tokens``, as full as the budget lets it be)."""
     o = loader_options(m, query, num_workers, rank, world_size, prefetch_threads, transport, torch_kwargs,
-                       reserved=("balance", "max_tokens"))
+                       reserved=("balance",))
     epochs = make_epochs(m, batch_size, seed=seed, shuffle=shuffle, rank=o.rank, world_size=o.world_size,
-                         epoch_size=epoch_size, exhausted=exhausted)
+                         epoch_size=epoch_size, exhausted=exhausted, max_tokens=max_tokens)
     every = None if log_proportions_every is None else check_int("log_proportions_every", log_proportions_every, 1)
     return MixtureLoader(m, epochs, o.query, {"num_workers": o.num_workers, **torch_kwargs}, o.description,
                          prefetch_threads=o.threads, transport=o.transport, log_proportions_every=every)

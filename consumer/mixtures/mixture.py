@@ -194,29 +194,23 @@ class Mixture:
             self.create_batches(1)
         return self._cursor
 
-    def _plan_defaults(self, options: dict[str, Any]) -> dict[str, Any]:
-        """``options`` of an item order (a blend's, or token budgets, which serve every sample once per epoch: the
-        natural weights only)."""
-        out = dict(options)
-        if out.get("max_tokens") is not None and self._balance is not None and "balance" not in out:
-            raise InputError(f"max_tokens={short_repr(out['max_tokens'])} serves every sample once per epoch: "
-                             f"a mixture with weights={short_repr(self._given)} does not take it yet")
-        return out
+    def _items(self, options: dict[str, Any]) -> bool:
+        """Whether a batch order with these options is over the items (a blend's order, or natural weights under
+        a token budget: fairseq's batches), not the step plan."""
+        return self.blend is not None or (options.get("max_tokens") is not None and self.schedule.kind == "natural")
 
     def create_batches(self, batch_size: int | None, drop_last: bool = False, seed: int | None = None,
                        shuffle: bool = True, **plan: Any) -> None:
         """``m[None]``/:meth:`get_next_batch` batches: the step plan of :meth:`dataloader` with the same arguments
-        (:mod:`consumer.mixtures.cursor`; ``plan``: ``rank``, ``world_size``, ``epoch_size``, ``exhausted``), so
-        the same batches in the same order, and either's state resumes the other. A blend's items, and
-        ``max_tokens`` (natural weights), follow the order of a dataset's ``create_batches`` over the items.
-        ``drop_last`` has no effect on the step plan: every batch of it is full."""
-        steps = self.blend is None and plan.get("max_tokens") is None
-        cursor = self._new_cursor(steps)
+        (:mod:`consumer.mixtures.cursor`; ``plan``: ``rank``, ``world_size``, ``epoch_size``, ``exhausted``,
+        ``max_tokens``), so the same batches in the same order, and either's state resumes the other. A blend's
+        items, and ``max_tokens`` over natural weights, follow the order of a dataset's ``create_batches`` over the
+        items. ``drop_last`` has no effect on the step plan: every batch of it is full (or as the budget lets it)."""
+        cursor = self._new_cursor(not self._items(plan))
         if isinstance(cursor, MixtureCursor):
             cursor.start(batch_size, seed=seed, shuffle=shuffle, **plan)
         else:
-            extra = int(bool(self._mask().get("add_cls")))
-            cursor.epochs(batch_size, drop_last, seed, shuffle, extra, **self._plan_defaults(plan))
+            cursor.epochs(batch_size, drop_last, seed, shuffle, int(bool(self._mask().get("add_cls"))), **plan)
         self._cursor = cursor
 
     def batches(self, epoch: int) -> Sequence[np.ndarray]:
@@ -244,17 +238,19 @@ class Mixture:
         :func:`consumer.mixtures.loading.make_mixture_loader`): ``seed=, rank=, world_size=, epoch_size=`` (default
         ``num_samples``, else ``len(m)``), ``query=, shuffle=, num_workers=, exhausted="repeat"|"stop",
         log_proportions_every=, prefetch_threads=, transport=`` and torch options. The weights (a dict or a
-        schedule) give every global step's counts per part. ``max_tokens`` (token-budget batches) goes through
-        :func:`~consumer.training.loader.make_loader` over the parts' samples, natural weights only. A blend
+        schedule) give every global step's counts per part. ``max_tokens=T``: each step's draws cut by the budget
+        ``rows x longest <= T`` (:mod:`consumer.mixtures.budget`; ``batch_size`` the most rows); over natural
+        weights, fairseq's batches of the items instead (every sample once per epoch). A blend
         (``sampling="megatron"``) is served by :func:`~consumer.training.loader.make_loader` over its items (the
         weights are in the blend already): ``shuffle=False`` serves them in Megatron's order, ``0, 1, 2, ...``."""
-        if options.get("max_tokens") is not None or self.blend is not None:  # a blend: a loader over its items
+        if self._items(options):  # a blend, or natural weights under a token budget: a loader over the items
             from ..training.loader import make_loader  # noqa: PLC0415  (torch loads only when a loader is made)
             ds: Any = self
-            return make_loader(ds, batch_size, **self._plan_defaults(options))
+            return make_loader(ds, batch_size, **options)
         from .loading import make_mixture_loader  # noqa: PLC0415
         if batch_size is None:
-            raise InputError("batch_size must be an int >= 1 (None only goes with max_tokens)")
+            raise InputError("batch_size must be an int >= 1: with weights, a token budget's steps need the most rows "
+                             "of a batch (None only goes with max_tokens over natural weights)")
         loader = make_mixture_loader(self, batch_size, **options)
         self._loader_ref = weakref.ref(loader)
         return loader

@@ -38,7 +38,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 
@@ -46,7 +46,7 @@ from ..errors import InputError, short_repr
 from ..util.seeds import generator
 from .schedule import WeightSchedule
 
-__all__ = ["EXHAUSTED", "MixturePlan", "PlanState", "StepBatches", "apportion"]
+__all__ = ["EXHAUSTED", "MixturePlan", "PlanState", "StepBatches", "apportion", "apportion_lists"]
 
 EXHAUSTED = ("repeat", "stop")
 _CHECKPOINT = 256  # a state is kept every this many steps, so any step is at most this far from a known state
@@ -71,8 +71,12 @@ def apportion(residual: np.ndarray, weights: np.ndarray, size: int) -> np.ndarra
     """The counts of one step (int64, sum ``size``): largest remainders of ``residual + size * weights`` (see the
     module docstring). Parts of weight 0 get none. (Python floats: a step has a few parts, where numpy's calls cost
     more than the arithmetic; the same IEEE operations in the same order, so the same counts.)"""
-    w = weights.tolist()
-    d = [r + size * x for r, x in zip(residual.tolist(), w)]
+    return np.array(apportion_lists(residual.tolist(), weights.tolist(), size), dtype=np.int64)
+
+
+def apportion_lists(residual: list[float], w: list[float], size: int) -> list[int]:
+    """:func:`apportion` on Python lists (what a token-budget step calls once per sample)."""
+    d = [r + size * x for r, x in zip(residual, w)]
     n = [max(math.floor(v), 0) if x > 0 else 0 for v, x in zip(d, w)]
     left = size - sum(n)
     if left > 0:
@@ -83,7 +87,7 @@ def apportion(residual: np.ndarray, weights: np.ndarray, size: int) -> np.ndarra
         order = [i for i in sorted(range(len(d)), key=lambda i: d[i] - n[i]) if n[i] > 0]
         for j in range(-left):
             n[order[j % len(order)]] -= 1
-    return np.array(n, dtype=np.int64)
+    return n
 
 
 def _name_word(name: str) -> int:
@@ -110,12 +114,22 @@ class MixturePlan:
         self.schedule, self.batch_size, self.world_size = schedule, int(batch_size), int(world_size)
         self.seed, self.shuffle, self.exhausted = int(seed), bool(shuffle), exhausted
         self.step_size = self.batch_size * self.world_size
+        self.least = self.step_size  # the fewest samples a step takes (a token budget's steps take fewer)
         self._words = [_name_word(n) for n in self.names]
         self.start = start if start is not None else PlanState.start(len(self.names))
         self._cache: dict[int, PlanState] = {0: PlanState.start(len(self.names)), self.start.step: self.start}
         self._last = self.start  # the latest state a walk reached: a reader going step by step walks one step
         self._end: int | None = None
         self._end_known = exhausted == "repeat"
+
+    def restarted(self, start: PlanState) -> MixturePlan:
+        """The same plan continuing from ``start`` (a resumed run)."""
+        return type(self)(self.names, self.sizes.tolist(), self.offsets.tolist(), self.schedule, **self._options(),
+                          start=start)
+
+    def _options(self) -> dict[str, Any]:
+        return {"batch_size": self.batch_size, "world_size": self.world_size, "seed": self.seed,
+                "shuffle": self.shuffle, "exhausted": self.exhausted}
 
     # ----------------------------------------------------------------- counts
     def advance(self, state: PlanState) -> tuple[np.ndarray, PlanState]:
@@ -157,7 +171,7 @@ class MixturePlan:
             state = self.state_at(self.start.step)
             if (state.taken > self.sizes).any():
                 self._end = state.step
-            bound = state.step + int(self.sizes.sum()) // self.step_size + 2
+            bound = state.step + int(self.sizes.sum()) // self.least + 2
             while self._end is None and state.step < bound:
                 _, after = self.advance(state)
                 if (after.taken > self.sizes).any():

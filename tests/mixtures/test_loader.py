@@ -158,13 +158,6 @@ def test_a_mixture_pickles_with_its_position(parts):
     assert sum(b.size for b in m.batches(0)) == 30  # num_samples is the epoch's size
 
 
-def test_token_budgets_take_natural_weights_only(parts):
-    natural = mix(parts)
-    loader = natural.dataloader(None, max_tokens=96, query=["sample_id", "input_array"])
-    ids = torch.cat([b["sample_id"] for b in _epoch(loader)]).numpy()
-    assert sorted(ids.tolist()) == list(range(len(natural)))
-    with pytest.raises(InputError, match="max_tokens"):
-        mix(parts, weights=WEIGHTS).dataloader(None, max_tokens=96)
 
 
 def test_a_lambda_schedule_pickles_detached_and_spawn_workers_serve_it(parts):
