@@ -59,42 +59,53 @@ class BudgetPlan(MixturePlan):
         made = self._made
         if made is not None and made[0] == state.step:
             return made[1], made[2], made[3]
-        room = self.world_size * self.batch_size
+        W, room = self.world_size, self.world_size * self.batch_size
         w = self.schedule.at(state.step).tolist()
         residual = state.residual.tolist()
         parts: list[int] = []
         history = [residual]
-        for _ in range(room):  # the draws of a full step; the budget keeps a prefix of them
-            one = apportion_lists(residual, w, 1)
-            p = one.index(1)
-            parts.append(p)
-            residual = [r + x - c for r, x, c in zip(residual, w, one)]
-            history.append(residual)
-        order = np.asarray(parts, dtype=np.int64)
-        ids = np.empty(room, dtype=np.int64)
-        for p in np.unique(order).tolist():
-            where = order == p
-            ids[where] = self.part_samples(p, int(state.taken[p]), int(np.count_nonzero(where)))
-        keep = self._kept(ids)
-        counts = np.bincount(order[:keep], minlength=len(self.names)).astype(np.int64)
+        keep, rounds = room, 1
+        while len(parts) < room:  # draws a round of W at a time, doubling, until the budget cuts (or B rounds)
+            for _ in range(min(rounds * W, room - len(parts))):
+                one = apportion_lists(residual, w, 1)
+                parts.append(one.index(1))
+                residual = [r + x - c for r, x, c in zip(residual, w, one)]
+                history.append(residual)
+            ids = self._drawn(state, parts)
+            keep = self._kept(ids)
+            if keep < len(parts):
+                break
+            rounds *= 2
+        order = np.asarray(parts[:keep], dtype=np.int64)
+        counts = np.bincount(order, minlength=len(self.names)).astype(np.int64)
         after = PlanState(state.step + 1, state.taken + counts, np.asarray(history[keep], dtype=np.float64))
         self._made = (state.step, ids[:keep], counts, after)
         return ids[:keep], counts, after
 
+    def _drawn(self, state: PlanState, parts: list[int]) -> np.ndarray:
+        """The global ids of a step's draws (``parts``: the part of each), each part's next samples in order."""
+        order = np.asarray(parts, dtype=np.int64)
+        ids = np.empty(order.size, dtype=np.int64)
+        for p in np.unique(order).tolist():
+            where = order == p
+            ids[where] = self.part_samples(p, int(state.taken[p]), int(np.count_nonzero(where)))
+        return ids
+
     def _kept(self, ids: np.ndarray) -> int:
-        """How many of a step's draws fit: each rank's rows (``i mod W``) within ``B`` and the budget."""
+        """How many of a step's draws fit: each rank's rows (draw ``i`` to rank ``i mod W``) within the budget (the
+        draws are at most ``B`` rounds). A draw that does not fit a batch of its own is refused, naming it."""
         W = self.world_size
         lengths = np.asarray(self.lengths[ids], dtype=np.int64)
-        too_long = np.flatnonzero(lengths > self.max_tokens)
-        if too_long.size:
-            i = int(too_long[0])
-            raise InputError(f"max_tokens={self.max_tokens} is smaller than sample {int(ids[i])} "
-                             f"({int(lengths[i])} tokens): every sample must fit a batch alone")
         rows = -(-lengths.size // W)
         grid = np.zeros(rows * W, dtype=np.int64)
         grid[:lengths.size] = lengths
         longest = np.maximum.accumulate(grid.reshape(rows, W), axis=0)  # per rank, its longest row so far
         count = np.arange(1, rows + 1, dtype=np.int64)[:, None]
-        over = (count * longest > self.max_tokens).reshape(-1)[:lengths.size]
-        bad = np.flatnonzero(over)
-        return int(bad[0]) if bad.size else int(lengths.size)
+        bad = np.flatnonzero((count * longest > self.max_tokens).reshape(-1)[:lengths.size])
+        if not bad.size:
+            return int(lengths.size)
+        i = int(bad[0])
+        if i < W:  # the first row of its rank's batch: it fits no batch
+            raise InputError(f"max_tokens={self.max_tokens} is smaller than sample {int(ids[i])} "
+                             f"({int(lengths[i])} tokens): every sample must fit a batch alone")
+        return i
