@@ -134,11 +134,6 @@ class Mixture:
         """Samples of each part."""
         return dict(zip(self.classes, self.index.samples_per_class().tolist()))
 
-    @property
-    def _balance(self) -> dict[str, float] | None:
-        """The class balance of the batch order: the weights, but none over a blend (it holds them already)."""
-        return None if self._given is None or self.blend is not None else dict(self._given)
-
     def _mask(self, described: dict[str, dict] | None = None) -> dict[str, Any]:
         """The parts' masking settings: one dict when they agree, else each part's (with ``add_cls`` if any has)."""
         described = described or {name: part.get_dict() for name, part in self._parts.items()}
