@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Sequence
 from typing import NoReturn
 
 import numpy as np
@@ -204,8 +205,7 @@ class PackedRows:
                                   (n <= 1 << k or blocks[s >> k:((s + n - 1) >> k) + 1].all())):
                         self._check_span(i, s, n)
                 self.clean = bool(blocks.all())
-        out, where = (np.empty((len(spans), L), dtype=dtype), range(len(spans))) if into is None else \
-            (into[0], into[1].tolist())
+        out, where = _target(into, len(spans), L, dtype)
         tokens, pad = self.tokens, self.pad
         for r, (_, s, n) in zip(where, spans):
             row = out[r]
@@ -255,21 +255,13 @@ class PackedRows:
             if not self.clean:
                 self._check_many(ids, start)
         tokens, pad = self.tokens, self.pad
-        if into is not None:  # rows of another array: each row's tokens, then its padding
-            out = into[0]
-            for r, s, n in zip(into[1].tolist(), starts, lengths):
-                row = out[r]
-                row[:n] = tokens[s:s + n]
-                if n < L:
-                    row[n:] = pad
-            return out
-        if 2 * sum(lengths) < ids.size * L:  # mostly padding: one fill, then the tokens
+        if into is None and 2 * sum(lengths) < ids.size * L:  # mostly padding: one fill, then the tokens
             out = np.full((ids.size, L), pad, dtype=dtype)
             for r, (s, n) in enumerate(zip(starts, lengths)):
                 out[r, :n] = tokens[s:s + n]
             return out
-        out = np.empty((ids.size, L), dtype=dtype)
-        for r, (s, n) in enumerate(zip(starts, lengths)):
+        out, where = _target(into, ids.size, L, dtype)
+        for r, s, n in zip(where, starts, lengths):
             if n < L:
                 row = out[r]
                 row[:n] = tokens[s:s + n]
@@ -291,3 +283,12 @@ class PackedRows:
                 if length[j]:
                     self._check_span(int(ids[j]), int(start[j]), int(length[j]))
             self.clean = bool(self.blocks.all())
+
+
+def _target(into: tuple[np.ndarray, np.ndarray] | None, rows: int, width: int,
+            dtype: np.dtype) -> tuple[np.ndarray, Sequence[int]]:
+    """Where a batch's rows go: a new ``[rows, width]`` array and its rows in order, or ``into``'s array and the
+    rows it names (another batch's array, filled part by part)."""
+    if into is None:
+        return np.empty((rows, width), dtype=dtype), range(rows)
+    return into[0], into[1].tolist()
