@@ -81,9 +81,7 @@ class MixtureLoader(ConsumerLoader):
         ``create_batches``). The mixture must have the same parts (names and fingerprints) and settings; its
         weights may differ (they apply from the state's step on)."""
         step = resume_order(self.plan, state, self._parts, self._context())
-        self._sampler._requests = None
-        self.epoch, self.position = divmod(step, self.plan.batches_per_epoch)
-        self._generation += 1
+        self._move_to(*divmod(step, self.plan.batches_per_epoch))
 
     def __repr__(self) -> str:
         s = self.plan

@@ -218,8 +218,14 @@ class ConsumerLoader:
         if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
             raise InputError(f"epoch must be an int >= 0, got {short_repr(epoch)}")
         if int(epoch) != self.epoch:
-            self.epoch, self.position = int(epoch), 0
-            self._generation += 1
+            self._move_to(int(epoch), 0)
+
+    def _move_to(self, epoch: int, position: int) -> None:
+        """Serve from batch ``position`` of ``epoch`` on: a running iterator stops, and the epoch's batches are asked
+        of the plan again (a resumed plan may be another object's)."""
+        self.epoch, self.position = epoch, position
+        self._sampler.forget()
+        self._generation += 1
 
     # ----------------------------------------------------------------- resumption
     def state_dict(self) -> dict[str, object]:
@@ -243,8 +249,7 @@ class ConsumerLoader:
             what = (f"loader settings differ (state, this loader): {short_repr(diff, 300)}" if diff
                     else "the dataset differs (files, settings or counts)")
             raise InputError(f"state does not belong to this loader: {what}")
-        self.epoch, self.position = check_position(self.plan, saved)
-        self._generation += 1
+        self._move_to(*check_position(self.plan, saved))
 
     def __repr__(self) -> str:
         s = self.plan

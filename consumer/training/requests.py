@@ -106,5 +106,9 @@ class PlanBatchSampler:
         for j in range(self.start, len(steps)):
             yield BatchRequest(epoch, steps[j], widths[j])
 
+    def forget(self) -> None:
+        """Ask the plan for the epoch's batches again at the next pass."""
+        self._requests = None
+
     def __len__(self) -> int:
         return self.plan.batches_per_epoch - self.start
