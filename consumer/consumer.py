@@ -25,7 +25,7 @@ from .storage import Storage
 from .tokens.index import PaddingNotice
 from .tokens.split import split_file_ids
 from .tokens.vocab import decode_ids
-from .training.sampler import BatchCursor
+from .training.sampler import BatchCursor, CursorMethods
 from .util.seeds import generator
 from .util.validate import check_bool
 
@@ -33,7 +33,7 @@ __all__ = ["Consumer"]
 _DEFAULT = object()  # "use the mode's default query"
 
 
-class Consumer(SQLMethods, ModeMethods):
+class Consumer(SQLMethods, ModeMethods, CursorMethods):
     """A query engine over the raw bytes of files: ``ds[selection, query]`` -> dict of int64 tensors.
 
     ``fps``: F0 ``[path]``, F1 ``[{path: class}]``, F2 ``{path: class}``, F3 ``{class: [path]}`` or a directory of
@@ -197,22 +197,6 @@ class Consumer(SQLMethods, ModeMethods):
         """A resumable torch DataLoader over this dataset (workers, class balance, ranks): see ``make_loader``."""
         from .training.loader import make_loader  # noqa: PLC0415  (torch loads only when a loader is made)
         return make_loader(self, batch_size, **options)
-
-    def batches(self, epoch: int) -> list[np.ndarray]:
-        """The sample ids of every batch of ``epoch``, in serving order (after ``create_*batches``)."""
-        return self._cursor.batches(epoch)
-
-    def get_next_batch(self, query: Any = _DEFAULT) -> dict:
-        """The next batch (see :meth:`create_batches`); ``query`` defaults to the mode's query."""
-        return self[None, self.mode if query is _DEFAULT else query]
-
-    def state_dict(self) -> dict:
-        """JSON-able position of the batch iterator (epoch, batches served), for exact resumption."""
-        return self._cursor.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        """Continue the batch iterator from a :meth:`state_dict` taken on an identical dataset."""
-        self._cursor.load(state)
 
     def report(self, path: Any, **options: Any) -> str:
         """Write the corpus report (one self-contained HTML page; ``content=``, ``types=``: docs/report.md)."""

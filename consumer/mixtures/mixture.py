@@ -11,7 +11,6 @@ So every selection of a ``Consumer`` works on it (``m[k]``, ``m[a:b]``, ``m[[...
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,7 +21,7 @@ from ..fetch.collate import to_tensors
 from ..fetch.select import as_sample_ids, resolve, split_key
 from ..query.rows import Params, Rows
 from ..tokens.vocab import decode_ids
-from ..training.sampler import BatchCursor
+from ..training.sampler import BatchCursor, CursorMethods
 from ..training.state import digest
 from ..util.seeds import generator
 from .blend import Blend, BlendIndex, blend_reader, blend_weights, check_blend_parts
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
     from .sql import MixtureSQL
 
 __all__ = ["Mixture", "mix"]
-_DEFAULT = object()
 
 
 def mix(parts: dict[str, Consumer], weights: Any = None, sampling: str | None = None,
@@ -66,7 +64,7 @@ def mix(parts: dict[str, Consumer], weights: Any = None, sampling: str | None = 
     return Mixture(parts, weights=weights, sampling=sampling, num_samples=num_samples, seed=seed)
 
 
-class Mixture:
+class Mixture(CursorMethods):
     """A dataset made of datasets (see :func:`mix`). Attributes: ``parts`` (dict), ``classes`` (the part names),
     ``class_to_id`` (``{part: index}``), ``weights`` (normalised, natural ones when none were given), ``vocab``,
     ``seqlen``, ``n_bytes``, ``seed``, ``num_samples``, ``index`` (:class:`~consumer.mixtures.index.MixtureIndex`)."""
@@ -207,18 +205,6 @@ class Mixture:
         else:
             cursor.epochs(batch_size, drop_last, seed, shuffle, int(bool(self._mask().get("add_cls"))), **plan)
         self._cursor = cursor
-
-    def batches(self, epoch: int) -> Sequence[np.ndarray]:
-        """The global sample ids of every batch of ``epoch``, in serving order (after :meth:`create_batches`)."""
-        return self._cursor.batches(epoch)
-
-    def get_next_batch(self, query: Any = _DEFAULT) -> dict:
-        """The next batch (see :meth:`create_batches`); ``query`` defaults to ``None`` (the token rows)."""
-        return self[None, self.mode if query is _DEFAULT else query]
-
-    def state_dict(self) -> dict:
-        """JSON-able position of the batch iterator (the step plan's state, or the item order's), to resume."""
-        return self._cursor.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
         """Continue the batch iterator from a :meth:`state_dict` taken on an identical mixture (or from the state

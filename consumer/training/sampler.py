@@ -11,7 +11,8 @@ so that a dataset pickled by 0.2 loads; its cursor continues in 0.2's order (see
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from .state import (
     read_state,
 )
 
-__all__ = ["PLAN_OPTIONS", "BatchCursor", "EpochBatcher", "TokenBudgetBatcher"]
+__all__ = ["PLAN_OPTIONS", "BatchCursor", "CursorMethods", "EpochBatcher", "TokenBudgetBatcher"]
 
 PLAN_OPTIONS = ("balance", "epoch_size", "rank", "world_size", "max_tokens", "required_batch_size_multiple")
 """The keyword options ``create_batches`` passes on to the plan (as ``ds.dataloader`` takes them)."""
@@ -159,3 +160,36 @@ class BatchCursor:
 
     def _start_none(self) -> None:
         self.plan, self.epoch, self.position, self._epoch = None, 0, 0, None
+
+
+_MODE = object()  # get_next_batch(): "the mode's query"
+
+
+class CursorMethods:
+    """The batch-order methods of a dataset over its cursor ``_cursor`` (a :class:`BatchCursor`, or a mixture's):
+    ``batches``, ``get_next_batch``, ``state_dict``, ``load_state_dict``. ``mode`` is the query of bare selections;
+    ``ds[None, query]`` serves the next batch."""
+
+    _cursor: Any
+    mode: Any
+
+    if TYPE_CHECKING:
+        def __getitem__(self, key: Any) -> dict[str, Any]: ...  # the dataset's own
+
+    def batches(self, epoch: int) -> Sequence[np.ndarray]:
+        """The sample ids of every batch of ``epoch``, in serving order (after ``create_*batches``)."""
+        out: Sequence[np.ndarray] = self._cursor.batches(epoch)
+        return out
+
+    def get_next_batch(self, query: Any = _MODE) -> dict[str, Any]:
+        """The next batch (see ``create_batches``); ``query`` defaults to the mode's query."""
+        return self[None, self.mode if query is _MODE else query]
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able position of the batch iterator, for exact resumption."""
+        out: dict[str, Any] = self._cursor.state_dict()
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue the batch iterator from a :meth:`state_dict` taken on an identical dataset."""
+        self._cursor.load(state)
