@@ -40,7 +40,7 @@ from ..sources.paths import PathList
 from ..spec import Spec, headers_already_made
 from ..storage import Storage
 from ..tokens.documents import DocumentTable, build_documents
-from ..tokens.index import INDEX_ARRAYS, SampleIndex
+from ..tokens.index import SampleIndex
 from ..tokens.vocab import TokenVocab, Vocab
 from ..util.sets import distinct
 from ..util.validate import check_bool, check_class_to_id, int_vector
@@ -272,10 +272,8 @@ def _from_entry(entry: tuple[dict, dict], spec: Spec, corpus: Corpus, paths: Pat
         vocab=Vocab(spec.n_bytes), paths=paths, doc_class=arrays["doc_class"], doc_size=arrays["doc_size"],
         doc_header=arrays["doc_header"], headers=desc["headers"], header_ptr=arrays["header_ptr"],
         header_tok=arrays["header_tok"], with_header=spec.with_header, doc_mtime=arrays["doc_mtime"])
-    index = SampleIndex(seqlen=int(desc["seqlen"]), **{k: arrays[k] for k in INDEX_ARRAYS})
-    if "sample_tokens" in arrays:  # what the first fetch would compute over the index (older entries: computed)
-        index.remember_sample_tokens(arrays["sample_tokens"])
-    index.remember_facts(desc.get("index_facts") or {})
+    # sample_tokens: what the first fetch would compute over the index (older entries: computed)
+    index = SampleIndex.from_entry(int(desc["seqlen"]), arrays, facts=desc.get("index_facts"))
     spec = _resolved(spec, index, corpus.class_names)
     return Built(spec, corpus, documents, index, cache_root, _info("hit", key, 0, t0, cache_root),
                  recipe=("cached", cache_root, key, spec, corpus.form))

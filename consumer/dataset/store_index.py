@@ -66,16 +66,13 @@ def store_index(root: str | None, identity: str, spec_key: dict, documents: Docu
         index = build()
         runs = packed_runs(index, documents)
         all_runs = bool((runs >= 0).all())
-        arrays = {**{k: getattr(index, k) for k in INDEX_ARRAYS}, "sample_tokens": index.sample_tokens(),
-                  "runs": runs}
+        arrays = {**index.entry_arrays(), "runs": runs}
         save_entry(root, key, arrays, {"kind": "packed store index", "spec": spec_key, "seqlen": index.seqlen,
                                        "samples": len(index), "documents": len(documents), "all_runs": all_runs})
         written = _mapped(root, key, documents)
     if written is not None:  # served from the entry's maps, as a reopen is: the built arrays are freed
         return written[0], "miss", key, None
-    out = SampleIndex(seqlen=index.seqlen, **{k: getattr(index, k) for k in INDEX_ARRAYS},
-                      runs=StoreRuns(runs, all_runs, _doc_ptr(documents)))
-    out.remember_sample_tokens(arrays["sample_tokens"])
+    out = SampleIndex.from_entry(index.seqlen, arrays, runs=StoreRuns(runs, all_runs, _doc_ptr(documents)))
     return out, "miss", key, None
 
 
@@ -135,8 +132,7 @@ def _mapped(root: str, key: str, documents: DocumentTable) -> tuple[SampleIndex,
     all_runs = desc.get("all_runs")
     if not isinstance(all_runs, bool):
         return None
-    index = SampleIndex(seqlen=int(desc["seqlen"]), **{k: arrays[k] for k in INDEX_ARRAYS},
-                        runs=StoreRuns(np.asarray(arrays["runs"]), all_runs, _doc_ptr(documents)))
-    index.remember_sample_tokens(arrays["sample_tokens"])
+    index = SampleIndex.from_entry(int(desc["seqlen"]), arrays,
+                                   runs=StoreRuns(np.asarray(arrays["runs"]), all_runs, _doc_ptr(documents)))
     digest = desc.get("files_sha256")
     return index, digest if isinstance(digest, str) else None

@@ -72,8 +72,7 @@ def cached_blend(parts: dict[str, Any], facts: dict[str, Any], build: Callable[[
         arrays = {"dataset_index": dataset_index, "dataset_sample_index": dataset_sample_index}
         all_runs = []
         for p, (index, part) in enumerate(zip(indexes, parts.values(), strict=True)):
-            arrays.update({f"part{p}.{k}": getattr(index, k) for k in INDEX_ARRAYS})
-            arrays[f"part{p}.sample_tokens"] = index.sample_tokens()
+            arrays.update(index.entry_arrays(f"part{p}."))
             runs = packed_runs(index, part.documents) if _doc_ptr(part) is not None else None
             if runs is not None:
                 arrays[f"part{p}.runs"] = runs
@@ -112,9 +111,6 @@ def _load(root: str, key: str, parts: dict[str, Any]) -> BlendArrays | None:
         runs = None
         if ptr is not None and isinstance(all_runs[p], bool) and f"part{p}.runs" in arrays:
             runs = StoreRuns(np.asarray(arrays[f"part{p}.runs"]), all_runs[p], ptr)
-        index = SampleIndex(seqlen=int(seqlens[p]), **{k: arrays[f"part{p}.{k}"] for k in INDEX_ARRAYS}, runs=runs)
-        index.remember_sample_tokens(arrays[f"part{p}.sample_tokens"])
-        if isinstance(index_facts[p], dict):
-            index.remember_facts(index_facts[p])  # what a reader checks once over the index
-        indexes.append(index)
+        facts = index_facts[p] if isinstance(index_facts[p], dict) else None  # what a reader checks once
+        indexes.append(SampleIndex.from_entry(int(seqlens[p]), arrays, f"part{p}.", runs=runs, facts=facts))
     return arrays["dataset_index"], arrays["dataset_sample_index"], indexes, [int(c) for c in counts]

@@ -26,7 +26,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -100,6 +100,25 @@ class SampleIndex:
         """Take ``tokens`` as :meth:`sample_tokens` (int32 [S], e.g. mapped from a cache entry) instead of
         computing it."""
         self.__dict__["_sample_tokens"] = tokens  # what the cached property stores: it is then never computed
+
+    def entry_arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
+        """The arrays a cache entry keeps of this index (:data:`INDEX_ARRAYS` and ``sample_tokens``), named
+        ``prefix + name`` (:meth:`from_entry` takes them back)."""
+        out = {prefix + k: getattr(self, k) for k in INDEX_ARRAYS}
+        out[prefix + "sample_tokens"] = self.sample_tokens()
+        return out
+
+    @classmethod
+    def from_entry(cls, seqlen: int, arrays: Mapping[str, np.ndarray], prefix: str = "", *,
+                   runs: StoreRuns | None = None, facts: Mapping[str, object] | None = None) -> SampleIndex:
+        """The index whose :meth:`entry_arrays` (mapped from a cache entry) are ``arrays``: ``sample_tokens`` and
+        ``facts`` taken as found, not computed again, where the entry has them."""
+        index = cls(seqlen=int(seqlen), **{k: arrays[prefix + k] for k in INDEX_ARRAYS}, runs=runs)
+        tokens = arrays.get(prefix + "sample_tokens")
+        if tokens is not None:
+            index.remember_sample_tokens(tokens)
+        index.remember_facts(dict(facts) if isinstance(facts, Mapping) else {})
+        return index
 
     def facts(self) -> dict[str, bool]:
         """What a reader checks once over the whole index (``tiled``, ``one_segment_each``), as JSON to keep
