@@ -49,14 +49,19 @@ def _peers(value: str) -> list[str] | None:
 
 
 def _write_report(res: dict, out: str, img: str, command: str) -> None:
+    from .markdown import keep_hand_added
     from .plots import make_plots
     from .report import render
 
     res = json.loads(json.dumps(res))  # string keys everywhere, as when read back from disk
     rel = os.path.relpath(img, os.path.dirname(os.path.abspath(out)))
     plots, note = make_plots(res, img, rel)
+    text = render(res, command, plots, note)
+    if os.path.exists(out):  # sections added by hand to the report being replaced stay
+        with open(out, encoding="utf-8") as f:
+            text = keep_hand_added(f.read(), text)
     with open(out, "w", encoding="utf-8") as f:
-        f.write(render(res, command, plots, note))
+        f.write(text)
 
 
 def main(argv: list[str] | None = None) -> int:

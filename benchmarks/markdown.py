@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import re
 
-__all__ = ["fmt", "si", "table", "ms_of", "ratio", "GPERC", "PEER_LOADERS", "TRANSPORT", "OURS_LOADER"]
+__all__ = ["fmt", "si", "table", "ms_of", "ratio", "keep_hand_added", "GPERC", "PEER_LOADERS", "TRANSPORT",
+           "OURS_LOADER"]
 
 GPERC = "gperc 0.7"
 PEER_LOADERS = ("HF datasets DataLoader", "Megatron GPTDataset DataLoader", "litdata StreamingDataLoader",
@@ -54,3 +56,25 @@ def ms_of(w: dict, b: str, label: str):
 def ratio(a, b):
     """a / b, None when either is missing or zero."""
     return a / b if a and b else None
+
+
+_HAND_ADDED = re.compile(r"<!-- hand-added section.*?<!-- end of the hand-added section[^>]*-->\n*", re.S)
+
+
+def keep_hand_added(old: str, new: str) -> str:
+    """``new`` (a rendered report) with the hand-added sections of ``old`` (the report it replaces) kept: each block
+    from ``<!-- hand-added section ... -->`` to ``<!-- end of the hand-added section ... -->`` goes back before the
+    heading that followed it in ``old`` (at the end when ``new`` lacks that heading), unless ``new`` has it already."""
+    out = new
+    for block in _HAND_ADDED.finditer(old):
+        text = block.group(0)
+        if text.strip() in out:
+            continue
+        after = re.search(r"^#{1,6} .*$", old[block.end():], re.M)
+        anchor = after.group(0) if after else None
+        if anchor is not None and anchor + "\n" in out:
+            i = out.index(anchor + "\n")
+            out = out[:i] + text.rstrip("\n") + "\n\n" + out[i:]
+        else:
+            out = out.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n"
+    return out

@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.markdown import fmt  # noqa: E402
+from benchmarks.markdown import fmt, keep_hand_added  # noqa: E402
 from benchmarks.report import VIEWS, render  # noqa: E402
 from benchmarks.suite import QUICK, Run  # noqa: E402
 from benchmarks.suite_probe_runs import SPECS  # noqa: E402
@@ -82,3 +82,16 @@ def test_cheap_sections_run_and_their_figures_reach_the_report(tmp_path) -> None
     for title in ("The one batch order", "The content pass on a large file against its floor", "SQL timeout margin"):
         section = text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
         assert "Not measured in this run" not in section, title
+
+
+def test_a_re_render_keeps_the_sections_added_by_hand():
+    block = ("<!-- hand-added section (issue 9) -->\n### By hand\n\n| a |\n"
+             "<!-- end of the hand-added section (issue 9) -->\n")
+    old = f"# Report\n\n## One\n\nold figures\n\n{block}\n## Two\n\nmore\n"
+    new = "# Report\n\n## One\n\nnew figures\n\n## Two\n\nmore\n"
+    kept = keep_hand_added(old, new)
+    assert kept == f"# Report\n\n## One\n\nnew figures\n\n{block}\n## Two\n\nmore\n"
+    assert keep_hand_added(old, kept) == kept  # not twice
+    moved = keep_hand_added(old, "# Report\n\n## One\n\nnew\n")  # its heading gone: at the end
+    assert moved.endswith(block) and moved.count("### By hand") == 1
+    assert keep_hand_added("# no blocks\n", new) == new
